@@ -1,0 +1,110 @@
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ApplicationMetadataMessage(_message.Message):
+    __slots__ = ("signature", "payload", "type")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        UNKNOWN: _ClassVar[ApplicationMetadataMessage.Type]
+        CHAT_MESSAGE: _ClassVar[ApplicationMetadataMessage.Type]
+        CONTACT_UPDATE: _ClassVar[ApplicationMetadataMessage.Type]
+        MEMBERSHIP_UPDATE_MESSAGE: _ClassVar[ApplicationMetadataMessage.Type]
+        PAIR_INSTALLATION: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_INSTALLATION: _ClassVar[ApplicationMetadataMessage.Type]
+        REQUEST_ADDRESS_FOR_TRANSACTION: _ClassVar[ApplicationMetadataMessage.Type]
+        ACCEPT_REQUEST_ADDRESS_FOR_TRANSACTION: _ClassVar[ApplicationMetadataMessage.Type]
+        DECLINE_REQUEST_ADDRESS_FOR_TRANSACTION: _ClassVar[ApplicationMetadataMessage.Type]
+        REQUEST_TRANSACTION: _ClassVar[ApplicationMetadataMessage.Type]
+        SEND_TRANSACTION: _ClassVar[ApplicationMetadataMessage.Type]
+        DECLINE_REQUEST_TRANSACTION: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_INSTALLATION_CONTACT: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_INSTALLATION_ACCOUNT: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_INSTALLATION_PUBLIC_CHAT: _ClassVar[ApplicationMetadataMessage.Type]
+        CONTACT_CODE_ADVERTISEMENT: _ClassVar[ApplicationMetadataMessage.Type]
+        PUSH_NOTIFICATION_REGISTRATION: _ClassVar[ApplicationMetadataMessage.Type]
+        PUSH_NOTIFICATION_REGISTRATION_RESPONSE: _ClassVar[ApplicationMetadataMessage.Type]
+        PUSH_NOTIFICATION_QUERY: _ClassVar[ApplicationMetadataMessage.Type]
+        PUSH_NOTIFICATION_QUERY_RESPONSE: _ClassVar[ApplicationMetadataMessage.Type]
+        PUSH_NOTIFICATION_REQUEST: _ClassVar[ApplicationMetadataMessage.Type]
+        PUSH_NOTIFICATION_RESPONSE: _ClassVar[ApplicationMetadataMessage.Type]
+        EMOJI_REACTION: _ClassVar[ApplicationMetadataMessage.Type]
+        GROUP_CHAT_INVITATION: _ClassVar[ApplicationMetadataMessage.Type]
+        CHAT_IDENTITY: _ClassVar[ApplicationMetadataMessage.Type]
+        COMMUNITY_DESCRIPTION: _ClassVar[ApplicationMetadataMessage.Type]
+        COMMUNITY_INVITATION: _ClassVar[ApplicationMetadataMessage.Type]
+        COMMUNITY_REQUEST_TO_JOIN: _ClassVar[ApplicationMetadataMessage.Type]
+        PIN_MESSAGE: _ClassVar[ApplicationMetadataMessage.Type]
+        EDIT_MESSAGE: _ClassVar[ApplicationMetadataMessage.Type]
+        STATUS_UPDATE: _ClassVar[ApplicationMetadataMessage.Type]
+        DELETE_MESSAGE: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_INSTALLATION_COMMUNITY: _ClassVar[ApplicationMetadataMessage.Type]
+        ANONYMOUS_METRIC_BATCH: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_CHAT_REMOVED: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_CHAT_MESSAGES_READ: _ClassVar[ApplicationMetadataMessage.Type]
+        BACKUP: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_ACTIVITY_CENTER_READ: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_ACTIVITY_CENTER_ACCEPTED: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_ACTIVITY_CENTER_DISMISSED: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_BOOKMARK: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_CLEAR_HISTORY: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_SETTING: _ClassVar[ApplicationMetadataMessage.Type]
+        COMMUNITY_ARCHIVE_MAGNETLINK: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_PROFILE_PICTURE: _ClassVar[ApplicationMetadataMessage.Type]
+        SYNC_WALLET_ACCOUNT: _ClassVar[ApplicationMetadataMessage.Type]
+    UNKNOWN: ApplicationMetadataMessage.Type
+    CHAT_MESSAGE: ApplicationMetadataMessage.Type
+    CONTACT_UPDATE: ApplicationMetadataMessage.Type
+    MEMBERSHIP_UPDATE_MESSAGE: ApplicationMetadataMessage.Type
+    PAIR_INSTALLATION: ApplicationMetadataMessage.Type
+    SYNC_INSTALLATION: ApplicationMetadataMessage.Type
+    REQUEST_ADDRESS_FOR_TRANSACTION: ApplicationMetadataMessage.Type
+    ACCEPT_REQUEST_ADDRESS_FOR_TRANSACTION: ApplicationMetadataMessage.Type
+    DECLINE_REQUEST_ADDRESS_FOR_TRANSACTION: ApplicationMetadataMessage.Type
+    REQUEST_TRANSACTION: ApplicationMetadataMessage.Type
+    SEND_TRANSACTION: ApplicationMetadataMessage.Type
+    DECLINE_REQUEST_TRANSACTION: ApplicationMetadataMessage.Type
+    SYNC_INSTALLATION_CONTACT: ApplicationMetadataMessage.Type
+    SYNC_INSTALLATION_ACCOUNT: ApplicationMetadataMessage.Type
+    SYNC_INSTALLATION_PUBLIC_CHAT: ApplicationMetadataMessage.Type
+    CONTACT_CODE_ADVERTISEMENT: ApplicationMetadataMessage.Type
+    PUSH_NOTIFICATION_REGISTRATION: ApplicationMetadataMessage.Type
+    PUSH_NOTIFICATION_REGISTRATION_RESPONSE: ApplicationMetadataMessage.Type
+    PUSH_NOTIFICATION_QUERY: ApplicationMetadataMessage.Type
+    PUSH_NOTIFICATION_QUERY_RESPONSE: ApplicationMetadataMessage.Type
+    PUSH_NOTIFICATION_REQUEST: ApplicationMetadataMessage.Type
+    PUSH_NOTIFICATION_RESPONSE: ApplicationMetadataMessage.Type
+    EMOJI_REACTION: ApplicationMetadataMessage.Type
+    GROUP_CHAT_INVITATION: ApplicationMetadataMessage.Type
+    CHAT_IDENTITY: ApplicationMetadataMessage.Type
+    COMMUNITY_DESCRIPTION: ApplicationMetadataMessage.Type
+    COMMUNITY_INVITATION: ApplicationMetadataMessage.Type
+    COMMUNITY_REQUEST_TO_JOIN: ApplicationMetadataMessage.Type
+    PIN_MESSAGE: ApplicationMetadataMessage.Type
+    EDIT_MESSAGE: ApplicationMetadataMessage.Type
+    STATUS_UPDATE: ApplicationMetadataMessage.Type
+    DELETE_MESSAGE: ApplicationMetadataMessage.Type
+    SYNC_INSTALLATION_COMMUNITY: ApplicationMetadataMessage.Type
+    ANONYMOUS_METRIC_BATCH: ApplicationMetadataMessage.Type
+    SYNC_CHAT_REMOVED: ApplicationMetadataMessage.Type
+    SYNC_CHAT_MESSAGES_READ: ApplicationMetadataMessage.Type
+    BACKUP: ApplicationMetadataMessage.Type
+    SYNC_ACTIVITY_CENTER_READ: ApplicationMetadataMessage.Type
+    SYNC_ACTIVITY_CENTER_ACCEPTED: ApplicationMetadataMessage.Type
+    SYNC_ACTIVITY_CENTER_DISMISSED: ApplicationMetadataMessage.Type
+    SYNC_BOOKMARK: ApplicationMetadataMessage.Type
+    SYNC_CLEAR_HISTORY: ApplicationMetadataMessage.Type
+    SYNC_SETTING: ApplicationMetadataMessage.Type
+    COMMUNITY_ARCHIVE_MAGNETLINK: ApplicationMetadataMessage.Type
+    SYNC_PROFILE_PICTURE: ApplicationMetadataMessage.Type
+    SYNC_WALLET_ACCOUNT: ApplicationMetadataMessage.Type
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    signature: bytes
+    payload: bytes
+    type: ApplicationMetadataMessage.Type
+    def __init__(self, signature: _Optional[bytes] = ..., payload: _Optional[bytes] = ..., type: _Optional[_Union[ApplicationMetadataMessage.Type, str]] = ...) -> None: ...

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (or update) the project's virtualenv and run the whole test suite.
+# Usage: scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup-env.sh
+.venv/bin/ruff check .
+.venv/bin/python -m pytest "$@"

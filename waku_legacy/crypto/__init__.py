@@ -1,0 +1,1 @@
+"""Cryptographic primitives shared by every protocol module (one place each)."""

@@ -1,0 +1,1 @@
+"""Identities: message hashes, topics, community ids and shards. One place owns each."""
