@@ -1,0 +1,1 @@
+"""Legacy mailserver storage formats: status-go LevelDB and PostgreSQL, envelope dumps."""

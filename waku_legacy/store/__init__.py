@@ -1,0 +1,1 @@
+"""The Waku v2 message store in nwaku's schema (SQLite by default, PostgreSQL by URL)."""
