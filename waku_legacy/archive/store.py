@@ -1,0 +1,312 @@
+"""The on-disk archive store of one community: append, read, detect and repair torn writes.
+
+Write order of one append (each step durable before the next):
+
+1. repair: a ``data`` file longer than the index accounts for (a crash after appending and
+   before the index was replaced) is truncated back; a left-over temporary index is removed;
+2. append every new archive and its zero padding to ``data``; fsync;
+3. write the new index to a temporary file, fsync, rename over ``index``, fsync the folder;
+4. record the new last archive end (a small state file, also atomic).
+
+A crash anywhere leaves the previous index describing a prefix of ``data``, so readers keep
+working, and the next run repairs and redoes the append to the same bytes. ``data`` is never
+rewritten below the length the index accounts for: earlier pieces keep their SHA-1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from waku_legacy.archive.encode import (
+    PIECE_LENGTH,
+    DecodedArchive,
+    EncodedArchive,
+    Flavour,
+    IndexEntry,
+    check_contiguous,
+    decode_archive,
+    decode_index,
+    encode_index,
+    index_entry_for,
+)
+from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveError
+from waku_legacy.archive.layout import CommunityLayout, FaultHook, fsync_dir, no_fault, write_atomic
+from waku_legacy.identity.topics import CommunityId
+
+__all__ = [
+    "AppendResult",
+    "ArchiveIndex",
+    "StoreStatus",
+    "append_archives",
+    "inspect_store",
+    "read_archive",
+    "read_archive_bytes",
+    "read_index",
+    "recorded_last_end",
+    "repair_store",
+    "write_last_end",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveIndex:
+    """A community's index: entries in data order (by offset)."""
+
+    entries: tuple[IndexEntry, ...]
+    data_length: int  # bytes of ``data`` the index accounts for
+
+    def by_id(self) -> dict[str, IndexEntry]:
+        return {e.archive_id: e for e in self.entries}
+
+    def get(self, archive_id: str) -> IndexEntry:
+        for entry in self.entries:
+            if entry.archive_id == archive_id.lower():
+                return entry
+        raise ArchiveError(f"archive {archive_id} is not in the index")
+
+    @property
+    def last_end(self) -> int | None:
+        return max((e.window_to for e in self.entries), default=None)
+
+    @property
+    def latest(self) -> list[IndexEntry]:
+        """The archive(s) of the most recent window (several when it was split)."""
+        if not self.entries:
+            return []
+        newest = max(e.window_from for e in self.entries)
+        return [e for e in self.entries if e.window_from == newest]
+
+
+def _load_index(
+    path: Path, flavour: Flavour, verify: bool, piece_length: int = PIECE_LENGTH
+) -> ArchiveIndex:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ArchiveIndex((), 0)
+    try:
+        entries = decode_index(data, flavour=flavour, verify_keys=verify)
+    except ArchiveCorrupted as exc:
+        raise ArchiveCorrupted("archive index", f"{path}: {exc.reason}") from exc
+    except ArchiveError as exc:
+        raise ArchiveCorrupted("archive index", f"{path}: {exc}") from exc
+    except Exception as exc:  # DecodeError subclasses carry their own message
+        raise ArchiveCorrupted("archive index", f"{path}: {exc}") from exc
+    try:
+        length = check_contiguous(entries, piece_length)
+    except ArchiveCorrupted as exc:
+        raise ArchiveCorrupted("archive index", f"{path}: {exc.reason}") from exc
+    ordered = tuple(sorted(entries.values(), key=lambda e: e.offset))
+    return ArchiveIndex(ordered, length)
+
+
+def read_index(
+    archive_dir: str | os.PathLike[str],
+    community: CommunityId | str,
+    *,
+    flavour: Flavour | str = Flavour.STATUS_GO,
+    verify: bool = True,
+) -> ArchiveIndex:
+    """Read and check ``<archive dir>/0x<id>/index`` (empty when there is none yet)."""
+    layout = CommunityLayout.of(archive_dir, community)
+    return _load_index(layout.index, Flavour.parse(flavour), verify)
+
+
+def read_archive_bytes(data_path: Path, entry: IndexEntry) -> bytes:
+    """The ``size - padding`` bytes of one archive from a ``data`` file."""
+    with open(data_path, "rb") as handle:
+        handle.seek(entry.offset)
+        raw = handle.read(entry.archive_length)
+    if len(raw) != entry.archive_length:
+        raise ArchiveCorrupted(
+            "archive data",
+            f"{data_path} ends before archive {entry.archive_id} "
+            f"(needs {entry.offset + entry.archive_length} bytes)",
+        )
+    return raw
+
+
+def read_archive(
+    archive_dir: str | os.PathLike[str],
+    community: CommunityId | str,
+    archive: str | IndexEntry,
+    *,
+    flavour: Flavour | str = Flavour.STATUS_GO,
+) -> DecodedArchive:
+    """Decode one archive of a community's store (by id or index entry)."""
+    flavour = Flavour.parse(flavour)
+    layout = CommunityLayout.of(archive_dir, community)
+    entry = (
+        archive
+        if isinstance(archive, IndexEntry)
+        else read_index(archive_dir, community, flavour=flavour).get(archive)
+    )
+    raw = read_archive_bytes(layout.data, entry)
+    return decode_archive(raw, flavour=flavour, what=f"archive {entry.archive_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    index: ArchiveIndex
+    data_length: int  # actual size of ``data`` (0 when missing)
+    torn_tail: int  # bytes of ``data`` past what the index accounts for
+    stale_tmp_index: bool  # a temporary index left by an interrupted run
+
+    @property
+    def clean(self) -> bool:
+        return self.torn_tail == 0 and not self.stale_tmp_index
+
+
+def inspect_store(layout: CommunityLayout, flavour: Flavour | str) -> StoreStatus:
+    """Compare ``index`` and ``data``; raises ArchiveCorrupted when data is missing bytes."""
+    index = _load_index(layout.index, Flavour.parse(flavour), verify=True)
+    try:
+        data_length = layout.data.stat().st_size
+    except FileNotFoundError:
+        data_length = 0
+    if data_length < index.data_length:
+        raise ArchiveCorrupted(
+            "archive data",
+            f"{layout.data} has {data_length} bytes but the index accounts for "
+            f"{index.data_length}: data was truncated or replaced",
+        )
+    return StoreStatus(
+        index, data_length, data_length - index.data_length, layout.index_tmp.exists()
+    )
+
+
+def repair_store(
+    layout: CommunityLayout,
+    flavour: Flavour | str,
+    *,
+    fault: FaultHook = no_fault,
+    fsync: bool = True,
+) -> StoreStatus:
+    """Undo what an interrupted append left behind; returns the status found before."""
+    status = inspect_store(layout, flavour)
+    if status.torn_tail:
+        fault("repair:truncate")
+        with open(layout.data, "r+b") as handle:
+            handle.truncate(status.index.data_length)
+            if fsync:
+                os.fsync(handle.fileno())
+    if status.stale_tmp_index:
+        fault("repair:remove-tmp")
+        layout.index_tmp.unlink(missing_ok=True)
+    return status
+
+
+def recorded_last_end(layout: CommunityLayout, index: ArchiveIndex) -> int | None:
+    """The end of the last archive run: the state file, never before the index's last ``to``."""
+    recorded: int | None = None
+    try:
+        state = json.loads(layout.state.read_text())
+        value = state.get("last_end")
+        if isinstance(value, int) and value > 0:
+            recorded = value
+    except FileNotFoundError:
+        pass
+    except (ValueError, AttributeError):
+        recorded = None  # an unreadable state file only loses the trailing empty windows
+    candidates = [v for v in (recorded, index.last_end) if v]
+    return max(candidates) if candidates else None
+
+
+def write_last_end(
+    layout: CommunityLayout, last_end: int, *, fault: FaultHook = no_fault, fsync: bool = True
+) -> None:
+    body = json.dumps({"community": layout.name, "last_end": last_end}, sort_keys=True) + "\n"
+    write_atomic(layout.state, body.encode(), fault=fault, step="state", fsync=fsync)
+
+
+@dataclass(slots=True)
+class AppendResult:
+    added: list[IndexEntry] = field(default_factory=list)
+    skipped: int = 0  # encoded archives whose window is already in the index
+    repaired_bytes: int = 0  # torn tail truncated before appending
+    data_length: int = 0
+    index: ArchiveIndex = field(default_factory=lambda: ArchiveIndex((), 0))
+
+    @property
+    def archive_ids(self) -> list[str]:
+        return [e.archive_id for e in self.added]
+
+
+def append_archives(
+    archive_dir: str | os.PathLike[str],
+    community: CommunityId | str,
+    encoded: Sequence[EncodedArchive],
+    *,
+    flavour: Flavour | str | None = None,
+    fault: FaultHook = no_fault,
+    fsync: bool = True,
+    piece_length: int = PIECE_LENGTH,
+) -> AppendResult:
+    """Append encoded archives to a community's ``data`` and rewrite its ``index``.
+
+    Sequential, crash-safe and deterministic: archives are placed in window order (the given
+    order is kept within one window); those whose window starts before the end of the last
+    archive already in the index are skipped (a retried batch does not duplicate them).
+    """
+    layout = CommunityLayout.of(archive_dir, community)
+    flavours = {e.flavour for e in encoded}
+    if flavour is None:
+        chosen = flavours.pop() if len(flavours) == 1 else Flavour.STATUS_GO
+    else:
+        chosen = Flavour.parse(flavour)
+    if any(f is not chosen for f in flavours):
+        raise ArchiveError(f"all archives must be {chosen} flavour to go in one store")
+
+    layout.root.mkdir(parents=True, exist_ok=True)
+    status = repair_store(layout, chosen, fault=fault, fsync=fsync)
+    result = AppendResult(repaired_bytes=status.torn_tail)
+    index = status.index
+    last_end = index.last_end
+    todo = sorted(encoded, key=lambda e: e.window_from)  # stable: split parts keep their order
+    fresh = [e for e in todo if last_end is None or e.window_from >= last_end]
+    result.skipped = len(todo) - len(fresh)
+    if not fresh:
+        result.data_length = index.data_length
+        result.index = index
+        return result
+
+    offset = index.data_length
+    new_entries: list[IndexEntry] = []
+    created = not layout.data.exists()
+    with open(layout.data, "ab") as handle:
+        for number, archive in enumerate(fresh):
+            entry = index_entry_for(archive, offset, piece_length=piece_length)
+            half = len(archive.data) // 2
+            handle.write(archive.data[:half])
+            handle.flush()
+            fault(f"data:append:{number}:partial")
+            handle.write(archive.data[half:])
+            if entry.padding:
+                handle.write(bytes(entry.padding))
+            handle.flush()
+            fault(f"data:append:{number}")
+            new_entries.append(entry)
+            offset += entry.size
+        fault("data:fsync")
+        if fsync:
+            os.fsync(handle.fileno())
+    if created and fsync:
+        fsync_dir(layout.root)
+
+    all_entries = (*index.entries, *new_entries)
+    write_atomic(
+        layout.index,
+        encode_index(all_entries),
+        fault=fault,
+        step="index",
+        tmp=layout.index_tmp,
+        fsync=fsync,
+    )
+    result.added = new_entries
+    result.index = ArchiveIndex(tuple(sorted(all_entries, key=lambda e: e.offset)), offset)
+    result.data_length = offset
+    return result

@@ -1,0 +1,134 @@
+"""Minimal protobuf wire-format writer and reader for the archive messages.
+
+Why hand-rolled: building one generated protobuf object per message costs several
+microseconds, and a migration encodes millions of archive messages; this writer produces the
+same bytes (field order by number, proto3 defaults omitted, minimal varints), which the tests
+check against the generated classes. The reader walks fields without building objects so that
+index keys can be checked against the exact bytes that were hashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from waku_legacy.archive.errors import ArchiveDecodeError
+
+__all__ = [
+    "WireField",
+    "encode_varint",
+    "iter_fields",
+    "len_field",
+    "varint_field",
+    "varint_size",
+]
+
+# Varints below 2**14 are cached: lengths of payloads, hashes and topics are almost all small.
+_SMALL_VARINTS: tuple[bytes, ...] = tuple(
+    bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(1 << 14)
+)
+
+WIRE_VARINT = 0
+WIRE_I64 = 1
+WIRE_LEN = 2
+WIRE_I32 = 5
+
+
+def encode_varint(value: int) -> bytes:
+    """Base-128 varint of a non-negative integer below 2**64."""
+    if value < 16384:
+        if value < 0:
+            raise ValueError(f"varint of a negative number ({value})")
+        return _SMALL_VARINTS[value]
+    if value >= 1 << 64:
+        raise ValueError(f"varint of {value} does not fit 64 bits")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_size(value: int) -> int:
+    """Number of bytes of ``encode_varint(value)``."""
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def varint_field(field_number: int, value: int) -> bytes:
+    """A varint field, or nothing for 0 (proto3 omits defaults)."""
+    if not value:
+        return b""
+    return encode_varint(field_number << 3 | WIRE_VARINT) + encode_varint(value)
+
+
+def len_field(field_number: int, value: bytes) -> bytes:
+    """A length-delimited field, or nothing for empty bytes (proto3 omits defaults)."""
+    if not value:
+        return b""
+    return encode_varint(field_number << 3 | WIRE_LEN) + encode_varint(len(value)) + value
+
+
+@dataclass(frozen=True, slots=True)
+class WireField:
+    number: int
+    wire_type: int
+    value: int | bytes  # int for varint/fixed, bytes for length-delimited
+    start: int  # offset of the tag in the buffer
+    end: int  # offset after the value
+
+
+def _read_varint(data: bytes | memoryview, pos: int, what: str) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= len(data):
+            raise ArchiveDecodeError(what, "truncated varint", offset=start)
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift >= 70:
+            raise ArchiveDecodeError(what, "varint longer than 10 bytes", offset=start)
+    if result >= 1 << 64:
+        raise ArchiveDecodeError(what, "varint does not fit 64 bits", offset=start)
+    return result, pos
+
+
+def iter_fields(data: bytes | memoryview, what: str) -> Iterator[WireField]:
+    """Walk the top-level fields of one protobuf message; raises on malformed input."""
+    pos = 0
+    size = len(data)
+    while pos < size:
+        start = pos
+        key, pos = _read_varint(data, pos, what)
+        number, wire_type = key >> 3, key & 7
+        if number == 0:
+            raise ArchiveDecodeError(what, "field number 0", offset=start)
+        if wire_type == WIRE_VARINT:
+            value, pos = _read_varint(data, pos, what)
+            yield WireField(number, wire_type, value, start, pos)
+        elif wire_type == WIRE_LEN:
+            length, pos = _read_varint(data, pos, what)
+            if pos + length > size:
+                raise ArchiveDecodeError(
+                    what, f"field {number} claims {length} bytes, {size - pos} left", offset=start
+                )
+            yield WireField(number, wire_type, bytes(data[pos : pos + length]), start, pos + length)
+            pos += length
+        elif wire_type in (WIRE_I64, WIRE_I32):
+            width = 8 if wire_type == WIRE_I64 else 4
+            if pos + width > size:
+                raise ArchiveDecodeError(what, f"truncated fixed{width * 8} field", offset=start)
+            value = int.from_bytes(data[pos : pos + width], "little")
+            pos += width
+            yield WireField(number, wire_type, value, start, pos)
+        else:
+            raise ArchiveDecodeError(what, f"unsupported wire type {wire_type}", offset=start)
