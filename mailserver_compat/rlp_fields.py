@@ -1,0 +1,114 @@
+"""Typed reads of decoded RLP items, as strict as go-ethereum's ``rlp`` package.
+
+status-go decodes every Waku v1 structure with go-ethereum's reflection-based RLP decoder,
+which rejects what the ``rlp`` package here would silently hand back as bytes: integers
+with leading zero bytes (including a single ``0x00``), integers wider than their Go type,
+fixed-size byte arrays of the wrong length, lists where a string is expected and the
+reverse. These helpers apply the same rules and raise the caller's
+:class:`~waku_legacy.errors.DecodeError` subclass naming the field at fault.
+
+``decode_rlp`` wraps the ``rlp`` package's own decoder (canonical prefixes, no trailing
+bytes) with a size limit, so that no library exception escapes a public decoder.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import rlp
+
+from waku_legacy.errors import DecodeError
+
+__all__ = [
+    "RlpItem",
+    "as_bool",
+    "as_bytes",
+    "as_list",
+    "as_uint",
+    "decode_rlp",
+    "describe",
+]
+
+RlpItem: TypeAlias = "bytes | list[RlpItem]"
+
+
+def describe(item: object) -> str:
+    """Short description of a decoded item for error messages."""
+    if isinstance(item, bytes):
+        return f"a {len(item)}-byte string"
+    if isinstance(item, list):
+        return f"a list of {len(item)} items"
+    return type(item).__name__
+
+
+def decode_rlp(
+    raw: bytes,
+    what: str,
+    error: type[DecodeError],
+    *,
+    max_size: int,
+    too_large: type[DecodeError] | None = None,
+) -> RlpItem:
+    """Decode one complete RLP item (no trailing bytes) of at most ``max_size`` bytes."""
+    if not isinstance(raw, bytes | bytearray | memoryview):
+        raise error(what, f"expected bytes, got {type(raw).__name__}")
+    if len(raw) > max_size:
+        raise (too_large or error)(what, f"{len(raw)} bytes is over the {max_size}-byte limit")
+    if not raw:
+        raise error(what, "no bytes (empty input)")
+    try:
+        return rlp.decode(bytes(raw), strict=True)
+    except rlp.exceptions.DecodingError as exc:
+        raise error(what, f"not valid RLP: {exc}") from None
+    except RecursionError:
+        raise error(what, "RLP lists nested too deeply") from None
+    except Exception as exc:  # the rlp package raises a few bare types on odd input
+        raise error(what, f"not valid RLP: {type(exc).__name__}: {exc}") from None
+
+
+def as_list(
+    item: RlpItem, what: str, field: str, error: type[DecodeError], *, size: int | None = None
+) -> list[RlpItem]:
+    if not isinstance(item, list):
+        raise error(what, f"{field} must be an RLP list, got {describe(item)}")
+    if size is not None and len(item) != size:
+        raise error(what, f"{field} must hold exactly {size} items, got {len(item)}")
+    return item
+
+
+def as_bytes(
+    item: RlpItem,
+    what: str,
+    field: str,
+    error: type[DecodeError],
+    *,
+    size: int | None = None,
+    max_size: int | None = None,
+) -> bytes:
+    if not isinstance(item, bytes):
+        raise error(what, f"{field} must be an RLP string, got {describe(item)}")
+    if size is not None and len(item) != size:
+        raise error(what, f"{field} must be {size} bytes, got {len(item)}")
+    if max_size is not None and len(item) > max_size:
+        raise error(what, f"{field} is {len(item)} bytes, over the {max_size}-byte limit")
+    return item
+
+
+def as_uint(item: RlpItem, what: str, field: str, error: type[DecodeError], *, bits: int) -> int:
+    """A minimal big-endian unsigned integer of at most ``bits`` bits (Go's uintN)."""
+    if not isinstance(item, bytes):
+        raise error(what, f"{field} must be an integer (RLP string), got {describe(item)}")
+    if len(item) > bits // 8:
+        raise error(what, f"{field} is {len(item)} bytes wide, more than a uint{bits}")
+    if item[:1] == b"\x00":
+        raise error(what, f"{field} is not a minimal integer (leading zero byte)")
+    return int.from_bytes(item, "big")
+
+
+def as_bool(item: RlpItem, what: str, field: str, error: type[DecodeError]) -> bool:
+    """Go's RLP bool: empty string is false, ``0x01`` is true, anything else is an error."""
+    if item == b"":
+        return False
+    if item == b"\x01":
+        return True
+    raise error(what, f"{field} must be a boolean (0x80 or 0x01), got {describe(item)}")
