@@ -85,6 +85,7 @@ def test_hash_absent_meta_equals_empty_meta(capsys: pytest.CaptureFixture[str]) 
         ("--timestamp", "1.5", "--timestamp"),
         ("--timestamp", "9223372036854775808", "64-bit"),
         ("--timestamp", "", "--timestamp"),
+        ("--pubsub-topic", "/waku/2/\udcff", "UTF-8"),  # argv bytes that are not UTF-8
     ],
 )
 def test_hash_bad_input_exits_2(

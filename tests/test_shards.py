@@ -328,6 +328,7 @@ def test_autoshard_generation_above_zero_is_refused() -> None:
         "/x/toychat/2/huilong/proto",
         "/-1/toychat/2/huilong/proto",
         "/a/b/c/d/e/f",
+        "/toy\ud800chat/2/huilong/proto",
         "",
     ],
 )
@@ -450,6 +451,8 @@ def test_protected_message_bad_inputs() -> None:
         protected_message_hash("t", b"", "c", 1 << 63)
     with pytest.raises(InvalidMessageField, match="timestamp"):
         protected_message_hash("t", b"", "c", "1")  # type: ignore[arg-type]
+    with pytest.raises(InvalidTopic, match="UTF-8"):
+        protected_message_hash("/waku/2/rs/16/\udc80", b"", "c")
     with pytest.raises(CryptoError):
         sign_protected_message(b"\x00" * 32, "t", b"", "c")
     with pytest.raises(CryptoError):
@@ -472,3 +475,12 @@ def test_protected_sign_verify_round_trip(payload: bytes, timestamp: int, epheme
     assert not verify_protected_message(
         public, signature, "/waku/2/rs/16/128", payload, "/a/1/b/c", timestamp, not ephemeral
     )
+
+
+@given(st.text(max_size=60), st.integers(1, 1024))
+def test_autoshard_any_text_is_a_shard_or_a_typed_error(text: str, count: int) -> None:
+    try:
+        shard = autoshard(text, count)
+    except InvalidTopic:
+        return
+    assert 0 <= shard < count

@@ -63,6 +63,14 @@ def _hash_command(args: argparse.Namespace) -> int:
             "--meta", f"{len(meta)} bytes is over the {MAX_META_SIZE}-byte meta limit"
         )
     timestamp = parse_int64("--timestamp", args.timestamp)
+    for option, text in (
+        ("--pubsub-topic", args.pubsub_topic),
+        ("--content-topic", args.content_topic),
+    ):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable argv bytes arrive as lone surrogates
+            raise CommandLineValueError(option, "is not valid UTF-8") from None
     digest = deterministic_hash(args.pubsub_topic, payload, args.content_topic, meta, timestamp)
     print_json(
         {

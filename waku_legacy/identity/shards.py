@@ -115,6 +115,13 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
+def _utf8(what: str, text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates: no wire form exists
+        raise InvalidTopic(what, f"{_shown(text)} is not encodable as UTF-8") from exc
+
+
 def _check_int(what: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidTopic(what, f"expected an integer, got {type(value).__name__}")
@@ -351,6 +358,7 @@ class NamespacedContentTopic:
             raise InvalidTopic("content topic", f"{len(text)} characters is too long")
         if not text.startswith("/"):
             raise InvalidTopic("content topic", f"{_shown(text)} must start with '/'")
+        _utf8("content topic", text)
         parts = text[1:].split("/")
         if len(parts) not in (4, 5):
             raise InvalidTopic(
@@ -416,9 +424,9 @@ def protected_message_hash(
         raise InvalidMessageField("timestamp", f"expected an integer, got {type(timestamp)}")
     if not _INT64_MIN <= timestamp <= _INT64_MAX:
         raise InvalidMessageField("timestamp", f"{timestamp} does not fit in an int64")
-    h = hashlib.sha256(pubsub_topic.encode())
+    h = hashlib.sha256(_utf8("pubsub topic", pubsub_topic))
     h.update(payload)
-    h.update(content_topic.encode())
+    h.update(_utf8("content topic", content_topic))
     h.update(_I64_LE.pack(timestamp))
     h.update(b"\x01" if ephemeral else b"\x00")
     return h.digest()
