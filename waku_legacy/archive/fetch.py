@@ -1,0 +1,351 @@
+"""Member side: fetch a community's archives from peers, only the pieces that are needed.
+
+Like status-go (``DownloadHistoryArchivesByMagnetlink``): get the torrent metadata (from the
+magnet link's peers, with a timeout and retries, or from a .torrent), download the ``index``
+file, choose archives (all, the latest window, a time range, or those not fetched before),
+download exactly their pieces ``[offset / piece, (offset + size) / piece)``, and read them
+oldest first. The torrent is added in upload mode so that nothing is requested before the
+piece priorities are set.
+
+Checks: the torrent is named after the community; every index key is the keccak256 of its
+metadata and the archives tile ``data``; every fetched piece's SHA-1 matches the torrent
+(libtorrent checks on arrival; this module re-reads and checks again); each archive parses,
+carries the window its index entry says, and holds only messages inside that window; a
+magnet-link message, when given, is signed by the community key and newer than the last one.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from waku_legacy.archive.encode import (
+    DecodedArchive,
+    Flavour,
+    IndexEntry,
+    check_contiguous,
+    decode_archive,
+    decode_index,
+)
+from waku_legacy.archive.errors import ArchiveCorrupted, FetchError, FetchTimeout
+from waku_legacy.archive.magnet import VerifiedMagnetLink, verify_magnet_message
+from waku_legacy.archive.message import ArchiveMessage
+from waku_legacy.archive.session import SessionConfig, make_session, parse_peer
+from waku_legacy.archive.store import ArchiveIndex, read_archive_bytes
+from waku_legacy.archive.torrent import (
+    TorrentFile,
+    load_torrent,
+    parse_magnet_uri,
+    torrent_from_info_bytes,
+)
+from waku_legacy.identity.topics import CommunityId
+from waku_legacy.proto import waku_message_pb2
+
+__all__ = [
+    "FetchOptions",
+    "FetchResult",
+    "FetchedArchive",
+    "Selection",
+    "fetch_archives",
+    "fetch_from_magnet_message",
+    "select_archives",
+]
+
+Progress = Callable[[str, int, int], None]
+
+
+class Selection(enum.StrEnum):
+    ALL = "all"
+    LATEST = "latest"
+    RANGE = "range"
+    NEW = "new"  # not fetched before (ids in FetchOptions.known_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchOptions:
+    selection: Selection = Selection.ALL
+    since: int | None = None  # RANGE: archives whose window overlaps [since, until) seconds
+    until: int | None = None
+    known_ids: frozenset[str] = frozenset()  # NEW: archive ids already fetched
+    peers: tuple[str, ...] = ()  # "host:port" to connect to (besides the magnet's x.pe)
+    metadata_timeout: float = 20.0  # status-go waits 20 s
+    metadata_retries: int = 1
+    data_timeout: float = 600.0
+    flavour: Flavour = Flavour.STATUS_GO
+    session: SessionConfig = field(default_factory=SessionConfig)
+    verify_pieces: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedArchive:
+    entry: IndexEntry
+    archive: DecodedArchive
+
+
+@dataclass(slots=True)
+class FetchResult:
+    info_hash: str
+    name: str
+    save_dir: Path
+    index: ArchiveIndex
+    selected: list[IndexEntry]
+    archives: list[FetchedArchive]  # oldest first
+    wanted_pieces: list[int]
+    have_pieces: list[int]  # pieces the fetching session ended up with
+    bytes_downloaded: int
+    metadata_seconds: float
+    seconds: float
+
+    def messages(self) -> Iterator[tuple[str, ArchiveMessage]]:
+        for fetched in self.archives:
+            for message in fetched.archive.messages:
+                yield fetched.entry.archive_id, message
+
+    @property
+    def message_count(self) -> int:
+        return sum(len(f.archive.messages) for f in self.archives)
+
+
+def select_archives(index: ArchiveIndex, options: FetchOptions) -> list[IndexEntry]:
+    """The archives a selection asks for, oldest first."""
+    entries = sorted(index.entries, key=lambda e: (e.window_from, e.offset))
+    if options.selection is Selection.ALL:
+        return entries
+    if options.selection is Selection.LATEST:
+        return sorted(index.latest, key=lambda e: e.offset)
+    if options.selection is Selection.RANGE:
+        low = options.since if options.since is not None else 0
+        high = options.until if options.until is not None else 1 << 64
+        return [e for e in entries if e.window_from < high and e.window_to > low]
+    known = {k.lower() for k in options.known_ids}
+    return [e for e in entries if e.archive_id not in known]
+
+
+def _wait(condition: Callable[[], bool], timeout: float, handle: Any, what: str) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        status = handle.status()
+        if status.errc.value():
+            raise FetchError(f"{what}: {status.errc.message()}")
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+def _verify_pieces(torrent: TorrentFile, root: Path, pieces: Sequence[int]) -> None:
+    """Re-read pieces from disk and compare their SHA-1 with the torrent."""
+    paths = [(root / name, length) for name, length in torrent.files]
+    stream_offsets = []
+    offset = 0
+    for path, length in paths:
+        stream_offsets.append((offset, length, path))
+        offset += length
+    total = offset
+    for piece in pieces:
+        start = piece * torrent.piece_length
+        end = min(start + torrent.piece_length, total)
+        digest = hashlib.sha1()
+        for file_start, length, path in stream_offsets:
+            lo, hi = max(start, file_start), min(end, file_start + length)
+            if lo >= hi:
+                continue
+            with open(path, "rb") as handle:
+                handle.seek(lo - file_start)
+                chunk = handle.read(hi - lo)
+            if len(chunk) != hi - lo:
+                raise ArchiveCorrupted("fetched data", f"{path} is short at piece {piece}")
+            digest.update(chunk)
+        if digest.digest() != torrent.piece_hash(piece):
+            raise ArchiveCorrupted("fetched data", f"piece {piece} does not match its SHA-1")
+
+
+def _check_archive(entry: IndexEntry, archive: DecodedArchive) -> None:
+    if (archive.window_from, archive.window_to) != (entry.window_from, entry.window_to):
+        raise ArchiveCorrupted(
+            f"archive {entry.archive_id}",
+            f"covers {archive.window_from}..{archive.window_to} but the index says "
+            f"{entry.window_from}..{entry.window_to}",
+        )
+    if archive.content_topics != entry.content_topics:
+        raise ArchiveCorrupted(
+            f"archive {entry.archive_id}", "content topics differ from its index entry"
+        )
+    for message in archive.messages:
+        if not entry.window_from <= message.timestamp < entry.window_to:
+            raise ArchiveCorrupted(
+                f"archive {entry.archive_id}",
+                f"message 0x{message.hash.hex()} at {message.timestamp} is outside the window "
+                f"{entry.window_from}..{entry.window_to}",
+            )
+
+
+def fetch_archives(
+    source: str | os.PathLike[str],
+    community: CommunityId | str,
+    save_dir: str | os.PathLike[str],
+    options: FetchOptions | None = None,
+    *,
+    progress: Progress | None = None,
+) -> FetchResult:
+    """Fetch archives from a magnet link or a .torrent file into ``save_dir/0x<id>/``."""
+    import libtorrent as lt
+
+    options = options or FetchOptions()
+    if isinstance(community, str):
+        community = CommunityId.parse(community)
+    save = Path(save_dir)
+    save.mkdir(parents=True, exist_ok=True)
+    report = progress or (lambda stage, done, total: None)
+    started = time.monotonic()
+
+    peers = [parse_peer(p) for p in options.peers]
+    text = os.fspath(source)
+    if text.startswith("magnet:"):
+        magnet = parse_magnet_uri(text)
+        peers += [parse_peer(p) for p in magnet.peers]
+        params = lt.parse_magnet_uri(text)
+        known_torrent: TorrentFile | None = None
+    else:
+        known_torrent = load_torrent(text)
+        params = lt.add_torrent_params()
+        params.ti = lt.torrent_info(lt.bdecode(known_torrent.metainfo_bytes()))
+    params.save_path = str(save)
+    if not options.session.trackers:
+        params.trackers = []
+    # Upload mode: nothing is requested until the piece priorities below are in place.
+    params.flags |= lt.torrent_flags.upload_mode
+    params.flags &= ~lt.torrent_flags.auto_managed
+    params.flags &= ~lt.torrent_flags.paused
+
+    session = make_session(options.session)
+    handle = session.add_torrent(params)
+    try:
+
+        def connect() -> None:
+            for host, port in peers:
+                handle.connect_peer((host, port))
+
+        connect()
+        report("metadata", 0, 1)
+        for attempt in range(options.metadata_retries + 1):
+            if _wait(lambda: handle.status().has_metadata, options.metadata_timeout, handle,
+                     "fetching torrent metadata"):  # fmt: skip
+                break
+            if attempt == options.metadata_retries:
+                raise FetchTimeout(
+                    f"no torrent metadata for {community} after "
+                    f"{options.metadata_retries + 1} x {options.metadata_timeout:.0f} s "
+                    f"(peers: {', '.join(f'{h}:{p}' for h, p in peers) or 'none given'})"
+                )
+            connect()
+            if options.session.trackers:
+                handle.force_reannounce()
+        metadata_seconds = time.monotonic() - started
+        report("metadata", 1, 1)
+
+        info = handle.torrent_file()
+        torrent = known_torrent or torrent_from_info_bytes(bytes(info.info_section()))
+        if torrent.name != str(community):
+            raise FetchError(
+                f"the torrent is named {torrent.name!r}, not after the community {community}"
+            )
+        data_offset, data_length = torrent.file_span("data")
+        index_offset, index_length = torrent.file_span("index")
+        if data_offset != 0:
+            raise FetchError("the torrent's first file is not data")
+        num_pieces = torrent.piece_count
+        priorities = [0] * num_pieces
+        index_pieces = list(torrent.pieces_of(index_offset, index_length))
+        for piece in index_pieces:
+            priorities[piece] = 7
+        handle.prioritize_pieces(priorities)
+        handle.unset_flags(lt.torrent_flags.upload_mode)
+
+        def have_all(pieces: Sequence[int]) -> Callable[[], bool]:
+            return lambda: all(handle.have_piece(p) for p in pieces)
+
+        report("index", 0, len(index_pieces))
+        if not _wait(have_all(index_pieces), options.data_timeout, handle, "fetching the index"):
+            raise FetchTimeout(f"index of {community} did not arrive in {options.data_timeout} s")
+        report("index", len(index_pieces), len(index_pieces))
+        root = save / torrent.name
+        if options.verify_pieces:
+            _verify_pieces(torrent, root, index_pieces)
+        index_bytes = (root / "index").read_bytes()
+        entries = decode_index(index_bytes, flavour=options.flavour, verify_keys=True)
+        accounted = check_contiguous(entries, torrent.piece_length)
+        if accounted != data_length:
+            raise ArchiveCorrupted(
+                "archive index",
+                f"accounts for {accounted} bytes of data but the torrent's data has {data_length}",
+            )
+        index = ArchiveIndex(tuple(sorted(entries.values(), key=lambda e: e.offset)), accounted)
+        selected = select_archives(index, options)
+
+        wanted = sorted({p for e in selected for p in e.pieces(torrent.piece_length)})
+        for piece in wanted:
+            priorities[piece] = 4
+        handle.prioritize_pieces(priorities)
+        total = len(wanted)
+
+        def progress_done() -> bool:
+            done = sum(1 for p in wanted if handle.have_piece(p))
+            report("archives", done, total)
+            return done == total
+
+        if wanted and not _wait(progress_done, options.data_timeout, handle, "fetching archives"):
+            raise FetchTimeout(
+                f"archives of {community} did not arrive in {options.data_timeout:.0f} s"
+            )
+        if options.verify_pieces:
+            _verify_pieces(torrent, root, wanted)
+        fetched = []
+        for entry in selected:
+            raw = read_archive_bytes(root / "data", entry)
+            archive = decode_archive(
+                raw, flavour=options.flavour, what=f"archive {entry.archive_id}"
+            )
+            _check_archive(entry, archive)
+            fetched.append(FetchedArchive(entry, archive))
+        status = handle.status()
+        have = [i for i, bit in enumerate(status.pieces) if bit]
+        return FetchResult(
+            info_hash=torrent.info_hash,
+            name=torrent.name,
+            save_dir=save,
+            index=index,
+            selected=selected,
+            archives=fetched,
+            wanted_pieces=wanted,
+            have_pieces=have,
+            bytes_downloaded=int(status.total_payload_download),
+            metadata_seconds=metadata_seconds,
+            seconds=time.monotonic() - started,
+        )
+    finally:
+        session.remove_torrent(handle)
+        del session
+
+
+def fetch_from_magnet_message(
+    message: waku_message_pb2.WakuMessage | bytes,
+    community: CommunityId | str,
+    save_dir: str | os.PathLike[str],
+    options: FetchOptions | None = None,
+    *,
+    last_clock: int | None = None,
+    progress: Progress | None = None,
+) -> tuple[VerifiedMagnetLink, FetchResult]:
+    """Verify a magnet-link message (community signature, newer clock), then fetch."""
+    if isinstance(community, str):
+        community = CommunityId.parse(community)
+    link = verify_magnet_message(message, community, last_clock=last_clock)
+    return link, fetch_archives(link.magnet_uri, community, save_dir, options, progress=progress)

@@ -1,0 +1,326 @@
+"""The community's torrent: a hand-built v1 info dictionary, the .torrent file, the magnet link.
+
+status-go (anacrolix/torrent) builds ``info`` from the folder ``<archive dir>/0x<id>``:
+``{files: [{length, path: ["data"]}, {length, path: ["index"]}], name: "0x<id>",
+"piece length": 102400, pieces}``: v1 only (anacrolix reads v1 only), files sorted by path.
+libtorrent's ``create_torrent`` refuses 102400 (not a multiple of 16 KiB) but loads, checks and
+seeds such a dictionary, so it is built here by hand. The metainfo carries status-go's
+announce list. Its magnet link is ``magnet:?xt=urn:btih:<hex>&dn=0x<id>&tr=<escaped>&tr=...``
+(Go's ``url.Values.Encode``: keys sorted, values query-escaped).
+
+Reproducible: ``creation date`` is the end of the newest archive window, not the wall clock,
+so the same archives give the same .torrent bytes on any machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from waku_legacy.archive.bencode import bdecode, bencode
+from waku_legacy.archive.encode import PIECE_LENGTH, Flavour
+from waku_legacy.archive.errors import ArchiveDecodeError, TorrentError
+from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
+from waku_legacy.archive.store import inspect_store
+from waku_legacy.identity.topics import CommunityId
+
+__all__ = [
+    "ANNOUNCE_LIST",
+    "TorrentFile",
+    "TorrentInfo",
+    "build_info_dict",
+    "build_torrent",
+    "load_torrent",
+    "magnet_uri",
+    "parse_magnet_uri",
+    "piece_hashes",
+    "torrent_from_info_bytes",
+]
+
+ANNOUNCE_LIST: tuple[str, ...] = (
+    "udp://tracker.opentrackr.org:1337/announce",
+    "udp://tracker.openbittorrent.com:6969/announce",
+)
+DEFAULT_CREATED_BY = "waku-legacy"
+_READ_PIECES = 64  # pieces read per system call while hashing
+
+
+@dataclass(frozen=True, slots=True)
+class TorrentInfo:
+    info_hash: str  # 40 lowercase hex
+    magnet_uri: str
+    path: Path  # the .torrent file
+    name: str
+    piece_length: int
+    piece_count: int
+    data_length: int
+    index_length: int
+
+
+def piece_hashes(paths: Sequence[Path], piece_length: int = PIECE_LENGTH) -> bytes:
+    """SHA-1 of every piece of the files' concatenation (BEP 3 ``pieces``)."""
+    out = bytearray()
+    buffer = bytearray(piece_length * _READ_PIECES)
+    view = memoryview(buffer)
+    sha1 = hashlib.sha1
+    partial = None  # running hash of a piece that straddles two files
+    filled = 0
+    for path in paths:
+        with open(path, "rb", buffering=0) as handle:
+            while True:
+                got = handle.readinto(buffer)
+                if not got:
+                    break
+                pos = 0
+                if partial is not None:
+                    take = min(piece_length - filled, got)
+                    partial.update(view[:take])
+                    filled += take
+                    pos = take
+                    if filled == piece_length:
+                        out += partial.digest()
+                        partial, filled = None, 0
+                while got - pos >= piece_length:
+                    out += sha1(view[pos : pos + piece_length]).digest()
+                    pos += piece_length
+                if pos < got:
+                    partial = sha1(view[pos:got])
+                    filled = got - pos
+    if partial is not None:
+        out += partial.digest()
+    return bytes(out)
+
+
+def build_info_dict(layout: CommunityLayout, *, piece_length: int = PIECE_LENGTH) -> dict[str, Any]:
+    """The v1 info dictionary of the community's folder (files ``data`` then ``index``)."""
+    files = [layout.data, layout.index]
+    lengths = []
+    for path in files:
+        try:
+            lengths.append(path.stat().st_size)
+        except FileNotFoundError:
+            raise TorrentError(f"cannot build the torrent: {path} does not exist") from None
+    return {
+        "files": [
+            {"length": lengths[0], "path": ["data"]},
+            {"length": lengths[1], "path": ["index"]},
+        ],
+        "name": layout.name,
+        "piece length": piece_length,
+        "pieces": piece_hashes(files, piece_length),
+    }
+
+
+def magnet_uri(info_hash_hex: str, name: str, trackers: Sequence[str] = ANNOUNCE_LIST) -> str:
+    """status-go's magnet link (anacrolix ``Magnet.String``)."""
+    params = [("dn", name)] if name else []
+    params += [("tr", t) for t in trackers]
+    params.sort(key=lambda kv: kv[0])  # Go's url.Values.Encode sorts keys (stable within one)
+    query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote_plus, safe="")
+    uri = f"magnet:?xt=urn:btih:{info_hash_hex.lower()}"
+    return f"{uri}&{query}" if query else uri
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedMagnet:
+    info_hash: str
+    name: str
+    trackers: tuple[str, ...]
+    peers: tuple[str, ...]  # x.pe peer addresses ("host:port")
+
+
+def parse_magnet_uri(uri: str) -> ParsedMagnet:
+    if not isinstance(uri, str) or not uri.startswith("magnet:?"):
+        raise ArchiveDecodeError("magnet link", "must start with 'magnet:?'")
+    query = urllib.parse.parse_qs(uri[len("magnet:?") :], keep_blank_values=True)
+    xts = [x for x in query.get("xt", []) if x.lower().startswith("urn:btih:")]
+    if not xts:
+        raise ArchiveDecodeError("magnet link", "has no xt=urn:btih:<info-hash>")
+    digest = xts[0][len("urn:btih:") :]
+    if len(digest) == 32:
+        try:
+            digest = base64.b32decode(digest.upper()).hex()
+        except ValueError:
+            raise ArchiveDecodeError("magnet link", "bad base32 info-hash") from None
+    if len(digest) != 40 or any(c not in "0123456789abcdefABCDEF" for c in digest):
+        raise ArchiveDecodeError("magnet link", f"info-hash {digest!r} is not 40 hex digits")
+    return ParsedMagnet(
+        digest.lower(),
+        query.get("dn", [""])[0],
+        tuple(query.get("tr", [])),
+        tuple(query.get("x.pe", [])),
+    )
+
+
+def build_torrent(
+    archive_dir: str | os.PathLike[str],
+    torrent_dir: str | os.PathLike[str],
+    community: CommunityId | str,
+    *,
+    flavour: Flavour | str = Flavour.STATUS_GO,
+    announce_list: Sequence[str] = ANNOUNCE_LIST,
+    created_by: str = DEFAULT_CREATED_BY,
+    creation_date: int | None = None,
+    piece_length: int = PIECE_LENGTH,
+    fault: FaultHook = no_fault,
+    fsync: bool = True,
+) -> TorrentInfo:
+    """Write ``<torrent dir>/0x<id>.torrent`` for the community's archives (atomically).
+
+    Refuses a store whose ``data`` and ``index`` disagree (run the archive build, which
+    repairs a torn tail, first).
+    """
+    layout = CommunityLayout.of(archive_dir, community, torrent_dir)
+    status = inspect_store(layout, flavour)
+    if not status.index.entries:
+        raise TorrentError(f"no archives in {layout.root}: nothing to put in a torrent")
+    if status.torn_tail:
+        raise TorrentError(
+            f"{layout.data} has {status.torn_tail} bytes the index does not account for "
+            "(an interrupted build); rerun the build to repair it"
+        )
+    info = build_info_dict(layout, piece_length=piece_length)
+    info_bytes = bencode(info)
+    info_hash = hashlib.sha1(info_bytes).hexdigest()
+    if creation_date is None:
+        creation_date = status.index.last_end or 0
+    metainfo: dict[str, Any] = {"info": info}
+    if announce_list:
+        metainfo["announce-list"] = [[t] for t in announce_list]
+    if created_by:
+        metainfo["created by"] = created_by
+    if creation_date:
+        metainfo["creation date"] = creation_date
+    torrent_bytes = bencode(metainfo)
+    assert info_bytes in torrent_bytes
+    layout.torrent.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(layout.torrent, torrent_bytes, fault=fault, step="torrent", fsync=fsync)
+    return TorrentInfo(
+        info_hash=info_hash,
+        magnet_uri=magnet_uri(info_hash, layout.name, announce_list),
+        path=layout.torrent,
+        name=layout.name,
+        piece_length=piece_length,
+        piece_count=len(info["pieces"]) // 20,
+        data_length=info["files"][0]["length"],
+        index_length=info["files"][1]["length"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TorrentFile:
+    """A loaded .torrent: the raw info bytes (what the info-hash covers) and its fields."""
+
+    metainfo: dict[bytes, Any]
+    info: dict[bytes, Any]
+    info_bytes: bytes
+    info_hash: str
+    name: str
+    piece_length: int
+    pieces: bytes
+    files: tuple[tuple[str, int], ...]  # (path, length) in order
+    trackers: tuple[str, ...]
+
+    @property
+    def piece_count(self) -> int:
+        return len(self.pieces) // 20
+
+    def piece_hash(self, index: int) -> bytes:
+        return self.pieces[index * 20 : index * 20 + 20]
+
+    def file_span(self, path: str) -> tuple[int, int]:
+        """(offset, length) of a file in the torrent's byte stream."""
+        offset = 0
+        for name, length in self.files:
+            if name == path:
+                return offset, length
+            offset += length
+        raise TorrentError(f"torrent {self.name} has no file {path!r}")
+
+    def pieces_of(self, offset: int, length: int) -> range:
+        """Pieces overlapping ``[offset, offset + length)``."""
+        if length <= 0:
+            return range(0)
+        return range(offset // self.piece_length, -(-(offset + length) // self.piece_length))
+
+    @property
+    def magnet_uri(self) -> str:
+        return magnet_uri(self.info_hash, self.name, self.trackers)
+
+    def metainfo_bytes(self) -> bytes:
+        """A bencoded metainfo holding the exact info bytes (for libtorrent)."""
+        return b"d4:info" + self.info_bytes + b"e"
+
+
+def _info_span(data: bytes) -> tuple[int, int]:
+    """Start and end of the ``info`` value inside a bencoded metainfo (hash the raw bytes)."""
+    from waku_legacy.archive.bencode import _decode  # the decoder's positional core
+
+    if not data.startswith(b"d"):
+        raise ArchiveDecodeError(".torrent", "not a bencoded dictionary")
+    pos = 1
+    while pos < len(data) and data[pos] != ord("e"):
+        key, pos = _decode(data, pos, ".torrent", 1)
+        start = pos
+        _, pos = _decode(data, pos, ".torrent", 1)
+        if key == b"info":
+            return start, pos
+    raise ArchiveDecodeError(".torrent", "has no info dictionary")
+
+
+def _torrent_from_info(
+    info_bytes: bytes, metainfo: dict[bytes, Any], trackers: Sequence[str]
+) -> TorrentFile:
+    info = bdecode(info_bytes, what="torrent info dictionary")
+    if not isinstance(info, dict):
+        raise ArchiveDecodeError(".torrent", "info is not a dictionary")
+    try:
+        name = info[b"name"].decode("utf-8")
+        piece_length = int(info[b"piece length"])
+        pieces = bytes(info[b"pieces"])
+        files = tuple(
+            ("/".join(p.decode("utf-8") for p in f[b"path"]), int(f[b"length"]))
+            for f in info.get(b"files", [])
+        ) or ((name, int(info[b"length"])),)
+    except (KeyError, TypeError, AttributeError, UnicodeDecodeError, ValueError) as exc:
+        raise ArchiveDecodeError(".torrent", f"info dictionary is incomplete ({exc!r})") from exc
+    if piece_length <= 0 or len(pieces) % 20:
+        raise ArchiveDecodeError(".torrent", "bad piece length or pieces field")
+    total = sum(length for _, length in files)
+    if len(pieces) // 20 != -(-total // piece_length):
+        raise ArchiveDecodeError(
+            ".torrent", f"{len(pieces) // 20} piece hashes for {total} bytes of files"
+        )
+    return TorrentFile(
+        metainfo, info, info_bytes, hashlib.sha1(info_bytes).hexdigest(), name,
+        piece_length, pieces, files, tuple(trackers),
+    )  # fmt: skip
+
+
+def torrent_from_info_bytes(info_bytes: bytes, trackers: Sequence[str] = ()) -> TorrentFile:
+    """A TorrentFile from a bare info dictionary (what a magnet fetch receives from peers)."""
+    return _torrent_from_info(bytes(info_bytes), {}, trackers)
+
+
+def load_torrent(source: str | os.PathLike[str] | bytes) -> TorrentFile:
+    """Parse and check a .torrent (ours or status-go's): v1 info with pieces; the info-hash is
+    the SHA-1 of the info dictionary's exact bytes."""
+    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    metainfo = bdecode(data, what=".torrent")
+    if not isinstance(metainfo, dict) or not isinstance(metainfo.get(b"info"), dict):
+        raise ArchiveDecodeError(".torrent", "has no info dictionary")
+    start, end = _info_span(data)
+    trackers: list[str] = []
+    for tier in metainfo.get(b"announce-list", []) or []:
+        for url in tier if isinstance(tier, list) else []:
+            if isinstance(url, bytes) and url.decode("utf-8", "replace") not in trackers:
+                trackers.append(url.decode("utf-8", "replace"))
+    if not trackers and isinstance(metainfo.get(b"announce"), bytes):
+        trackers.append(metainfo[b"announce"].decode("utf-8", "replace"))
+    return _torrent_from_info(data[start:end], metainfo, trackers)
