@@ -1,0 +1,158 @@
+"""The devp2p base protocol: Hello, Disconnect, Ping, Pong, and capability negotiation.
+
+Message codes 0x00-0x0f belong to the base protocol; capabilities shared by both peers get
+consecutive code ranges from 0x10 on, in order of name then version (go-ethereum's
+matchProtocols), so ``waku/1`` alone occupies 0x10-0x8f.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import rlp
+
+from waku_legacy.mailserver_compat.rlpx.errors import ProtocolViolation, RlpxDecodeError
+from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
+from waku_legacy.mailserver_compat.rlpx.rlp_fields import (
+    decode_prefix,
+    field_bytes,
+    field_int,
+    field_list,
+)
+
+__all__ = [
+    "BASE_PROTOCOL_LENGTH",
+    "DISCONNECT",
+    "HELLO",
+    "MAX_HELLO_SIZE",
+    "P2P_VERSION",
+    "PING",
+    "PING_PAYLOAD",
+    "PONG",
+    "SNAPPY_MIN_VERSION",
+    "Capability",
+    "Hello",
+    "ProtocolSpec",
+    "SharedCapability",
+    "decode_disconnect",
+    "encode_disconnect",
+    "negotiate",
+]
+
+P2P_VERSION = 5
+SNAPPY_MIN_VERSION = 5
+HELLO, DISCONNECT, PING, PONG = 0x00, 0x01, 0x02, 0x03
+BASE_PROTOCOL_LENGTH = 16
+MAX_HELLO_SIZE = 2 * 1024  # go-ethereum's baseProtocolMaxMsgSize
+PING_PAYLOAD = rlp.encode([])
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    name: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolSpec:
+    """A capability this node runs: name, version and how many message codes it uses."""
+
+    name: str
+    version: int
+    length: int
+
+    @property
+    def capability(self) -> Capability:
+        return Capability(self.name, self.version)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedCapability:
+    name: str
+    version: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    version: int
+    client_id: str
+    capabilities: tuple[Capability, ...]
+    listen_port: int
+    node_id: bytes  # 64-byte public key
+
+    def encode(self) -> bytes:
+        return rlp.encode(
+            [
+                self.version,
+                self.client_id.encode("utf-8"),
+                [[cap.name.encode("ascii"), cap.version] for cap in self.capabilities],
+                self.listen_port,
+                self.node_id,
+            ]
+        )
+
+    @classmethod
+    def decode(cls, payload: bytes) -> Hello:
+        if len(payload) > MAX_HELLO_SIZE:
+            raise RlpxDecodeError("devp2p Hello", f"{len(payload)} bytes is over 2 KiB")
+        fields = field_list(decode_prefix(payload, "devp2p Hello"), "devp2p Hello", 5)
+        caps = []
+        for entry in field_list(fields[2], "devp2p Hello capabilities"):
+            pair = field_list(entry, "devp2p capability", 2)
+            name = field_bytes(pair[0], "capability name")
+            caps.append(
+                Capability(
+                    name.decode("ascii", errors="replace"),
+                    field_int(pair[1], "capability version", 32),
+                )
+            )
+        node_id = field_bytes(fields[4], "devp2p Hello node id")
+        if len(node_id) != 64 or not any(node_id):
+            raise ProtocolViolation(
+                "devp2p Hello",
+                f"node id must be a 64-byte public key, got {len(node_id)} bytes",
+                disconnect_reason=DisconnectReason.INVALID_IDENTITY,
+            )
+        return cls(
+            version=field_int(fields[0], "devp2p Hello version"),
+            client_id=field_bytes(fields[1], "devp2p client id").decode("utf-8", "replace"),
+            capabilities=tuple(caps),
+            listen_port=field_int(fields[3], "devp2p listen port", 16),
+            node_id=node_id,
+        )
+
+
+def encode_disconnect(reason: DisconnectReason) -> bytes:
+    return rlp.encode([int(reason)])
+
+
+def decode_disconnect(payload: bytes) -> tuple[DisconnectReason, int]:
+    """``(reason, raw code)``; accepts ``[reason]``, a bare reason and an empty list."""
+    item = decode_prefix(payload, "devp2p Disconnect") if payload else []
+    if isinstance(item, list):
+        if not item:
+            return DisconnectReason.REQUESTED, 0
+        item = item[0]
+    if isinstance(item, list):
+        raise RlpxDecodeError("devp2p Disconnect", "reason is a list")
+    code = int.from_bytes(item, "big") if len(item) <= 2 else 0xFFFF
+    return DisconnectReason.from_code(code), code
+
+
+def negotiate(ours: Sequence[ProtocolSpec], theirs: Sequence[Capability]) -> list[SharedCapability]:
+    """Shared capabilities with their message-code offsets (highest common version wins)."""
+    chosen: dict[str, ProtocolSpec] = {}
+    for cap in sorted(theirs, key=lambda c: (c.name, c.version)):
+        for spec in ours:
+            if spec.name == cap.name and spec.version == cap.version:
+                chosen[cap.name] = spec
+    shared = []
+    offset = BASE_PROTOCOL_LENGTH
+    for name in sorted(chosen):
+        spec = chosen[name]
+        shared.append(SharedCapability(spec.name, spec.version, offset, spec.length))
+        offset += spec.length
+    return shared
