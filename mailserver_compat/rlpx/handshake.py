@@ -38,13 +38,9 @@ from waku_legacy.crypto.secp256k1 import (
     uncompressed_public_key,
 )
 from waku_legacy.errors import CryptoError
-from waku_legacy.mailserver_compat.rlpx.errors import HandshakeError
-from waku_legacy.mailserver_compat.rlpx.rlp_fields import (
-    decode_prefix,
-    field_bytes,
-    field_int,
-    field_list,
-)
+from waku_legacy.mailserver_compat.rlp_fields import as_bytes, as_uint
+from waku_legacy.mailserver_compat.rlpx.errors import HandshakeError, RlpxDecodeError
+from waku_legacy.mailserver_compat.rlpx.rlp_fields import decode_prefix, list_at_least
 
 __all__ = [
     "ACK_PLAIN_SIZE",
@@ -128,12 +124,13 @@ def decode_auth_body(body: bytes, *, eip8: bool) -> AuthMessage:
             version=HANDSHAKE_VERSION,
             eip8=False,
         )
-    fields = field_list(decode_prefix(body, "RLPx auth body"), "RLPx auth body", 4)
+    what = "RLPx auth body"
+    fields = list_at_least(decode_prefix(body, what), what, 4)
     return AuthMessage(
-        signature=field_bytes(fields[0], "RLPx auth signature", _SIG),
-        initiator_public_key=field_bytes(fields[1], "RLPx auth public key", _PUB),
-        nonce=field_bytes(fields[2], "RLPx auth nonce", _NONCE),
-        version=field_int(fields[3], "RLPx auth version"),
+        signature=as_bytes(fields[0], what, "signature", RlpxDecodeError, size=_SIG),
+        initiator_public_key=as_bytes(fields[1], what, "public key", RlpxDecodeError, size=_PUB),
+        nonce=as_bytes(fields[2], what, "nonce", RlpxDecodeError, size=_NONCE),
+        version=as_uint(fields[3], what, "version", RlpxDecodeError, bits=64),
         eip8=True,
     )
 
@@ -148,11 +145,12 @@ def decode_ack_body(body: bytes, *, eip8: bool) -> AckMessage:
             version=HANDSHAKE_VERSION,
             eip8=False,
         )
-    fields = field_list(decode_prefix(body, "RLPx ack body"), "RLPx ack body", 3)
+    what = "RLPx ack body"
+    fields = list_at_least(decode_prefix(body, what), what, 3)
     return AckMessage(
-        ephemeral_public_key=field_bytes(fields[0], "RLPx ack ephemeral key", _PUB),
-        nonce=field_bytes(fields[1], "RLPx ack nonce", _NONCE),
-        version=field_int(fields[2], "RLPx ack version"),
+        ephemeral_public_key=as_bytes(fields[0], what, "ephemeral key", RlpxDecodeError, size=_PUB),
+        nonce=as_bytes(fields[1], what, "nonce", RlpxDecodeError, size=_NONCE),
+        version=as_uint(fields[2], what, "version", RlpxDecodeError, bits=64),
         eip8=True,
     )
 

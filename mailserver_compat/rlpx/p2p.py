@@ -12,14 +12,10 @@ from dataclasses import dataclass
 
 import rlp
 
+from waku_legacy.mailserver_compat.rlp_fields import as_bytes, as_list, as_uint
 from waku_legacy.mailserver_compat.rlpx.errors import ProtocolViolation, RlpxDecodeError
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
-from waku_legacy.mailserver_compat.rlpx.rlp_fields import (
-    decode_prefix,
-    field_bytes,
-    field_int,
-    field_list,
-)
+from waku_legacy.mailserver_compat.rlpx.rlp_fields import decode_prefix, list_at_least
 
 __all__ = [
     "BASE_PROTOCOL_LENGTH",
@@ -98,29 +94,30 @@ class Hello:
     def decode(cls, payload: bytes) -> Hello:
         if len(payload) > MAX_HELLO_SIZE:
             raise RlpxDecodeError("devp2p Hello", f"{len(payload)} bytes is over 2 KiB")
-        fields = field_list(decode_prefix(payload, "devp2p Hello"), "devp2p Hello", 5)
+        what = "devp2p Hello"
+        fields = list_at_least(decode_prefix(payload, what), what, 5)
         caps = []
-        for entry in field_list(fields[2], "devp2p Hello capabilities"):
-            pair = field_list(entry, "devp2p capability", 2)
-            name = field_bytes(pair[0], "capability name")
-            caps.append(
-                Capability(
-                    name.decode("ascii", errors="replace"),
-                    field_int(pair[1], "capability version", 32),
-                )
+        for index, entry in enumerate(as_list(fields[2], what, "capabilities", RlpxDecodeError)):
+            pair = list_at_least(entry, what, 2)
+            name = as_bytes(pair[0], what, f"capability #{index} name", RlpxDecodeError)
+            version = as_uint(
+                pair[1], what, f"capability #{index} version", RlpxDecodeError, bits=32
             )
-        node_id = field_bytes(fields[4], "devp2p Hello node id")
+            caps.append(Capability(name.decode("ascii", errors="replace"), version))
+        node_id = as_bytes(fields[4], what, "node id", RlpxDecodeError)
         if len(node_id) != 64 or not any(node_id):
             raise ProtocolViolation(
-                "devp2p Hello",
+                what,
                 f"node id must be a 64-byte public key, got {len(node_id)} bytes",
                 disconnect_reason=DisconnectReason.INVALID_IDENTITY,
             )
         return cls(
-            version=field_int(fields[0], "devp2p Hello version"),
-            client_id=field_bytes(fields[1], "devp2p client id").decode("utf-8", "replace"),
+            version=as_uint(fields[0], what, "version", RlpxDecodeError, bits=64),
+            client_id=as_bytes(fields[1], what, "client id", RlpxDecodeError).decode(
+                "utf-8", "replace"
+            ),
             capabilities=tuple(caps),
-            listen_port=field_int(fields[3], "devp2p listen port", 16),
+            listen_port=as_uint(fields[3], what, "listen port", RlpxDecodeError, bits=16),
             node_id=node_id,
         )
 

@@ -1,67 +1,33 @@
-"""Typed field access on decoded RLP (the ``rlp`` package's nested bytes/lists).
+"""RLP reads the devp2p layer needs beyond :mod:`waku_legacy.mailserver_compat.rlp_fields`.
 
-Devp2p messages are forward compatible: extra list elements are ignored, so decoders read
-the fields they know by position and never require an exact length.
+Devp2p messages are forward compatible: EIP-8 handshake bodies are followed by padding and
+every list may carry extra trailing elements, so readers take the first item of a buffer
+and require a minimum (not exact) list length. Field reads themselves use the shared,
+go-ethereum-strict helpers.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import rlp
 from rlp.codec import consume_item
 
+from waku_legacy.mailserver_compat.rlp_fields import RlpItem, as_list
 from waku_legacy.mailserver_compat.rlpx.errors import RlpxDecodeError
 
-__all__ = [
-    "RlpItem",
-    "decode_prefix",
-    "decode_strict",
-    "field_bytes",
-    "field_int",
-    "field_list",
-]
-
-RlpItem = bytes | list[Any]
+__all__ = ["decode_prefix", "list_at_least"]
 
 
 def decode_prefix(data: bytes, what: str) -> RlpItem:
-    """Decode the first RLP item in ``data``, ignoring whatever follows (EIP-8 padding)."""
+    """Decode the first RLP item in ``data``, ignoring whatever follows it."""
     try:
         item, _, _ = consume_item(data, 0)
-    except (rlp.exceptions.RLPException, IndexError, ValueError) as exc:
-        raise RlpxDecodeError(what, f"not RLP ({exc})") from exc
+    except (rlp.exceptions.RLPException, IndexError, ValueError, RecursionError) as exc:
+        raise RlpxDecodeError(what, f"not RLP ({type(exc).__name__}: {exc})") from None
     return item
 
 
-def decode_strict(data: bytes, what: str) -> RlpItem:
-    """Decode exactly one RLP item spanning all of ``data``."""
-    try:
-        return rlp.decode(data, strict=True)
-    except (rlp.exceptions.RLPException, IndexError, ValueError) as exc:
-        raise RlpxDecodeError(what, f"not RLP ({exc})") from exc
-
-
-def field_list(item: RlpItem, what: str, min_length: int = 0) -> list[Any]:
-    if not isinstance(item, list):
-        raise RlpxDecodeError(what, "expected an RLP list, got a byte string")
-    if len(item) < min_length:
-        raise RlpxDecodeError(what, f"list has {len(item)} elements, need at least {min_length}")
-    return item
-
-
-def field_bytes(item: RlpItem, what: str, size: int | None = None) -> bytes:
-    if not isinstance(item, bytes):
-        raise RlpxDecodeError(what, "expected a byte string, got a list")
-    if size is not None and len(item) != size:
-        raise RlpxDecodeError(what, f"expected {size} bytes, got {len(item)}")
-    return item
-
-
-def field_int(item: RlpItem, what: str, max_bits: int = 64) -> int:
-    """An RLP unsigned integer (big-endian); leading zero bytes are tolerated on receive."""
-    raw = field_bytes(item, what)
-    value = int.from_bytes(raw, "big")
-    if value.bit_length() > max_bits:
-        raise RlpxDecodeError(what, f"integer wider than {max_bits} bits")
-    return value
+def list_at_least(item: RlpItem, what: str, min_length: int) -> list[RlpItem]:
+    fields = as_list(item, what, "the message", RlpxDecodeError)
+    if len(fields) < min_length:
+        raise RlpxDecodeError(what, f"list has {len(fields)} elements, need at least {min_length}")
+    return fields
