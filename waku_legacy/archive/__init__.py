@@ -24,10 +24,32 @@ Store (sequential, crash-safe)
                     flavour=None, fault=no_fault) -> AppendResult
     read_index(archive_dir, community, *, flavour="status-go") -> ArchiveIndex
     read_archive(archive_dir, community, archive_id_or_entry, *, flavour) -> DecodedArchive
+    verify_store(archive_dir, community, *, torrent_dir=None, flavour) -> VerifyReport
+
+Torrent and magnet link
+    build_torrent(archive_dir, torrent_dir, community, *, flavour, announce_list,
+                  created_by, creation_date=None) -> TorrentInfo(info_hash, magnet_uri, path, ...)
+    load_torrent(path_or_bytes) -> TorrentFile; magnet_uri(info_hash, name, trackers) -> str
+    build_magnet_message(community_key, magnet_uri, clock_ms, *, pubsub_topic)
+        -> waku_message_pb2.WakuMessage
+    relay_publish_body(message) -> dict; relay_publish_path(pubsub_topic) -> str
+    verify_magnet_message(message, community, *, last_clock=None) -> VerifiedMagnetLink
+
+One call
+    build_community_archives(archive_dir, torrent_dir, community, content_topics, messages, *,
+                             now, flavour="status-go", community_key=None,
+                             pubsub_topic=DEFAULT_NON_PROTECTED_PUBSUB_TOPIC, clock_ms=None,
+                             last_end=None, fault=no_fault) -> BuildReport
+
+Seeding and fetching (libtorrent, imported lazily)
+    Seeder(archive_dir, SessionConfig(...)).seed(torrent_path) / .refresh(torrent_dir) / .stats()
+    fetch_archives(magnet_or_torrent, community, save_dir, FetchOptions(...)) -> FetchResult
+    fetch_from_magnet_message(message, community, save_dir, options, *, last_clock=None)
 """
 
 from __future__ import annotations
 
+from waku_legacy.archive.build import BuildReport, build_community_archives
 from waku_legacy.archive.encode import (
     PIECE_LENGTH,
     DecodedArchive,
@@ -47,7 +69,22 @@ from waku_legacy.archive.errors import (
     ArchiveDecodeError,
     ArchiveError,
 )
+from waku_legacy.archive.fetch import (
+    FetchedArchive,
+    FetchOptions,
+    FetchResult,
+    Selection,
+    fetch_archives,
+    fetch_from_magnet_message,
+)
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault
+from waku_legacy.archive.magnet import (
+    VerifiedMagnetLink,
+    build_magnet_message,
+    relay_publish_body,
+    relay_publish_path,
+    verify_magnet_message,
+)
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.partition import (
     MAX_ARCHIVE_BYTES,
@@ -60,6 +97,8 @@ from waku_legacy.archive.partition import (
     split_by_size,
     window_index,
 )
+from waku_legacy.archive.seeder import Seeder, SeedStats
+from waku_legacy.archive.session import SessionConfig
 from waku_legacy.archive.store import (
     AppendResult,
     ArchiveIndex,
@@ -67,8 +106,18 @@ from waku_legacy.archive.store import (
     read_archive,
     read_index,
 )
+from waku_legacy.archive.torrent import (
+    ANNOUNCE_LIST,
+    TorrentFile,
+    TorrentInfo,
+    build_torrent,
+    load_torrent,
+    magnet_uri,
+)
+from waku_legacy.archive.verify import VerifyReport, verify_store
 
 __all__ = [
+    "ANNOUNCE_LIST",
     "MAX_ARCHIVE_BYTES",
     "PIECE_LENGTH",
     "WEEK_SECONDS",
@@ -79,27 +128,50 @@ __all__ = [
     "ArchiveIndex",
     "ArchiveMessage",
     "ArchivePlan",
+    "BuildReport",
     "CommunityLayout",
     "DecodedArchive",
     "EncodedArchive",
     "FaultHook",
+    "FetchOptions",
+    "FetchResult",
+    "FetchedArchive",
     "Flavour",
     "IndexEntry",
     "PlannedArchive",
+    "SeedStats",
+    "Seeder",
+    "Selection",
+    "SessionConfig",
+    "TorrentFile",
+    "TorrentInfo",
+    "VerifiedMagnetLink",
+    "VerifyReport",
     "Window",
     "append_archives",
     "archive_id",
+    "build_community_archives",
+    "build_magnet_message",
+    "build_torrent",
     "decode_archive",
     "decode_index",
     "encode_archive",
     "encode_index",
+    "fetch_archives",
+    "fetch_from_magnet_message",
     "index_entry_for",
+    "load_torrent",
+    "magnet_uri",
     "no_fault",
     "padding_for",
     "plan_archives",
     "plan_windows",
     "read_archive",
     "read_index",
+    "relay_publish_body",
+    "relay_publish_path",
     "split_by_size",
+    "verify_magnet_message",
+    "verify_store",
     "window_index",
 ]

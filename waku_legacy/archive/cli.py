@@ -1,0 +1,488 @@
+"""``waku-legacy archive build|inspect|verify``, ``waku-legacy seed``, ``waku-legacy fetch``.
+
+``archive build`` reads archive-flavour messages as JSONL (format: ``waku_legacy.archive.
+message``), one community per run, and prints a report (``--json`` for JSON). Long steps show
+progress: a tqdm bar on a terminal, one structured log line per step otherwise (stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from waku_legacy.errors import ConfigError, DecodeError
+
+__all__ = ["register"]
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+class _Progress:
+    """Progress callback(stage, done, total): tqdm on a tty, log lines otherwise."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._bars: dict[str, Any] = {}
+        self._last_line: dict[str, float] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            from tqdm import tqdm
+
+            bar = self._bars.get(stage)
+            if bar is None:
+                bar = self._bars[stage] = tqdm(total=total, desc=stage, file=sys.stderr)
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+            if done >= total:
+                bar.close()
+            return
+        now = time.monotonic()
+        if done < total and now - self._last_line.get(stage, 0.0) < 2.0:
+            return
+        self._last_line[stage] = now
+        print(
+            json.dumps({"event": "progress", "stage": stage, "done": done, "total": total}),
+            file=sys.stderr,
+        )
+
+
+def _community(text: str) -> Any:
+    from waku_legacy.identity.topics import CommunityId
+
+    return CommunityId.parse(text)
+
+
+def _topics(args: argparse.Namespace) -> list[bytes]:
+    from waku_legacy.identity.cli import parse_hex
+    from waku_legacy.identity.topics import chat_topic, v1_topic_from_content_topic
+
+    topics: list[bytes] = []
+    for text in args.topic or []:
+        topic = (
+            v1_topic_from_content_topic(text)
+            if text.startswith("/")
+            else parse_hex("--topic", text)
+        )
+        if len(topic) != 4:
+            raise ConfigError(f"--topic {text!r} is not a 4-byte v1 topic")
+        topics.append(topic)
+    community = _community(args.community)
+    for channel in args.channel or []:
+        topics.append(chat_topic(community.channel_chat_id(channel)))
+    if not topics:
+        raise ConfigError("give the community's channel topics with --topic or --channel")
+    return topics
+
+
+def _read_jsonl(path: str) -> Iterator[Any]:
+    from waku_legacy.archive.message import ArchiveMessage
+
+    try:
+        handle = sys.stdin if path == "-" else open(path, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read --input {path}: {exc}") from exc
+    try:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                yield ArchiveMessage.from_json_line(line, line=number)
+    finally:
+        if handle is not sys.stdin:
+            handle.close()
+
+
+def _private_key(path: str) -> Any:
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+    from waku_legacy.identity.cli import parse_hex
+
+    try:
+        text = Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the community key file {path}: {exc}") from exc
+    return private_key_from_bytes(parse_hex("--community-key-file", text))
+
+
+def _pubsub_topic(args: argparse.Namespace) -> str:
+    from waku_legacy.identity.shards import (
+        DEFAULT_NON_PROTECTED_PUBSUB_TOPIC,
+        community_pubsub_topic,
+    )
+
+    if args.pubsub_topic:
+        return str(args.pubsub_topic)
+    if args.shard is not None:
+        return community_pubsub_topic(args.shard)
+    return DEFAULT_NON_PROTECTED_PUBSUB_TOPIC
+
+
+def _emit(args: argparse.Namespace, value: dict[str, Any], lines: list[str]) -> None:
+    from waku_legacy.cli import print_json
+
+    if args.json:
+        print_json(value)
+    else:
+        print("\n".join(lines))
+
+
+# --- archive build / inspect / verify -------------------------------------------------------
+
+
+def _build(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.build import build_community_archives
+
+    community = _community(args.community)
+    key = _private_key(args.community_key_file) if args.community_key_file else None
+    now = args.now if args.now is not None else int(time.time())
+    report = build_community_archives(
+        args.archive_dir,
+        args.torrent_dir,
+        community,
+        _topics(args),
+        _read_jsonl(args.input),
+        now=now,
+        flavour=args.flavour,
+        community_key=key,
+        pubsub_topic=_pubsub_topic(args),
+        progress=_Progress(not args.quiet),
+    )
+    _emit(
+        args,
+        report.to_json(),
+        [
+            f"community        {report.community}",
+            f"archives added   {report.archives_added} (total {report.total_archives})",
+            f"messages         {report.messages_archived} archived, {report.late_messages} late "
+            f"(window already archived), {report.future_messages} after now, "
+            f"{report.duplicate_messages} duplicates, {report.oversize_messages} oversize",
+            f"windows          {report.start} .. {report.last_end}",
+            f"info-hash        {report.info_hash}",
+            f"magnet           {report.magnet_uri}",
+            f"torrent          {report.torrent_path}",
+        ]
+        + [f"magnet message   {p}" for p in report.magnet_message_paths],
+    )
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.layout import CommunityLayout
+    from waku_legacy.archive.store import inspect_store
+    from waku_legacy.archive.torrent import load_torrent
+
+    layout = CommunityLayout.of(args.archive_dir, args.community, args.torrent_dir)
+    status = inspect_store(layout, args.flavour)
+    archives = [
+        {
+            "id": e.archive_id,
+            "from": e.window_from,
+            "to": e.window_to,
+            "offset": e.offset,
+            "size": e.size,
+            "padding": e.padding,
+            "pieces": [e.pieces().start, e.pieces().stop],
+            "contentTopics": ["0x" + t.hex() for t in e.content_topics],
+        }
+        for e in status.index.entries
+    ]
+    value: dict[str, Any] = {
+        "community": layout.name,
+        "archives": archives,
+        "dataLength": status.data_length,
+        "indexAccountsFor": status.index.data_length,
+        "tornTail": status.torn_tail,
+        "staleTemporaryIndex": status.stale_tmp_index,
+    }
+    lines = [f"{'id':68} {'from':>11} {'to':>11} {'offset':>10} {'size':>9} {'padding':>8}"]
+    lines += [
+        f"{a['id']:68} {a['from']:>11} {a['to']:>11} {a['offset']:>10} {a['size']:>9} "
+        f"{a['padding']:>8}"
+        for a in archives
+    ]
+    lines.append(f"data {status.data_length} bytes, index accounts for {status.index.data_length}")
+    if args.torrent_dir and layout.torrent.exists():
+        torrent = load_torrent(layout.torrent)
+        value["infoHash"] = torrent.info_hash
+        value["magnetUri"] = torrent.magnet_uri
+        value["pieceCount"] = torrent.piece_count
+        lines += [f"info-hash {torrent.info_hash}", f"magnet    {torrent.magnet_uri}"]
+    _emit(args, value, lines)
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.verify import verify_store
+
+    report = verify_store(
+        args.archive_dir, args.community, torrent_dir=args.torrent_dir, flavour=args.flavour
+    )
+    value = {
+        "community": report.community,
+        "ok": True,
+        "archives": report.archives,
+        "messages": report.messages,
+        "dataLength": report.data_length,
+        "torrentChecked": report.torrent_checked,
+        "infoHash": report.info_hash,
+    }
+    _emit(
+        args,
+        value,
+        [
+            f"ok: {report.archives} archives, {report.messages} messages, "
+            f"{report.data_length} bytes of data"
+            + (f", torrent {report.info_hash} matches" if report.torrent_checked else "")
+        ],
+    )
+    return 0
+
+
+# --- seed ---------------------------------------------------------------------------------
+
+
+def _session_config(args: argparse.Namespace) -> Any:
+    from waku_legacy.archive.session import SessionConfig
+
+    return SessionConfig(
+        listen=args.listen,
+        dht=args.dht,
+        lsd=args.lsd,
+        upnp=args.upnp,
+        natpmp=args.natpmp,
+        trackers=not args.no_trackers,
+    )
+
+
+def _seed(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.seeder import Seeder
+
+    deadline = time.monotonic() + args.duration if args.duration else None
+    with Seeder(args.archive_dir, _session_config(args)) as seeder:
+        print(
+            json.dumps({"event": "listening", "port": seeder.listen_port}),
+            file=sys.stderr,
+            flush=True,
+        )
+        while True:
+            stats = seeder.refresh(args.torrent_dir)
+            rows = [
+                {
+                    "community": s.name,
+                    "infoHash": s.info_hash,
+                    "state": s.state,
+                    "peers": s.peers,
+                    "uploaded": s.uploaded,
+                }
+                for s in stats
+            ]
+            if args.json:
+                print(json.dumps({"event": "seeding", "torrents": rows}), flush=True)
+            else:
+                for r in rows:
+                    print(
+                        f"{r['community']} {r['infoHash']} {r['state']} peers={r['peers']} "
+                        f"uploaded={r['uploaded']}",
+                        flush=True,
+                    )
+            if args.once or (deadline is not None and time.monotonic() >= deadline):
+                return 0
+            time.sleep(args.interval)
+
+
+# --- fetch --------------------------------------------------------------------------------
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.fetch import FetchOptions, Selection, fetch_archives
+    from waku_legacy.archive.magnet import magnet_message_from_json, verify_magnet_message
+    from waku_legacy.archive.output import FetchRecord, write_jsonl, write_sqlite
+    from waku_legacy.proto import waku_message_pb2
+
+    community = _community(args.community)
+    record = FetchRecord(args.record) if args.record else None
+    sources = [s for s in (args.magnet, args.torrent, args.magnet_message) if s]
+    if len(sources) != 1:
+        raise ConfigError("give exactly one of --magnet, --torrent or --magnet-message")
+    clock = None
+    source: str
+    if args.magnet_message:
+        raw = Path(args.magnet_message).read_bytes()
+        if args.magnet_message.endswith(".json"):
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise DecodeError("magnet-link message", f"not JSON ({exc})") from exc
+            message = magnet_message_from_json(body.get("body", body))
+        else:
+            message = waku_message_pb2.WakuMessage()
+            try:
+                message.ParseFromString(raw)
+            except Exception as exc:
+                raise DecodeError("magnet-link message", f"not a WakuMessage ({exc})") from exc
+        last = record.last_clock(str(community)) if record else None
+        link = verify_magnet_message(message, community, last_clock=last)
+        source, clock = link.magnet_uri, link.clock
+    else:
+        source = args.magnet or args.torrent
+
+    if args.new:
+        selection = Selection.NEW
+    elif args.latest:
+        selection = Selection.LATEST
+    elif args.since is not None or args.until is not None:
+        selection = Selection.RANGE
+    else:
+        selection = Selection.ALL
+    options = FetchOptions(
+        selection=selection,
+        since=args.since,
+        until=args.until,
+        known_ids=frozenset(record.fetched(str(community))) if record else frozenset(),
+        peers=tuple(args.peer or ()),
+        metadata_timeout=args.metadata_timeout,
+        metadata_retries=args.metadata_retries,
+        data_timeout=args.timeout,
+        flavour=args.flavour,
+        session=_session_config(args),
+    )
+    if selection is Selection.NEW and record is None:
+        raise ConfigError("--new needs --record FILE (the archive ids fetched before)")
+    result = fetch_archives(
+        source, community, args.save_dir, options, progress=_Progress(not args.quiet)
+    )
+    written = 0
+    if args.output:
+        written = write_jsonl(args.output, result.messages(), community_id=str(community))
+    if args.sqlite:
+        written = write_sqlite(args.sqlite, result.messages(), community_id=str(community))
+    if record is not None:
+        record.add(str(community), [f.entry.archive_id for f in result.archives])
+        if clock is not None:
+            record.set_last_clock(str(community), clock)
+        record.save()
+    value = {
+        "community": str(community),
+        "infoHash": result.info_hash,
+        "archives": [
+            {
+                "id": f.entry.archive_id,
+                "from": f.entry.window_from,
+                "to": f.entry.window_to,
+                "messages": len(f.archive.messages),
+            }
+            for f in result.archives
+        ],
+        "messages": result.message_count,
+        "written": written,
+        "piecesDownloaded": len(result.wanted_pieces),
+        "bytesDownloaded": result.bytes_downloaded,
+        "seconds": round(result.seconds, 3),
+    }
+    lines = [
+        f"{len(result.archives)} archives, {result.message_count} messages from "
+        f"{result.info_hash} in {result.seconds:.1f} s ({result.bytes_downloaded} bytes)"
+    ]
+    _emit(args, value, lines)
+    return 0
+
+
+# --- registration -------------------------------------------------------------------------
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON report")
+    parser.add_argument(
+        "--flavour",
+        choices=("status-go", "seed-spec"),
+        default="status-go",
+        help="archive format: status-go (what Status Desktop imports, default) or seed-spec",
+    )
+
+
+def _add_session(parser: argparse.ArgumentParser, listen: str) -> None:
+    parser.add_argument("--listen", default=listen, help=f"host:port to bind (default {listen})")
+    for name in ("dht", "lsd", "upnp", "natpmp"):
+        parser.add_argument(f"--{name}", action="store_true", help=f"enable {name.upper()}")
+    parser.add_argument(
+        "--no-trackers", action="store_true", help="do not announce to the torrent's trackers"
+    )
+
+
+def register(subparsers: Any) -> None:
+    archive = subparsers.add_parser("archive", help="community history archives")
+    sub = archive.add_subparsers(dest="archive_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    build = sub.add_parser("build", help="append new 7-day archives and refresh the torrent")
+    build.add_argument("--archive-dir", required=True)
+    build.add_argument("--torrent-dir", required=True)
+    build.add_argument("--community", required=True, help="0x + 66 hex (compressed key)")
+    build.add_argument("--topic", action="append", help="channel topic: 0x<8 hex> or /waku/1/...")
+    build.add_argument("--channel", action="append", help="channel uuid (topic derived)")
+    build.add_argument(
+        "--input", required=True, help="archive-flavour messages as JSONL ('-' = stdin)"
+    )
+    build.add_argument("--now", type=int, help="end of the last window, seconds (default: now)")
+    build.add_argument(
+        "--community-key-file", help="file with the community private key (hex) to sign"
+    )
+    build.add_argument("--pubsub-topic", help="where the magnet-link message is to be published")
+    build.add_argument("--shard", type=int, help="community shard (pubsub /waku/2/rs/16/<n>)")
+    build.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_common(build)
+    build.set_defaults(func=_build)
+
+    inspect = sub.add_parser("inspect", help="list a community's archives and torrent")
+    inspect.add_argument("--archive-dir", required=True)
+    inspect.add_argument("--torrent-dir")
+    inspect.add_argument("--community", required=True)
+    _add_common(inspect)
+    inspect.set_defaults(func=_inspect)
+
+    verify = sub.add_parser("verify", help="check index keys, data, archives and torrent")
+    verify.add_argument("--archive-dir", required=True)
+    verify.add_argument("--torrent-dir")
+    verify.add_argument("--community", required=True)
+    _add_common(verify)
+    verify.set_defaults(func=_verify)
+
+    seed = subparsers.add_parser("seed", help="seed the latest archive torrent of communities")
+    seed.add_argument("--archive-dir", required=True)
+    seed.add_argument("--torrent-dir", required=True)
+    seed.add_argument("--interval", type=float, default=30.0, help="rescan/report seconds")
+    seed.add_argument("--duration", type=float, help="stop after this many seconds")
+    seed.add_argument("--once", action="store_true", help="seed, report once and exit")
+    seed.add_argument("--json", action="store_true", help="JSON lines")
+    _add_session(seed, "0.0.0.0:6881")
+    seed.set_defaults(func=_seed)
+
+    fetch = subparsers.add_parser("fetch", help="fetch a community's archives as a member")
+    fetch.add_argument("--community", required=True)
+    fetch.add_argument("--magnet", help="magnet link")
+    fetch.add_argument("--torrent", help=".torrent file")
+    fetch.add_argument("--magnet-message", help="signed magnet-link message (.pb or .json)")
+    fetch.add_argument("--save-dir", required=True, help="where the torrent's files go")
+    fetch.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
+    fetch.add_argument("--latest", action="store_true", help="only the latest window")
+    fetch.add_argument("--since", type=int, help="archives overlapping [since, until) seconds")
+    fetch.add_argument("--until", type=int)
+    fetch.add_argument("--new", action="store_true", help="only archives not in --record")
+    fetch.add_argument("--record", help="JSON record of archive ids already fetched")
+    fetch.add_argument("--output", help="write messages as JSONL")
+    fetch.add_argument("--sqlite", help="write messages into this SQLite file")
+    fetch.add_argument("--metadata-timeout", type=float, default=20.0)
+    fetch.add_argument("--metadata-retries", type=int, default=1)
+    fetch.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
+    fetch.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_common(fetch)
+    _add_session(fetch, "0.0.0.0:0")
+    fetch.set_defaults(func=_fetch)
