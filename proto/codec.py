@@ -1,0 +1,101 @@
+"""Parsing protobuf messages from untrusted bytes, with the package's error types.
+
+protobuf is lenient: it accepts fields it does not know (keeping them as unknown fields),
+wire types that do not match the schema (also kept as unknown), and an empty input as an
+all-default message. :func:`parse_message` turns every parse failure (``DecodeError``,
+warnings raised while parsing, recursion limits) into :class:`ProtobufDecodeError` naming
+what was being read, enforces a size limit before parsing, and with ``strict=True`` also
+refuses unknown fields anywhere in the message tree (reporting the field path), which
+catches most bytes that are not the message at all.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TypeVar
+
+from google.protobuf import unknown_fields
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError as _ProtobufDecodeError
+from google.protobuf.message import Message
+
+from waku_legacy.errors import DecodeError, LimitExceeded
+
+__all__ = ["ProtobufDecodeError", "ProtobufTooLarge", "parse_message", "unknown_field_path"]
+
+M = TypeVar("M", bound=Message)
+
+
+class ProtobufDecodeError(DecodeError):
+    """Bytes that do not parse as the expected protobuf message."""
+
+
+class ProtobufTooLarge(ProtobufDecodeError, LimitExceeded):
+    """A serialized message over the caller's size limit."""
+
+
+def _is_message_field(field: FieldDescriptor) -> bool:
+    return field.type == FieldDescriptor.TYPE_MESSAGE
+
+
+def unknown_field_path(message: Message, prefix: str = "") -> str | None:
+    """Dotted path of the first unknown field found in ``message`` or below, else None."""
+    unknown = unknown_fields.UnknownFieldSet(message)
+    if len(unknown):
+        first = unknown[0]
+        return f"{prefix}<field {first.field_number}, wire type {first.wire_type}>"
+    for field, value in message.ListFields():
+        if not _is_message_field(field):
+            continue
+        name = f"{prefix}{field.name}"
+        if field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            if not _is_message_field(value_field):
+                continue
+            for key, entry in value.items():
+                found = unknown_field_path(entry, f"{name}[{key!r}].")
+                if found:
+                    return found
+        elif field.is_repeated:
+            for index, entry in enumerate(value):
+                found = unknown_field_path(entry, f"{name}[{index}].")
+                if found:
+                    return found
+        else:
+            found = unknown_field_path(value, f"{name}.")
+            if found:
+                return found
+    return None
+
+
+def parse_message(
+    cls: type[M], data: bytes, what: str, *, max_size: int, strict: bool = False
+) -> M:
+    """Parse ``data`` as ``cls``; ``ProtobufDecodeError`` (naming ``what``) if it cannot."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ProtobufDecodeError(what, f"expected bytes, got {type(data).__name__}")
+    if len(data) > max_size:
+        raise ProtobufTooLarge(what, f"{len(data)} bytes is over the {max_size}-byte limit")
+    message = cls()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            message.ParseFromString(bytes(data))
+    except _ProtobufDecodeError as exc:
+        reason = str(exc).split(": ", 1)[-1] if ": " in str(exc) else str(exc)
+        raise ProtobufDecodeError(
+            what, f"not a valid {cls.DESCRIPTOR.full_name} protobuf: {reason}"
+        ) from None
+    except (Warning, RecursionError, ValueError, TypeError) as exc:
+        raise ProtobufDecodeError(
+            what, f"not a valid {cls.DESCRIPTOR.full_name} protobuf: {type(exc).__name__}: {exc}"
+        ) from None
+    if strict:
+        path = unknown_field_path(message)
+        if path is not None:
+            raise ProtobufDecodeError(
+                what,
+                f"unknown field {path} for {cls.DESCRIPTOR.full_name} "
+                "(not this message type, or a wire type that does not match the schema)",
+            )
+    return message

@@ -1,0 +1,96 @@
+"""proto/codec.py: untrusted protobuf bytes become typed errors, never library ones."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from waku_legacy.errors import DecodeError, LimitExceeded
+from waku_legacy.proto import status_archive_pb2, store_v3_pb2, waku_message_pb2
+from waku_legacy.proto.codec import (
+    ProtobufDecodeError,
+    ProtobufTooLarge,
+    parse_message,
+    unknown_field_path,
+)
+
+KINDS = [
+    waku_message_pb2.WakuMessage,
+    store_v3_pb2.StoreQueryResponse,
+    status_archive_pb2.WakuMessageArchive,
+    status_archive_pb2.WakuMessageArchiveIndex,
+]
+
+
+def test_valid_message_parses() -> None:
+    message = waku_message_pb2.WakuMessage(payload=b"p", content_topic="/a/1/b/c", version=1)
+    parsed = parse_message(
+        waku_message_pb2.WakuMessage, message.SerializeToString(), "msg", max_size=100, strict=True
+    )
+    assert parsed == message
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (b"\x12\x02\xff\xfe", "bad UTF-8"),  # content_topic (string) with invalid UTF-8
+        (b"\x0a\x05ab", "corrupt"),  # truncated length-delimited payload
+        (b"\xff\xff\xff", "corrupt"),
+    ],
+)
+def test_broken_bytes(data: bytes, needle: str) -> None:
+    with pytest.raises(
+        ProtobufDecodeError, match=r"malformed msg: not a valid waku\.message\.v1\.WakuMessage"
+    ) as info:
+        parse_message(waku_message_pb2.WakuMessage, data, "msg", max_size=100)
+    assert needle in str(info.value)
+
+
+def test_unknown_fields_only_refused_when_strict() -> None:
+    data = b"\x08\x01"  # field 1 (bytes payload) sent as a varint: kept as unknown
+    assert parse_message(waku_message_pb2.WakuMessage, data, "msg", max_size=10) is not None
+    with pytest.raises(ProtobufDecodeError, match=r"unknown field <field 1, wire type 0>"):
+        parse_message(waku_message_pb2.WakuMessage, data, "msg", max_size=10, strict=True)
+
+
+def test_unknown_fields_found_in_nested_messages_and_maps() -> None:
+    inner = status_archive_pb2.WakuMessageArchiveIndexMetadata(version=1).SerializeToString()
+    inner += b"\xa2\x06\x01x"  # field 100, length-delimited
+    entry = b"\x0a\x04" + b"0xab" + b"\x12" + bytes([len(inner)]) + inner
+    data = b"\x0a" + bytes([len(entry)]) + entry
+    with pytest.raises(ProtobufDecodeError, match=r"archives\['0xab'\]\.<field 100"):
+        parse_message(
+            status_archive_pb2.WakuMessageArchiveIndex, data, "index", max_size=100, strict=True
+        )
+    archive = status_archive_pb2.WakuMessageArchive()
+    archive.messages.add(topic=b"abcd")
+    archive.messages.add(topic=b"efgh")
+    message = archive.messages[1].SerializeToString() + b"\x08\x01"
+    data = archive.SerializeToString() + b"\x1a" + bytes([len(message)]) + message
+    parsed = parse_message(status_archive_pb2.WakuMessageArchive, data, "archive", max_size=100)
+    assert unknown_field_path(parsed) == "messages[2].<field 1, wire type 0>"
+
+
+def test_size_limit_and_types() -> None:
+    with pytest.raises(ProtobufTooLarge, match="11 bytes is over the 10-byte limit") as info:
+        parse_message(waku_message_pb2.WakuMessage, bytes(11), "msg", max_size=10)
+    assert isinstance(info.value, LimitExceeded)
+    with pytest.raises(ProtobufDecodeError, match="expected bytes"):
+        parse_message(waku_message_pb2.WakuMessage, "text", "msg", max_size=10)  # type: ignore[arg-type]
+
+
+def test_deeply_nested_groups_are_a_typed_error() -> None:
+    # 200 nested unknown groups (field 1, wire types 3/4): over protobuf's depth limit
+    data = b"\x0b" * 200 + b"\x0c" * 200
+    with pytest.raises(ProtobufDecodeError, match=r"not a valid protobuf\.WakuMessageArchive"):
+        parse_message(status_archive_pb2.WakuMessageArchive, data, "archive", max_size=10_000)
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(KINDS), st.binary(max_size=200), st.booleans())
+def test_random_bytes(kind: type, data: bytes, strict: bool) -> None:
+    try:
+        parse_message(kind, data, "input", max_size=1000, strict=strict)
+    except DecodeError:
+        pass
