@@ -15,7 +15,7 @@ from Crypto.Hash import keccak
 from hypothesis import given
 from hypothesis import strategies as st
 
-from waku_legacy.errors import CryptoError, DecodeError, InvalidTopic, LimitExceeded
+from waku_legacy.errors import CryptoError, DecodeError, InvalidTopic
 from waku_legacy.identity.shards import (
     DEFAULT_NON_PROTECTED_PUBSUB_TOPIC,
     DEFAULT_NON_PROTECTED_SHARD,
@@ -48,6 +48,7 @@ from waku_legacy.identity.shards import (
     verify_protected_message,
     verify_waku_message,
 )
+from waku_legacy.proto.codec import ProtobufDecodeError, ProtobufTooLarge
 from waku_legacy.proto.community_description_pb2 import CommunityDescription
 from waku_legacy.proto.waku_message_pb2 import WakuMessage
 
@@ -216,14 +217,14 @@ def test_status_go_token_permissions_in_field_15_is_not_a_shard() -> None:
     ],
 )
 def test_community_description_malformed(bad: bytes) -> None:
-    with pytest.raises(CommunityDescriptionError, match="community description"):
+    with pytest.raises(ProtobufDecodeError, match="community description"):
         community_shard_from_description(bad)
 
 
 def test_community_description_shard_out_of_range_and_limits() -> None:
     with pytest.raises(CommunityDescriptionError, match="relay_shard_index 5000"):
         community_shard_from_description(bytes.fromhex("788827"))  # varint 5000 = 0x08 | 0x80, 0x27
-    with pytest.raises(LimitExceeded):
+    with pytest.raises(ProtobufTooLarge):
         community_shard_from_description(b"\x00" * (MAX_COMMUNITY_DESCRIPTION_SIZE + 1))
     with pytest.raises(CommunityDescriptionError, match="expected bytes"):
         community_shard_from_description("0807")  # type: ignore[arg-type]

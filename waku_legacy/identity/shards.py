@@ -35,7 +35,7 @@ from waku_legacy.crypto.secp256k1 import (
     uncompressed_public_key,
     verify_rfc6979,
 )
-from waku_legacy.errors import CryptoError, DecodeError, InvalidTopic, LimitExceeded
+from waku_legacy.errors import CryptoError, DecodeError, InvalidTopic
 from waku_legacy.identity.topics import content_topic_of_chat
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class InvalidMessageField(DecodeError):
 
 
 class CommunityDescriptionError(DecodeError):
-    """Bytes that are not a ``CommunityDescription`` protobuf, or hold a bad shard."""
+    """A ``CommunityDescription`` whose shard field is not a shard (or not a description)."""
 
 
 def _shown(text: str) -> str:
@@ -240,26 +240,25 @@ def community_shard_from_description(
 ) -> int | None:
     """The community's shard from ``relay_shard_index`` (field 15), or None when unset.
 
+    Bytes that do not parse raise ``ProtobufDecodeError`` (``ProtobufTooLarge`` over
+    :data:`MAX_COMMUNITY_DESCRIPTION_SIZE`), a shard index over 1023
+    :class:`CommunityDescriptionError`.
+
     proto3 gives the field no presence, so 0 (a reserved shard) means "not set". Deployed
     status-go puts ``token_permissions`` (a map, wire type 2) in field 15; the protobuf
     runtime files that under unknown fields, and such a description carries no shard.
     """
+    from waku_legacy.proto.codec import parse_message
     from waku_legacy.proto.community_description_pb2 import CommunityDescription
 
     if isinstance(description, bytes | bytearray | memoryview):
-        data = bytes(description)
-        if len(data) > MAX_COMMUNITY_DESCRIPTION_SIZE:
-            raise LimitExceeded(
-                "community description",
-                f"{len(data)} bytes is over the {MAX_COMMUNITY_DESCRIPTION_SIZE}-byte limit",
-            )
-        message = CommunityDescription()
-        try:
-            message.ParseFromString(data)
-        except Exception as exc:  # protobuf's DecodeError, or RuntimeError from upb
-            raise CommunityDescriptionError(
-                "community description", f"not a CommunityDescription protobuf ({exc})"
-            ) from exc
+        # Not strict: a real description carries many fields this partial schema omits.
+        message = parse_message(
+            CommunityDescription,
+            description,
+            "community description",
+            max_size=MAX_COMMUNITY_DESCRIPTION_SIZE,
+        )
     elif isinstance(description, CommunityDescription):
         message = description
     else:
