@@ -262,6 +262,6 @@ class PostgresEnvelopeStore:
 
 
 def _topic_bloom(topic: bytes) -> bytes:
-    from waku_legacy.mailserver_compat.envelope import topic_to_bloom
+    from waku_legacy.mailserver_compat.bloom import topic_to_bloom
 
     return topic_to_bloom(topic)

@@ -1,1 +1,84 @@
-"""The Waku v2 message store in nwaku's schema (SQLite by default, PostgreSQL by URL)."""
+"""The Waku v2 message store in nwaku's schema (SQLite by default, PostgreSQL by URL).
+
+    store = open_store("sqlite:///var/lib/waku-legacy/store.sqlite3")   # or a plain path
+    store = open_store("postgresql://user@host/db")
+    store.insert_messages(rows)        # StoredMessage rows (or tuples in that order)
+    page = store.query(pubsub_topic=..., content_topics=[...], start_time=..., end_time=...,
+                       cursor=page.cursor, ascending=True, limit=20)
+    store.get_envelope(message_hash)   # the original v1 envelope bytes, when it came from one
+    store.query_v1_envelopes(lower_key, upper_key, topics=..., cursor=..., limit=...)
+
+URLs: ``sqlite:///abs/path``, ``sqlite:relative/path``, a bare filesystem path (SQLite),
+``postgresql://...`` or ``postgres://...``. A ``?synchronous=FULL`` query on a SQLite URL
+sets SQLite's durability level.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+from waku_legacy.store.types import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    CursorNotFound,
+    MessageStore,
+    QueryPage,
+    StoredMessage,
+    StoreError,
+)
+
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "MAX_PAGE_SIZE",
+    "CursorNotFound",
+    "MessageStore",
+    "QueryPage",
+    "StoreError",
+    "StoredMessage",
+    "is_postgres_url",
+    "open_store",
+    "sqlite_path",
+]
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def sqlite_path(url: str) -> str:
+    """The filesystem path of a SQLite store URL (file-URL rules: ``sqlite:///abs/path`` is
+    absolute, ``sqlite:relative/path`` relative) or of a bare path."""
+    if url.startswith("sqlite:"):
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise StoreError(
+                f"store URL {url!r}: use sqlite:///absolute/path or sqlite:relative/path"
+            )
+        path = parts.path
+        return "/" + path.lstrip("/") if path.startswith("/") else path
+    if "://" in url:
+        raise StoreError(
+            f"store URL {url!r} is neither sqlite:///… nor postgresql://… (nor a file path)"
+        )
+    return url
+
+
+def open_store(url: str) -> MessageStore:
+    """Open (creating tables when missing) the v2 store at ``url``."""
+    if not isinstance(url, str) or not url.strip():
+        raise StoreError("the store URL is empty")
+    url = url.strip()
+    if is_postgres_url(url):
+        from waku_legacy.store.postgres import PostgresMessageStore
+
+        return PostgresMessageStore(url)
+    path = sqlite_path(url)
+    if not path:
+        raise StoreError(f"store URL {url!r} names no file")
+    synchronous = "NORMAL"
+    if url.startswith("sqlite:") and "?" in url:
+        options = parse_qs(urlsplit(url).query)
+        synchronous = options.get("synchronous", [synchronous])[-1]
+    from waku_legacy.store.sqlite import SqliteMessageStore
+
+    return SqliteMessageStore(path, synchronous=synchronous)

@@ -1,0 +1,299 @@
+"""The v2 store on SQLite, in nwaku's schema (the embedded default).
+
+nwaku's table, unchanged, so that an nwaku node can be pointed at the file::
+
+    CREATE TABLE Message (messageHash BLOB PRIMARY KEY, pubsubTopic BLOB NOT NULL,
+                          contentTopic BLOB NOT NULL, payload BLOB, version INTEGER NOT NULL,
+                          timestamp INTEGER NOT NULL, meta BLOB) WITHOUT ROWID;
+    CREATE INDEX i_ts ON Message (timestamp);
+
+Topics are stored as their UTF-8 bytes (BLOB), like nwaku. Beside it, a table of ours
+keeps the original Waku v1 envelope of every message that came from one, with its
+status-go DB key so that v1 clients can be served with status-go's cursor semantics::
+
+    CREATE TABLE v1_envelopes (messageHash BLOB PRIMARY KEY, envelope BLOB NOT NULL,
+                               dbKey BLOB) WITHOUT ROWID;   -- + an index on dbKey
+
+Crash safety: WAL journal, every batch is one transaction (a kill loses at most the batch in
+flight, never leaves half of one); inserts are ``INSERT OR IGNORE`` so a rerun after a kill
+completes the job without duplicates. ``synchronous=NORMAL`` in WAL mode survives process
+kills; pass ``?synchronous=FULL`` in the URL for power-loss durability of the last batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from waku_legacy.store.types import (
+    DEFAULT_PAGE_SIZE,
+    CursorNotFound,
+    MessageStore,
+    QueryPage,
+    StoredMessage,
+    StoreError,
+    check_query,
+    envelope_cursor_bounds,
+)
+
+__all__ = ["SCHEMA", "SqliteMessageStore"]
+
+TABLES = (
+    "CREATE TABLE IF NOT EXISTS Message ("
+    " messageHash BLOB PRIMARY KEY NOT NULL,"
+    " pubsubTopic BLOB NOT NULL,"
+    " contentTopic BLOB NOT NULL,"
+    " payload BLOB,"
+    " version INTEGER NOT NULL,"
+    " timestamp INTEGER NOT NULL,"
+    " meta BLOB"
+    ") WITHOUT ROWID",
+    # Ours: the original v1 envelopes.
+    "CREATE TABLE IF NOT EXISTS v1_envelopes ("
+    " messageHash BLOB PRIMARY KEY NOT NULL,"
+    " envelope BLOB NOT NULL,"
+    " dbKey BLOB"
+    ") WITHOUT ROWID",
+)
+INDEXES = {
+    "i_ts": "CREATE INDEX IF NOT EXISTS i_ts ON Message (timestamp)",
+    # Topic filters in time order (nwaku keeps a similar one).
+    "i_query": "CREATE INDEX IF NOT EXISTS i_query ON Message (contentTopic, pubsubTopic, "
+    "timestamp, messageHash)",
+    "i_v1_dbkey": "CREATE INDEX IF NOT EXISTS i_v1_dbkey ON v1_envelopes (dbKey)",
+}
+SCHEMA = (*TABLES, *INDEXES.values())
+
+_INSERT_MESSAGE = (
+    "INSERT OR IGNORE INTO Message (messageHash, pubsubTopic, contentTopic, payload, version,"
+    " timestamp, meta) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_ENVELOPE = (
+    "INSERT OR IGNORE INTO v1_envelopes (messageHash, envelope, dbKey) VALUES (?, ?, ?)"
+)
+_COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
+
+
+def _row_to_message(row: Sequence[Any]) -> StoredMessage:
+    h, pubsub, content, payload, version, timestamp, meta = row
+    return StoredMessage(
+        bytes(h),
+        bytes(pubsub).decode("utf-8", "replace"),
+        bytes(content).decode("utf-8", "replace"),
+        bytes(payload or b""),
+        int(version),
+        int(timestamp),
+        None if meta is None else bytes(meta),
+    )
+
+
+class SqliteMessageStore(MessageStore):
+    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL") -> None:
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.execute("BEGIN IMMEDIATE")
+            for statement in SCHEMA:
+                self._db.execute(statement)
+            self._db.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the SQLite store {self.path}: {exc}") from exc
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def insert_messages(
+        self, rows: Iterable[StoredMessage | tuple], *, batch_size: int = 5000
+    ) -> int:
+        inserted = 0
+        messages: list[tuple] = []
+        envelopes: list[tuple] = []
+        for row in rows:
+            h, pubsub, content, payload, version, timestamp, meta, *rest = row
+            messages.append(
+                (bytes(h), pubsub.encode(), content.encode(), payload, version, timestamp, meta)
+            )
+            envelope = rest[0] if rest else None
+            if envelope is not None:
+                envelopes.append((bytes(h), envelope, rest[1] if len(rest) > 1 else None))
+            if len(messages) >= batch_size:
+                inserted += self._write_batch(messages, envelopes)
+                messages, envelopes = [], []
+        if messages:
+            inserted += self._write_batch(messages, envelopes)
+        return inserted
+
+    def _write_batch(self, messages: list[tuple], envelopes: list[tuple]) -> int:
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            before = db.total_changes
+            db.executemany(_INSERT_MESSAGE, messages)
+            new = db.total_changes - before
+            if envelopes:
+                db.executemany(_INSERT_ENVELOPE, envelopes)
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise StoreError(
+                f"writing {len(messages)} messages to {self.path} failed: {exc}"
+            ) from exc
+        return new
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def query(
+        self,
+        *,
+        pubsub_topic: str | None = None,
+        content_topics: Sequence[str] = (),
+        start_time: int | None = None,
+        end_time: int | None = None,
+        hashes: Sequence[bytes] = (),
+        cursor: bytes | None = None,
+        ascending: bool = True,
+        limit: int = DEFAULT_PAGE_SIZE,
+        include_data: bool = True,
+    ) -> QueryPage:
+        check_query(cursor=cursor, limit=limit, hashes=hashes)
+        where: list[str] = []
+        args: list[Any] = []
+        if cursor is not None:
+            found = self._db.execute(
+                "SELECT timestamp FROM Message WHERE messageHash = ?", (bytes(cursor),)
+            ).fetchone()
+            if found is None:
+                raise CursorNotFound(f"cursor 0x{bytes(cursor).hex()} is not a stored message")
+            comp = ">" if ascending else "<"
+            where.append(f"(timestamp, messageHash) {comp} (?, ?)")
+            args += [found[0], bytes(cursor)]
+        if pubsub_topic is not None:
+            where.append("pubsubTopic = ?")
+            args.append(pubsub_topic.encode())
+        if content_topics:
+            where.append(f"contentTopic IN ({', '.join('?' * len(content_topics))})")
+            args += [t.encode() for t in content_topics]
+        if hashes:
+            where.append(f"messageHash IN ({', '.join('?' * len(hashes))})")
+            args += [bytes(h) for h in hashes]
+        if start_time is not None:
+            where.append("timestamp >= ?")
+            args.append(start_time)
+        if end_time is not None:
+            where.append("timestamp <= ?")
+            args.append(end_time)
+        order = "ASC" if ascending else "DESC"
+        columns = _COLUMNS if include_data else "messageHash"
+        sql = f"SELECT {columns} FROM Message"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT ?"
+        args.append(limit + 1)
+        rows = self._db.execute(sql, args).fetchall()
+        if include_data:
+            page = [_row_to_message(r) for r in rows[:limit]]
+        else:
+            page = [StoredMessage(bytes(r[0]), "", "", b"", 0, 0) for r in rows[:limit]]
+        next_cursor = page[-1].message_hash if len(rows) > limit else None
+        if not ascending:
+            page.reverse()
+        return QueryPage(page, next_cursor)
+
+    def get_message(self, message_hash: bytes) -> StoredMessage | None:
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM Message WHERE messageHash = ?", (bytes(message_hash),)
+        ).fetchone()
+        return None if row is None else _row_to_message(row)
+
+    def get_envelope(self, message_hash: bytes) -> bytes | None:
+        row = self._db.execute(
+            "SELECT envelope FROM v1_envelopes WHERE messageHash = ?", (bytes(message_hash),)
+        ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def query_v1_envelopes(
+        self,
+        lower_key: bytes,
+        upper_key: bytes,
+        *,
+        topics: Sequence[bytes] = (),
+        cursor: bytes | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[tuple[bytes, bytes]]:
+        low, high, high_inclusive = envelope_cursor_bounds(lower_key, upper_key, cursor, descending)
+        where = ["dbKey >= ?", "dbKey <= ?" if high_inclusive else "dbKey < ?"]
+        args: list[Any] = [low, high]
+        if topics:
+            where.append(f"substr(dbKey, 37, 4) IN ({', '.join('?' * len(topics))})")
+            args += [bytes(t) for t in topics]
+        order = "DESC" if descending else "ASC"
+        args.append(limit)
+        rows = self._db.execute(
+            f"SELECT dbKey, envelope FROM v1_envelopes WHERE {' AND '.join(where)} "
+            f"ORDER BY dbKey {order} LIMIT ?",
+            args,
+        ).fetchall()
+        return [(bytes(k), bytes(e)) for k, e in rows]
+
+    def iter_all(self, *, batch_size: int = 5000):  # type: ignore[no-untyped-def]
+        """Every stored message in (timestamp, hash) order, streamed in batches."""
+        last: tuple[int, bytes] | None = None
+        while True:
+            if last is None:
+                rows = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM Message ORDER BY timestamp, messageHash LIMIT ?",
+                    (batch_size,),
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM Message WHERE (timestamp, messageHash) > (?, ?) "
+                    "ORDER BY timestamp, messageHash LIMIT ?",
+                    (*last, batch_size),
+                ).fetchall()
+            if not rows:
+                return
+            for row in rows:
+                yield _row_to_message(row)
+            last = (rows[-1][5], bytes(rows[-1][0]))
+
+    @contextlib.contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Into an empty store, load without the secondary indexes and build them at the
+        end (random-order index maintenance costs SQLite several times the insert itself).
+        A kill inside leaves the tables consistent; the next open rebuilds the indexes."""
+        empty = self._db.execute("SELECT 1 FROM Message LIMIT 1").fetchone() is None
+        self._db.execute("PRAGMA cache_size=-131072")
+        # Fewer, larger checkpoints while loading (the WAL may grow to ~200 MB).
+        self._db.execute("PRAGMA wal_autocheckpoint=50000")
+        if empty:
+            for name in INDEXES:
+                self._db.execute(f"DROP INDEX IF EXISTS {name}")
+        try:
+            yield
+        finally:
+            if empty:
+                for statement in INDEXES.values():
+                    self._db.execute(statement)
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("PRAGMA wal_autocheckpoint=1000")
+            self._db.execute("PRAGMA cache_size=-2000")
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM Message").fetchone()[0])
+
+    def count_envelopes(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM v1_envelopes").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
