@@ -1,0 +1,185 @@
+"""``waku-legacy decode``: JSON for good bytes, exit 2 with a clear message for bad ones."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import coincurve
+import pytest
+import rlp
+
+from waku_legacy.cli import main
+from waku_legacy.crypto.secp256k1 import public_key_of
+from waku_legacy.identity.message_hash import message_hash
+from waku_legacy.identity.topics import CommunityId
+from waku_legacy.mailserver_compat.envelope import Envelope, encode_many
+from waku_legacy.mailserver_compat.payload import encode_payload
+from waku_legacy.proto import status_archive_pb2, store_v3_pb2, waku_message_pb2
+
+KEY = b"k" * 32
+SIGNER = coincurve.PrivateKey(b"\x66" * 32)
+COMMUNITY_KEY = coincurve.PrivateKey(b"\x77" * 32)
+COMMUNITY = CommunityId(COMMUNITY_KEY.public_key.format(compressed=True))
+MAGNET = "magnet:?xt=urn:btih:" + "ab" * 20 + "&dn=x"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, Any, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else None), err
+
+
+def write(tmp_path: Path, data: bytes, name: str = "input.bin") -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_envelope(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = encode_payload(b"hello", sign_with=SIGNER, symmetric_key=KEY)
+    envelope = Envelope(expiry=1000, ttl=50, topic=bytes.fromhex("1a2b3c4d"), data=data, nonce=3)
+    code, out, _ = run(
+        ["decode", "envelope", write(tmp_path, envelope.encode()), "--symmetric-key", KEY.hex()],
+        capsys,
+    )
+    assert code == 0
+    assert out["kind"] == "envelope" and out["sent_time"] == 950 and out["nonce"] == 3
+    assert out["hash"] == "0x" + envelope.hash().hex()
+    assert out["content_topic"] == "/waku/1/0x1a2b3c4d/rfc26"
+    assert out["decoded"]["payload"] == "0x" + b"hello".hex()
+    assert out["decoded"]["signer"] == "0x" + public_key_of(SIGNER).hex()
+
+
+def test_envelope_list_hex_and_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = Envelope(expiry=1, ttl=1, topic=b"abcd", data=b"", nonce=0)
+    text = "0x" + encode_many([one, one]).hex() + "\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code, out, _ = run(["decode", "envelope", "-", "--hex", "--password", "chat"], capsys)
+    assert code == 0 and out["count"] == 2
+    assert (
+        out["envelopes"][0]["decoded"] is None
+        and "cannot decrypt" in out["envelopes"][0]["decode_error"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (rlp.encode([1, 2, b"abc", b"", 0]), "malformed envelope: topic must be 4 bytes"),
+        (b"\xcf\x84", "malformed envelope: not valid RLP"),
+        (b"", "malformed envelope: no bytes"),
+        (rlp.encode([[1, 2, b"abcd", b"", 0], [1]]), "malformed envelope #1"),
+    ],
+)
+def test_bad_envelope_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: bytes, needle: str
+) -> None:
+    code, _, err = run(["decode", "envelope", write(tmp_path, data)], capsys)
+    assert code == 2 and needle in err
+
+
+def test_store_response(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    message = waku_message_pb2.WakuMessage(payload=b"p", content_topic="/a/1/b/proto", timestamp=7)
+    pubsub = "/waku/2/rs/16/32"
+    response = store_v3_pb2.StoreQueryResponse(request_id="r1", status_code=200, status_desc="OK")
+    response.messages.add(
+        message_hash=message_hash(pubsub, message), message=message, pubsub_topic=pubsub
+    )
+    response.messages.add(message_hash=b"\x01" * 32, message=message, pubsub_topic=pubsub)
+    code, out, _ = run(
+        ["decode", "store-response", write(tmp_path, response.SerializeToString())], capsys
+    )
+    assert code == 0 and out["status_code"] == 200 and out["count"] == 2
+    assert out["messages"][0]["hash_matches"] is True
+    assert out["messages"][1]["hash_matches"] is False
+    assert out["messages"][0]["message"]["timestamp"] == 7
+
+
+def test_store_response_rejects_other_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["decode", "store-response", write(tmp_path, b"\x08\x01\x10\x02")], capsys)
+    assert code == 2 and "malformed store response: unknown field" in err
+    assert (
+        run(["decode", "store-response", write(tmp_path, b"\x08\x01"), "--lenient"], capsys)[0] == 0
+    )
+
+
+def test_archive_index_and_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    archive = status_archive_pb2.WakuMessageArchive(version=1)
+    archive.metadata.version = 1
+    setattr(archive.metadata, "from", 100)
+    archive.metadata.to = 200
+    archive.metadata.contentTopic.append(b"abcd")
+    archive.messages.add(
+        sig=public_key_of(SIGNER), timestamp=150, topic=b"abcd", payload=b"x", hash=b"h" * 32
+    )
+    raw = archive.SerializeToString()
+    code, out, _ = run(["decode", "archive", write(tmp_path, raw)], capsys)
+    assert code == 0 and out["metadata"]["from"] == 100 and out["count"] == 1
+    assert (
+        out["messages"][0]["signer_compressed"]
+        == "0x" + SIGNER.public_key.format(compressed=True).hex()
+    )
+
+    code, _, err = run(["decode", "archive", write(tmp_path, raw + bytes(20))], capsys)
+    assert code == 2 and "ends with 20 zero bytes" in err
+
+    index = status_archive_pb2.WakuMessageArchiveIndex()
+    entry = index.archives["0x" + "cd" * 32]
+    entry.metadata.CopyFrom(archive.metadata)
+    entry.offset, entry.size, entry.padding = 0, 102400, 102400 - len(raw)
+    code, out, _ = run(
+        ["decode", "archive-index", write(tmp_path, index.SerializeToString())], capsys
+    )
+    assert code == 0 and out["count"] == 1
+    assert out["archives"]["0x" + "cd" * 32]["size"] == 102400
+
+
+def _magnet_message() -> waku_message_pb2.WakuMessage:
+    from waku_legacy.archive.magnet import build_magnet_message
+
+    return build_magnet_message(
+        COMMUNITY_KEY, MAGNET, 1_700_000_000_000, pubsub_topic="/waku/2/rs/16/64"
+    )
+
+
+def test_magnet_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, _magnet_message().SerializeToString())
+    code, out, _ = run(["decode", "magnet-message", path, "--community", str(COMMUNITY)], capsys)
+    assert code == 0 and out["content_topic_matches"] is True
+    assert out["application_message"]["type"] == 43
+    assert out["application_message"]["type_name"] == "COMMUNITY_ARCHIVE_MAGNETLINK"
+    assert out["application_message"]["signed_by_community"] is True
+    assert out["magnetlink"] == {"clock": 1_700_000_000_000, "magnet_uri": MAGNET}
+    assert out["accepted_by_members"] is True and out["info_hash"] == "ab" * 20
+
+    code, out, _ = run(["decode", "magnet-message", path], capsys)
+    assert code == 0 and "--community" in out["note"]
+
+
+def test_magnet_message_for_another_community(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = CommunityId(coincurve.PrivateKey(b"\x78" * 32).public_key.format(compressed=True))
+    path = write(tmp_path, _magnet_message().SerializeToString())
+    code, _, err = run(["decode", "magnet-message", path, "--community", str(other)], capsys)
+    assert code == 2 and "26/WAKU-PAYLOAD layer" in err and "cannot decrypt" in err
+
+
+def test_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["decode", "archive", str(tmp_path / "missing.bin")], capsys)
+    assert code == 2 and "cannot read" in err
+    code, _, err = run(["decode", "archive", write(tmp_path, b"zz"), "--hex"], capsys)
+    assert code == 2 and "is not hex" in err
+    code, _, err = run(
+        ["decode", "archive", write(tmp_path, bytes(100)), "--max-size", "10"], capsys
+    )
+    assert code == 2 and "more than 10 bytes" in err
+    code, _, err = run(["decode", "magnet-message", write(tmp_path, b"\x0a\x05ab")], capsys)
+    assert code == 2 and "malformed magnet-link message" in err
