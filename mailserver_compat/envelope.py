@@ -98,6 +98,34 @@ class Envelope:
     @classmethod
     def from_rlp_item(cls, item: RlpItem, *, what: str = "envelope") -> Envelope:
         """Build an envelope from an already decoded RLP item (e.g. one of a packet's)."""
+        # Fast path for well-formed input (the common case when reading stores): the same
+        # checks as below, without per-field calls; anything odd takes the slow path, which
+        # names the problem.
+        if type(item) is list and len(item) == 5:
+            expiry, ttl, topic, data, nonce = item
+            if (
+                type(expiry) is bytes
+                and type(ttl) is bytes
+                and type(topic) is bytes
+                and type(data) is bytes
+                and type(nonce) is bytes
+                and len(expiry) <= 4
+                and len(ttl) <= 4
+                and len(nonce) <= 8
+                and len(topic) == V1_TOPIC_SIZE
+                and expiry[:1] != b"\x00"
+                and ttl[:1] != b"\x00"
+                and nonce[:1] != b"\x00"
+            ):
+                envelope = object.__new__(cls)
+                # slot descriptors: bypass the frozen __setattr__ and __post_init__ (the
+                # checks above are the same ones)
+                _SET_EXPIRY(envelope, int.from_bytes(expiry, "big"))
+                _SET_TTL(envelope, int.from_bytes(ttl, "big"))
+                _SET_TOPIC(envelope, topic)
+                _SET_DATA(envelope, data)
+                _SET_NONCE(envelope, int.from_bytes(nonce, "big"))
+                return envelope
         fields = as_list(item, what, "the envelope", EnvelopeError)
         if len(fields) != 5:
             raise EnvelopeError(
@@ -116,6 +144,13 @@ class Envelope:
     @classmethod
     def decode(cls, raw: bytes, *, max_size: int = DEFAULT_MAX_ENVELOPE_SIZE) -> Envelope:
         """Decode one envelope's RLP bytes (exactly one item, no trailing bytes)."""
+        if type(raw) is bytes and 0 < len(raw) <= max_size:
+            try:
+                item = rlp.decode(raw, strict=True)
+            except Exception:
+                pass  # decode again below for a precise error
+            else:
+                return cls.from_rlp_item(item)
         item = decode_rlp(
             raw, "envelope", EnvelopeError, max_size=max_size, too_large=EnvelopeTooLarge
         )
@@ -147,6 +182,11 @@ class Envelope:
         from waku_legacy.mailserver_compat.bloom import topic_to_bloom
 
         return topic_to_bloom(self.topic)
+
+
+_SET_EXPIRY, _SET_TTL, _SET_TOPIC, _SET_DATA, _SET_NONCE = (
+    Envelope.__dict__[name].__set__ for name in ("expiry", "ttl", "topic", "data", "nonce")
+)
 
 
 def decode_many(
