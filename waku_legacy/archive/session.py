@@ -36,6 +36,7 @@ class SessionConfig:
             "enable_upnp": self.upnp,
             "enable_natpmp": self.natpmp,
             "user_agent": self.user_agent,
+            "tick_interval": 100,
             # Several peers may share one address (sessions on loopback, peers behind one NAT).
             "allow_multiple_connections_per_ip": True,
             "alert_mask": (
