@@ -42,7 +42,7 @@ COMMUNITY = CommunityId(KEY.public_key.format(compressed=True))
 TOPICS = [b"\xaa\xbb\xcc\xdd"]
 T0 = 1_660_000_000
 W = WEEK_SECONDS
-LOOPBACK = SessionConfig(listen="127.0.0.1:0", trackers=False)
+LOOPBACK = SessionConfig(listen="127.0.0.1:0", trackers=False, utp=False)
 
 
 def make_messages(weeks: int, per_week: int = 60) -> list[ArchiveMessage]:

@@ -259,6 +259,7 @@ def _session_config(args: argparse.Namespace) -> Any:
         upnp=args.upnp,
         natpmp=args.natpmp,
         trackers=not args.no_trackers,
+        utp=not args.no_utp,
     )
 
 
@@ -415,6 +416,7 @@ def _add_session(parser: argparse.ArgumentParser, listen: str) -> None:
     parser.add_argument(
         "--no-trackers", action="store_true", help="do not announce to the torrent's trackers"
     )
+    parser.add_argument("--no-utp", action="store_true", help="TCP only (faster on a LAN)")
 
 
 def register(subparsers: Any) -> None:

@@ -26,6 +26,7 @@ from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveDecodeError
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.wire import (
+    SMALL_VARINTS,
     WIRE_LEN,
     WIRE_VARINT,
     encode_varint,
@@ -169,6 +170,60 @@ def _sort_key(message: ArchiveMessage) -> tuple[int, bytes]:
     return (message.timestamp, message.hash)
 
 
+def _write_messages(out: bytearray, ordered: Sequence[ArchiveMessage], with_third: bool) -> None:
+    """Append ``messages`` (field 3) to ``out``: same bytes as encode_archive_message, but
+    written in place with the body length computed up front (no per-message temporaries)."""
+    small = SMALL_VARINTS
+    big = encode_varint
+    for m in ordered:
+        sig, topic, payload, pad, digest = m.sig, m.topic, m.payload, m.padding, m.hash
+        ts = m.timestamp
+        third = m.third_party_id.encode("utf-8") if with_third and m.third_party_id else b""
+        size = 0
+        for field_value in (sig, topic, payload, pad, digest, third):
+            n = len(field_value)
+            if n:
+                size += 1 + (1 if n < 128 else 2 if n < 16384 else varint_size(n)) + n
+        ts_bytes = (small[ts] if ts < 16384 else big(ts)) if ts else b""
+        if ts:
+            size += 1 + len(ts_bytes)
+        out += b"\x1a"
+        out += small[size] if size < 16384 else big(size)
+        if sig:
+            out += b"\x0a"
+            n = len(sig)
+            out += small[n] if n < 16384 else big(n)
+            out += sig
+        if ts:
+            out += b"\x10"
+            out += ts_bytes
+        if topic:
+            out += b"\x1a"
+            n = len(topic)
+            out += small[n] if n < 16384 else big(n)
+            out += topic
+        if payload:
+            out += b"\x22"
+            n = len(payload)
+            out += small[n] if n < 16384 else big(n)
+            out += payload
+        if pad:
+            out += b"\x2a"
+            n = len(pad)
+            out += small[n] if n < 16384 else big(n)
+            out += pad
+        if digest:
+            out += b"\x32"
+            n = len(digest)
+            out += small[n] if n < 16384 else big(n)
+            out += digest
+        if third:
+            out += b"\x3a"
+            n = len(third)
+            out += small[n] if n < 16384 else big(n)
+            out += third
+
+
 def encode_archive(
     window_from: int,
     window_to: int,
@@ -188,16 +243,15 @@ def encode_archive(
     flavour = Flavour.parse(flavour)
     if window_to < window_from:
         raise ConfigError(f"archive window ends ({window_to}) before it starts ({window_from})")
-    ordered = sorted((_coerce(m) for m in messages), key=_sort_key)
+    listed = list(messages)
+    if not all(type(m) is ArchiveMessage for m in listed):
+        listed = [_coerce(m) for m in listed]
+    ordered = sorted(listed, key=_sort_key)
     metadata = encode_metadata(window_from, window_to, content_topics)
     out = bytearray(b"\x12")
     out += encode_varint(len(metadata))
     out += metadata
-    for message in ordered:
-        body = encode_archive_message(message, flavour=flavour)
-        out += b"\x1a"
-        out += encode_varint(len(body))
-        out += body
+    _write_messages(out, ordered, flavour is Flavour.STATUS_GO)
     if flavour is Flavour.SEED_SPEC:
         length = seed_padding_length(len(out), piece_length)
         if length:

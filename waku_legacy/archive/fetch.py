@@ -100,6 +100,7 @@ class FetchResult:
     have_pieces: list[int]  # pieces the fetching session ended up with
     bytes_downloaded: int
     metadata_seconds: float
+    data_seconds: float  # from asking for the archive pieces to having them all
     seconds: float
 
     def messages(self) -> Iterator[tuple[str, ArchiveMessage]]:
@@ -137,7 +138,7 @@ def _wait(condition: Callable[[], bool], timeout: float, handle: Any, what: str)
             raise FetchError(f"{what}: {status.errc.message()}")
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.02)
+        time.sleep(0.05)
 
 
 def _verify_pieces(torrent: TorrentFile, root: Path, pieces: Sequence[int]) -> None:
@@ -269,8 +270,14 @@ def fetch_archives(
         handle.prioritize_pieces(priorities)
         handle.unset_flags(lt.torrent_flags.upload_mode)
 
+        def have_count(pieces: Sequence[int]) -> int:
+            # one status call per poll: have_piece() per piece is a round trip into the
+            # session thread each and slows the transfer itself down
+            bits = handle.status(lt.torrent_handle.query_pieces).pieces
+            return sum(1 for p in pieces if bits[p])
+
         def have_all(pieces: Sequence[int]) -> Callable[[], bool]:
-            return lambda: all(handle.have_piece(p) for p in pieces)
+            return lambda: have_count(pieces) == len(pieces)
 
         report("index", 0, len(index_pieces))
         if not _wait(have_all(index_pieces), options.data_timeout, handle, "fetching the index"):
@@ -295,9 +302,10 @@ def fetch_archives(
             priorities[piece] = 4
         handle.prioritize_pieces(priorities)
         total = len(wanted)
+        data_started = time.monotonic()
 
         def progress_done() -> bool:
-            done = sum(1 for p in wanted if handle.have_piece(p))
+            done = have_count(wanted)
             report("archives", done, total)
             return done == total
 
@@ -305,6 +313,7 @@ def fetch_archives(
             raise FetchTimeout(
                 f"archives of {community} did not arrive in {options.data_timeout:.0f} s"
             )
+        data_seconds = time.monotonic() - data_started
         if options.verify_pieces:
             _verify_pieces(torrent, root, wanted)
         fetched = []
@@ -315,7 +324,7 @@ def fetch_archives(
             )
             _check_archive(entry, archive)
             fetched.append(FetchedArchive(entry, archive))
-        status = handle.status()
+        status = handle.status(lt.torrent_handle.query_pieces)
         have = [i for i, bit in enumerate(status.pieces) if bit]
         return FetchResult(
             info_hash=torrent.info_hash,
@@ -328,6 +337,7 @@ def fetch_archives(
             have_pieces=have,
             bytes_downloaded=int(status.total_payload_download),
             metadata_seconds=metadata_seconds,
+            data_seconds=data_seconds,
             seconds=time.monotonic() - started,
         )
     finally:

@@ -23,6 +23,10 @@ class SessionConfig:
     upnp: bool = False
     natpmp: bool = False
     trackers: bool = True  # announce to the torrent's trackers
+    # uTP (as anacrolix/torrent in status-go also speaks); its LEDBAT congestion control
+    # holds loopback/LAN transfers to a fraction of TCP's rate, so tests and benchmarks turn
+    # it off
+    utp: bool = True
     user_agent: str = "waku-legacy"
 
     def settings(self) -> dict[str, Any]:
@@ -37,6 +41,8 @@ class SessionConfig:
             "enable_natpmp": self.natpmp,
             "user_agent": self.user_agent,
             "tick_interval": 100,
+            "enable_outgoing_utp": self.utp,
+            "enable_incoming_utp": self.utp,
             # Several peers may share one address (sessions on loopback, peers behind one NAT).
             "allow_multiple_connections_per_ip": True,
             "alert_mask": (

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 # Varints below 2**14 are cached: lengths of payloads, hashes and topics are almost all small.
-_SMALL_VARINTS: tuple[bytes, ...] = tuple(
+SMALL_VARINTS: tuple[bytes, ...] = tuple(
     bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(1 << 14)
 )
 
@@ -39,7 +39,7 @@ def encode_varint(value: int) -> bytes:
     if value < 16384:
         if value < 0:
             raise ValueError(f"varint of a negative number ({value})")
-        return _SMALL_VARINTS[value]
+        return SMALL_VARINTS[value]
     if value >= 1 << 64:
         raise ValueError(f"varint of {value} does not fit 64 bits")
     out = bytearray()
