@@ -1,0 +1,58 @@
+"""Node key files, as geth's ``nodekey``: the 32-byte secp256k1 private key as 64 hex
+digits on one line (a trailing newline and surrounding whitespace are tolerated)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import coincurve
+
+from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
+from waku_legacy.errors import ConfigError, CryptoError
+
+__all__ = ["load_node_key", "load_or_create_node_key", "write_node_key"]
+
+
+def load_node_key(path: str | os.PathLike[str]) -> coincurve.PrivateKey:
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        raise ConfigError(f"node key file {file} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"node key file {file} cannot be read: {exc}") from exc
+    if text.startswith(("0x", "0X")):
+        text = text[2:]
+    if len(text) != 64:
+        raise ConfigError(
+            f"node key file {file} must hold 64 hex digits (a 32-byte key), found {len(text)}"
+        )
+    try:
+        return private_key_from_bytes(bytes.fromhex(text))
+    except ValueError:
+        raise ConfigError(f"node key file {file} holds non-hex characters") from None
+    except CryptoError as exc:
+        raise ConfigError(f"node key file {file}: {exc}") from exc
+
+
+def write_node_key(path: str | os.PathLike[str], key: coincurve.PrivateKey) -> None:
+    """Write crash-safely (temp file, fsync, rename), readable by the owner only."""
+    file = Path(path)
+    tmp = file.with_name(file.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(key.secret.hex() + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, file)
+
+
+def load_or_create_node_key(path: str | os.PathLike[str]) -> tuple[coincurve.PrivateKey, bool]:
+    """The key in ``path``; a new one is generated and written if the file is missing.
+    Returns ``(key, created)``."""
+    if Path(path).exists():
+        return load_node_key(path), False
+    key = generate_private_key()
+    write_node_key(path, key)
+    return key, True
