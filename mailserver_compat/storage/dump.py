@@ -245,7 +245,7 @@ def iter_dump_records(
             resume, reason = step
             fh.seek(pos)
             damaged = fh.read(min(resume - pos, 4096))
-            yield DumpRecord(pos, damaged, f"{reason}; bytes {pos}..{resume} skipped")
+            yield DumpRecord(pos, damaged, f"{reason}: bytes {pos}..{resume} skipped")
             pos = resume
 
 

@@ -236,4 +236,4 @@ def db_key_of_envelope(envelope_rlp: bytes) -> bytes:
     from waku_legacy.mailserver_compat.cursor import db_key_for
     from waku_legacy.mailserver_compat.envelope import Envelope
 
-    return bytes(db_key_for(Envelope.decode(envelope_rlp)))
+    return db_key_for(Envelope.decode(envelope_rlp)).encode()

@@ -1,0 +1,449 @@
+"""Community history archives from the migrated messages, encoded in parallel on Spark.
+
+Per configured community:
+
+1. (executors) Channel messages are decrypted with their channel's symmetric key, signers
+   recovered, and turned into archive-flavour messages
+   (:func:`~waku_legacy.mailserver_compat.convert.archive_message`); what does not open is
+   counted per reason (it is still stored).
+2. (driver) The archive store is repaired if a previous run was interrupted, and the recorded
+   end of the last archive read (:mod:`waku_legacy.archive.store`).
+3. (executors) Messages before that end which no existing archive holds are *late*: counted
+   and reported (never silently dropped; they are in the v2 store). Existing archives are read
+   in parallel to know which hashes they hold.
+4. (executors) Messages from that end (or the oldest message) up to ``now`` are grouped by
+   7-day window; each window is planned and encoded independently with the archive module's
+   own :func:`~waku_legacy.archive.plan_archives` / :class:`~waku_legacy.archive.EncodedArchive`
+   (a window's plan does not depend on other windows), and written to a scratch file.
+5. (driver) Windows are appended in order, one :func:`~waku_legacy.archive.append_archives`
+   call per window, then the end date is recorded and the torrent and signed magnet-link
+   message are refreshed by :func:`~waku_legacy.archive.build.build_community_archives`
+   (given no further messages). Driver memory is bounded by one window's archives.
+
+The result is byte-identical to handing all messages to ``build_community_archives`` at once
+(a test checks it), and a crash anywhere is finished by the next run (the archive store's
+repair, plus appends skipping windows already in the index).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from waku_legacy.errors import WakuLegacyError
+from waku_legacy.migrate.faults import FaultHook, no_fault
+from waku_legacy.migrate.records import spark_ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from waku_legacy.migrate.config import CommunityConfig
+
+__all__ = [
+    "ARCHIVE_SCHEMA",
+    "CommunityResult",
+    "archive_batch",
+    "archive_fields",
+    "build_archives",
+    "encode_window",
+]
+
+ARCHIVE_SCHEMA = pa.schema(
+    [
+        ("hash", pa.binary()),
+        ("timestamp", pa.int64()),  # seconds
+        ("topic", pa.binary()),
+        ("sig", pa.binary()),
+        ("payload", pa.binary()),
+        ("padding", pa.binary()),
+        ("ok", pa.bool_()),
+        ("reason", pa.string()),
+        ("week", pa.string()),
+        ("source", pa.string()),
+    ]
+)
+WINDOW_RESULT_SCHEMA = pa.schema(
+    [
+        ("window", pa.int64()),
+        ("window_from", pa.int64()),
+        ("window_to", pa.int64()),
+        ("parts", pa.int32()),
+        ("messages", pa.int64()),
+        ("duplicates", pa.int64()),
+        ("oversize", pa.int64()),
+        ("path", pa.string()),
+    ]
+)
+_NANOS = 1_000_000_000
+
+
+@dataclass(slots=True)
+class CommunityResult:
+    community: str
+    name: str | None
+    shard: int
+    pubsub_topic: str
+    channels: int
+    messages: int = 0  # channel messages in the v2 store after dedup
+    archivable: int = 0  # decrypted into archive messages
+    undecryptable: int = 0
+    undecryptable_reasons: dict[str, int] = field(default_factory=dict)
+    previous_end: int | None = None
+    start: int | None = None
+    last_end: int | None = None
+    already_archived: int = 0
+    late: int = 0
+    late_by_week: list[dict[str, Any]] = field(default_factory=list)  # week, source, late
+    future: int = 0
+    archived_now: int = 0
+    windows: int = 0
+    archives_added: int = 0
+    archive_ids: list[str] = field(default_factory=list)
+    total_archives: int = 0
+    oversize: int = 0
+    info_hash: str | None = None
+    magnet_uri: str | None = None
+    torrent_path: str | None = None
+    magnet_message_paths: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- executors: pure per-record and per-window functions ------------------------------------
+
+
+def archive_fields(
+    *,
+    message_hash: bytes,
+    content_topic: str,
+    payload: bytes,
+    version: int,
+    timestamp_ns: int,
+    db_key: bytes | None,
+    symmetric_key: bytes,
+) -> dict[str, Any]:
+    """One stored channel message -> the archive message's fields (``ok``) or a reason."""
+    from waku_legacy.identity.topics import v1_topic_from_content_topic
+    from waku_legacy.mailserver_compat.convert import archive_message
+    from waku_legacy.mailserver_compat.payload import decode_payload
+
+    if version != 1:
+        return {"ok": False, "reason": f"payload version {version} is not 26/WAKU-PAYLOAD"}
+    try:
+        decoded = decode_payload(payload, symmetric_key=symmetric_key)
+        # v1-era messages are identified by their envelope hash (the DB key's middle part);
+        # messages that only ever existed on v2 by their deterministic hash.
+        archive_hash = db_key[4:36] if db_key is not None else message_hash
+        message = archive_message(
+            message_hash=archive_hash,
+            topic=v1_topic_from_content_topic(content_topic),
+            timestamp=timestamp_ns // _NANOS,
+            decoded=decoded,
+        )
+    except WakuLegacyError as exc:
+        reason = type(exc).__name__
+        return {"ok": False, "reason": f"{reason}: {str(exc)[:120]}"}
+    return {
+        "ok": True,
+        "reason": None,
+        "hash": message.hash,
+        "timestamp": message.timestamp,
+        "topic": message.topic,
+        "sig": message.sig,
+        "payload": message.payload,
+        "padding": message.padding,
+    }
+
+
+def archive_batch(batch: pa.RecordBatch, keys: dict[str, bytes]) -> pa.RecordBatch:
+    """Stored message rows (one community's channels) -> ARCHIVE rows."""
+    rows = []
+    for row in batch.to_pylist():
+        fields = archive_fields(
+            message_hash=row["message_hash"],
+            content_topic=row["content_topic"],
+            payload=row["payload"],
+            version=row["version"],
+            timestamp_ns=row["timestamp"],
+            db_key=row["db_key"],
+            symmetric_key=keys[row["content_topic"]],
+        )
+        fields.setdefault("timestamp", row["timestamp"] // _NANOS)
+        fields["week"] = row["week"]
+        fields["source"] = row["source"]
+        rows.append(fields)
+    return pa.RecordBatch.from_pylist(rows, schema=ARCHIVE_SCHEMA)
+
+
+def encode_window(
+    table: pa.Table,
+    *,
+    start: int,
+    now: int,
+    partition: int,
+    topics: tuple[bytes, ...],
+    flavour: str,
+    scratch_dir: str,
+) -> pa.Table:
+    """Plan and encode one window's archives (the archive module's rules) into a scratch
+    file; return one metadata row. The file holds the parts back to back, each preceded by
+    its 8-byte big-endian length and message count."""
+    from waku_legacy.archive import ArchiveMessage, EncodedArchive, plan_archives
+
+    rows = table.to_pylist()
+    window = rows[0]["window"]
+    window_from = start + window * partition
+    window_to = min(window_from + partition, now)
+    messages = [
+        ArchiveMessage(
+            timestamp=r["timestamp"],
+            hash=r["hash"],
+            topic=r["topic"],
+            payload=r["payload"],
+            sig=r["sig"] or b"",
+            padding=r["padding"] or b"",
+        )
+        for r in rows
+    ]
+    plan = plan_archives(messages, last_end=window_from, now=window_to, partition=partition)
+    if plan.late or plan.future or plan.windows != 1:
+        raise WakuLegacyError(
+            f"window {window_from}..{window_to} planned into {plan.windows} windows "
+            f"({plan.late} late, {plan.future} future): inconsistent window assignment"
+        )
+    path = Path(scratch_dir) / f"window-{window:06d}.bin"
+    tmp = path.with_suffix(".tmp")
+    count = 0
+    with open(tmp, "wb") as fh:
+        for planned in plan.archives:
+            encoded = EncodedArchive.build(
+                planned.window_from, planned.window_to, topics, planned.messages, flavour=flavour
+            )
+            fh.write(len(encoded.data).to_bytes(8, "big"))
+            fh.write(encoded.message_count.to_bytes(8, "big"))
+            fh.write(encoded.data)
+            count += encoded.message_count
+    os.replace(tmp, path)
+    return pa.Table.from_pylist(
+        [
+            {
+                "window": window,
+                "window_from": window_from,
+                "window_to": window_to,
+                "parts": len(plan.archives),
+                "messages": count,
+                "duplicates": plan.duplicates,
+                "oversize": plan.oversize,
+                "path": str(path),
+            }
+        ],
+        schema=WINDOW_RESULT_SCHEMA,
+    )
+
+
+def read_window_file(path: str, window_from: int, window_to: int, topics, flavour):  # type: ignore[no-untyped-def]
+    from waku_legacy.archive import EncodedArchive, Flavour
+
+    parts = []
+    with open(path, "rb") as fh:
+        while header := fh.read(16):
+            length = int.from_bytes(header[:8], "big")
+            count = int.from_bytes(header[8:], "big")
+            data = fh.read(length)
+            if len(data) != length:
+                raise WakuLegacyError(f"scratch archive file {path} is truncated")
+            parts.append(
+                EncodedArchive(window_from, window_to, topics, data, count, Flavour.parse(flavour))
+            )
+    return parts
+
+
+def _archived_hashes_batches(
+    batches: Iterator[pa.RecordBatch], archive_dir: str, community: str, entries: list, flavour: str
+) -> Iterator[pa.RecordBatch]:
+    from waku_legacy.archive import read_archive
+
+    for batch in batches:
+        for number in batch.column(0).to_pylist():
+            decoded = read_archive(archive_dir, community, entries[number], flavour=flavour)
+            hashes = [bytes(m.hash) for m in decoded.messages]
+            yield pa.RecordBatch.from_arrays([pa.array(hashes, pa.binary())], names=["hash"])
+
+
+# -- driver: one community ---------------------------------------------------------------------
+
+
+def build_archives(
+    spark: SparkSession,
+    messages: DataFrame,
+    community: CommunityConfig,
+    *,
+    archive_dir: str,
+    torrent_dir: str,
+    work_dir: str,
+    now: int,
+    flavour: str = "status-go",
+    partition: int | None = None,
+    fault: FaultHook = no_fault,
+    community_key: Any = None,
+) -> CommunityResult:
+    """Archive one community's channel messages from ``messages`` (kept MESSAGE rows)."""
+    from pyspark.sql import functions as F
+
+    from waku_legacy.archive import WEEK_SECONDS
+    from waku_legacy.archive.build import build_community_archives
+    from waku_legacy.archive.layout import CommunityLayout
+    from waku_legacy.archive.store import (
+        append_archives,
+        recorded_last_end,
+        repair_store,
+        write_last_end,
+    )
+    from waku_legacy.identity.topics import (
+        symmetric_key_for_chat,
+        v1_topic_to_content_topic,
+    )
+
+    started = time.monotonic()
+    partition = partition or WEEK_SECONDS
+    cid = str(community.id)
+    result = CommunityResult(
+        community=cid, name=community.name, shard=community.shard,
+        pubsub_topic=community.pubsub_topic, channels=len(community.channels),
+    )  # fmt: skip
+    topics = tuple(sorted(community.channel_topics()))
+    keys = {
+        v1_topic_to_content_topic(topic): symmetric_key_for_chat(community.id.channel_chat_id(c))
+        for topic, c in community.channel_topics().items()
+    }
+    prefix = f"archive:{cid}:"
+
+    def archive_fault(step: str) -> None:
+        fault(prefix + step)
+
+    layout = CommunityLayout.of(archive_dir, community.id, torrent_dir)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    status = repair_store(layout, flavour, fault=archive_fault)
+    previous_end = recorded_last_end(layout, status.index)
+    result.previous_end = previous_end
+
+    channel_rows = messages.filter(F.col("community") == cid).select(
+        "message_hash", "content_topic", "payload", "version", "timestamp", "db_key", "week",
+        "source",
+    )  # fmt: skip
+
+    def to_archive(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                yield archive_batch(batch, keys)
+
+    archived = channel_rows.mapInArrow(to_archive, spark_ddl(ARCHIVE_SCHEMA)).persist()
+    try:
+        stats = archived.groupBy("ok", "reason").agg(
+            F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("oldest")
+        ).collect()  # fmt: skip
+        oldest = None
+        for row in stats:
+            result.messages += row["n"]
+            if row["ok"]:
+                result.archivable += row["n"]
+                oldest = row["oldest"]
+            else:
+                result.undecryptable += row["n"]
+                result.undecryptable_reasons[row["reason"]] = row["n"]
+        good = archived.filter(F.col("ok"))
+        if result.archivable == 0:
+            start = previous_end
+        else:
+            start = previous_end if previous_end else oldest
+        result.start = start
+
+        if previous_end and result.archivable:
+            before = good.filter(F.col("timestamp") < previous_end)
+            entries = list(status.index.entries)
+            if entries and before.limit(1).count():
+                hashes = spark.range(0, len(entries), 1, numPartitions=min(len(entries), 64))
+                held = hashes.mapInArrow(
+                    lambda it: _archived_hashes_batches(it, archive_dir, cid, entries, flavour),
+                    "hash BINARY",
+                )
+                late_rows = before.join(held, "hash", "left_anti")
+            else:
+                late_rows = before
+            for row in sorted(late_rows.groupBy("week", "source").count().collect()):
+                result.late_by_week.append(
+                    {"week": row["week"], "source": row["source"], "late": row["count"]}
+                )
+            result.late = sum(r["late"] for r in result.late_by_week)
+            result.already_archived = before.count() - result.late
+
+        scratch = Path(work_dir) / "archive-windows" / cid
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True, exist_ok=True)
+        window_results: list[Any] = []
+        if start is not None and result.archivable:
+            result.future = good.filter(F.col("timestamp") >= now).count()
+            in_range = good.filter((F.col("timestamp") >= start) & (F.col("timestamp") < now))
+            windowed = in_range.withColumn(
+                "window", F.floor((F.col("timestamp") - F.lit(start)) / F.lit(partition))
+            ).withColumn("window", F.col("window").cast("long"))
+            scratch_dir = str(scratch)
+            window_results = sorted(
+                windowed.groupBy("window")
+                .applyInArrow(
+                    lambda table: encode_window(
+                        table,
+                        start=start,
+                        now=now,
+                        partition=partition,
+                        topics=topics,
+                        flavour=flavour,
+                        scratch_dir=scratch_dir,
+                    ),
+                    spark_ddl(WINDOW_RESULT_SCHEMA),
+                )
+                .collect(),
+                key=lambda r: r["window"],
+            )
+        # Sequential, deterministic appends, one window at a time (bounded memory).
+        for row in window_results:
+            encoded = read_window_file(
+                row["path"], row["window_from"], row["window_to"], topics, flavour
+            )
+            appended = append_archives(
+                archive_dir, community.id, encoded, flavour=flavour, fault=archive_fault
+            )
+            result.archives_added += len(appended.added)
+            result.archive_ids.extend(appended.archive_ids)
+            if appended.added:
+                result.archived_now += row["messages"]
+            result.oversize += row["oversize"]
+            result.windows += 1
+        if result.archivable and start is not None:
+            write_last_end(layout, max(start, now), fault=archive_fault)
+        shutil.rmtree(scratch, ignore_errors=True)
+    finally:
+        archived.unpersist()
+
+    report = build_community_archives(
+        archive_dir, torrent_dir, community.id, topics, [],
+        now=now, flavour=flavour, community_key=community_key,
+        pubsub_topic=community.pubsub_topic, clock_ms=now * 1000, fault=archive_fault,
+    )  # fmt: skip
+    result.last_end = report.last_end
+    result.total_archives = report.total_archives
+    result.info_hash = report.info_hash
+    result.magnet_uri = report.magnet_uri
+    result.torrent_path = report.torrent_path
+    result.magnet_message_paths = report.magnet_message_paths
+    result.seconds = time.monotonic() - started
+    return result

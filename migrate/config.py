@@ -1,0 +1,457 @@
+"""The migration's TOML configuration: what to read, how to map it, where to write.
+
+    [spark]
+    master = "local[*]"                 # or "spark://host:7077"
+    shuffle_partitions = 8              # optional
+    conf = { "spark.driver.memory" = "2g" }   # optional, any Spark settings
+
+    [[source]]                          # repeat; read in parallel partitions
+    kind = "mailserver-postgres"        # or mailserver-leveldb, envelope-dump, store-rest,
+                                        # store-sqlite
+    name = "ms-eu"                      # optional (default: "<kind>-<n>"); shown in the report
+    dsn = "postgresql://user@host/db"   # mailserver-postgres
+    path = "…"                          # mailserver-leveldb dir, envelope-dump file(s) (globs ok),
+                                        # store-sqlite file, store-rest saved pages (dir or glob)
+    url = "http://node:8645"            # store-rest (live nwaku REST)
+    partitions = 8                      # optional: parallel reads of this source
+    # store-rest only (all optional): pubsub_topic, content_topics = [...], start_time,
+    # end_time (ns), page_size (<= 100), state_file (resumable position), retries, timeout
+
+    [[community]]                       # repeat
+    id = "0x02…"                        # compressed public key, 0x + 66 hex
+    channels = ["<uuid>", …]
+    shard = 128                         # its relay shard: /waku/2/rs/16/<shard>
+    key_file = "community.key"          # optional: hex private key, signs the magnet-link message
+    name = "…"                          # optional label
+
+    [pipeline]                          # optional
+    default_pubsub_topic = "/waku/2/rs/16/32"   # topics of no configured community
+    now = 1700000000                    # optional archive clock (seconds); default: wall clock
+    flavour = "status-go"               # or "seed-spec"
+
+    [output]
+    store = "sqlite:///…"               # or "postgresql://…"; "" = no store
+    archive_dir = "…"
+    torrent_dir = "…"
+    quarantine_dir = "…"                # optional (default: <work_dir>/quarantine)
+    work_dir = "…"                      # optional (default: <archive_dir>/../.migrate-work)
+    report = "report.json"              # optional: also write the JSON report here
+
+Relative paths are relative to the directory of the config file. Unknown keys are errors
+(a typo must not silently drop a source).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, community_pubsub_topic
+from waku_legacy.identity.topics import CommunityId, chat_topic
+
+__all__ = [
+    "CommunityConfig",
+    "MigrateConfig",
+    "OutputConfig",
+    "PipelineConfig",
+    "SourceConfig",
+    "SourceKind",
+    "SparkConfig",
+    "load_config",
+    "parse_config",
+]
+
+DEFAULT_PUBSUB_TOPIC = GLOBAL_PUBSUB_TOPIC
+
+
+class SourceKind(StrEnum):
+    MAILSERVER_POSTGRES = "mailserver-postgres"
+    MAILSERVER_LEVELDB = "mailserver-leveldb"
+    ENVELOPE_DUMP = "envelope-dump"
+    STORE_REST = "store-rest"
+    STORE_SQLITE = "store-sqlite"
+
+
+@dataclass(frozen=True, slots=True)
+class SparkConfig:
+    master: str = "local[*]"
+    shuffle_partitions: int | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    kind: SourceKind
+    name: str
+    rank: int  # position in the file: earlier sources win ties when deduplicating
+    dsn: str | None = None
+    path: str | None = None
+    url: str | None = None
+    partitions: int | None = None
+    pubsub_topic: str | None = None
+    content_topics: tuple[str, ...] = ()
+    start_time: int | None = None
+    end_time: int | None = None
+    page_size: int = 100
+    state_file: str | None = None
+    retries: int = 5
+    timeout: float = 30.0
+
+    @property
+    def location(self) -> str:
+        """Where the source is, for provenance (never a password)."""
+        if self.dsn:
+            from waku_legacy.mailserver_compat.storage.postgres import _redact
+
+            return _redact(self.dsn)
+        return self.url or self.path or ""
+
+
+@dataclass(frozen=True, slots=True)
+class CommunityConfig:
+    id: CommunityId
+    channels: tuple[str, ...]
+    shard: int
+    key_file: str | None = None
+    name: str | None = None
+
+    @property
+    def pubsub_topic(self) -> str:
+        return community_pubsub_topic(self.shard)
+
+    def channel_chat_ids(self) -> dict[str, str]:
+        """channel uuid -> chat id."""
+        return {c: self.id.channel_chat_id(c) for c in self.channels}
+
+    def channel_topics(self) -> dict[bytes, str]:
+        """4-byte v1 topic -> channel uuid, for every channel."""
+        return {chat_topic(chat): uuid for uuid, chat in self.channel_chat_ids().items()}
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    default_pubsub_topic: str = DEFAULT_PUBSUB_TOPIC
+    now: int | None = None
+    flavour: str = "status-go"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputConfig:
+    store: str
+    archive_dir: str
+    torrent_dir: str
+    quarantine_dir: str
+    work_dir: str
+    report: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MigrateConfig:
+    spark: SparkConfig
+    sources: tuple[SourceConfig, ...]
+    communities: tuple[CommunityConfig, ...]
+    pipeline: PipelineConfig
+    output: OutputConfig
+    origin: str = "<config>"
+
+
+# -- parsing helpers ------------------------------------------------------------------------
+
+
+class _Table:
+    """A TOML table being read: typed getters that name the key in their errors, and a
+    final check that no unknown key is left."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where} must be a table, got {_kind(data)}")
+        self.data = data
+        self.where = where
+        self.used: set[str] = set()
+
+    def _get(self, key: str) -> Any:
+        self.used.add(key)
+        return self.data.get(key)
+
+    def error(self, key: str, expected: str, value: Any) -> ConfigError:
+        return ConfigError(f"{self.where}: key '{key}' must be {expected}, got {_show(value)}")
+
+    def string(self, key: str, *, required: bool = False, default: str | None = None) -> Any:
+        value = self._get(key)
+        if value is None:
+            if required:
+                raise ConfigError(f"{self.where}: key '{key}' is required")
+            return default
+        if not isinstance(value, str):
+            raise self.error(key, "a string", value)
+        return value
+
+    def integer(
+        self, key: str, *, default: int | None = None, low: int | None = None,
+        high: int | None = None, required: bool = False,
+    ) -> Any:  # fmt: skip
+        value = self._get(key)
+        if value is None:
+            if required:
+                raise ConfigError(f"{self.where}: key '{key}' is required")
+            return default
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.error(key, "an integer", value)
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"{'' if low is None else low}..{'' if high is None else high}"
+            raise self.error(key, f"an integer in {bounds}", value)
+        return value
+
+    def number(self, key: str, *, default: float) -> float:
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            raise self.error(key, "a positive number", value)
+        return float(value)
+
+    def strings(self, key: str, *, required: bool = False) -> tuple[str, ...]:
+        value = self._get(key)
+        if value is None:
+            if required:
+                raise ConfigError(f"{self.where}: key '{key}' is required")
+            return ()
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(key, "a list of strings", value)
+        return tuple(value)
+
+    def table(self, key: str) -> _Table:
+        value = self._get(key)
+        return _Table({} if value is None else value, f"{self.where}.{key}")
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise ConfigError(
+                f"{self.where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"expected some of {', '.join(sorted(self.used))}"
+            )
+
+
+def _kind(value: Any) -> str:
+    return {
+        bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+        list: "a list", dict: "a table",
+    }.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{_kind(value)} {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+def _resolve(base: Path, value: str | None) -> str | None:
+    if value is None or value == "":
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path))
+
+
+def _resolve_store(base: Path, url: str) -> str:
+    if url == "" or url.startswith(("postgresql://", "postgres://")):
+        return url
+    if url.startswith("sqlite:///"):
+        return url
+    if url.startswith("sqlite:"):
+        return "sqlite:///" + str((base / url[len("sqlite:") :]).resolve()).lstrip("/")
+    if "://" in url:
+        raise ConfigError(
+            f"[output]: key 'store' must be sqlite:///path or postgresql://…, got {url!r}"
+        )
+    return "sqlite:///" + str((base / url).resolve()).lstrip("/")
+
+
+# -- the parser -------------------------------------------------------------------------------
+
+
+def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
+    t = _Table(raw, f"[[source]] #{number}")
+    kind_text = t.string("kind", required=True)
+    try:
+        kind = SourceKind(kind_text)
+    except ValueError:
+        raise t.error(
+            "kind", "one of " + ", ".join(k.value for k in SourceKind), kind_text
+        ) from None
+    t.where = f"[[source]] #{number} ({kind})"
+    name = t.string("name", default=f"{kind}-{number}")
+    partitions = t.integer("partitions", low=1, high=10_000)
+    dsn = path = url = None
+    rest: dict[str, Any] = {}
+    if kind is SourceKind.MAILSERVER_POSTGRES:
+        dsn = t.string("dsn", required=True)
+        if not dsn.startswith(("postgresql://", "postgres://")) and "=" not in dsn:
+            raise t.error("dsn", "a PostgreSQL URL (postgresql://user@host/db)", dsn)
+    elif kind is SourceKind.STORE_REST:
+        url = t.string("url")
+        path = _resolve(base, t.string("path"))
+        if (url is None) == (path is None):
+            raise ConfigError(
+                f"{t.where}: give exactly one of 'url' (a live nwaku REST endpoint) or "
+                "'path' (saved REST pages)"
+            )
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise t.error("url", "an http:// or https:// URL", url)
+        rest = {
+            "pubsub_topic": t.string("pubsub_topic"),
+            "content_topics": t.strings("content_topics"),
+            "start_time": t.integer("start_time", low=0),
+            "end_time": t.integer("end_time", low=0),
+            "page_size": t.integer("page_size", default=100, low=1, high=100),
+            "state_file": _resolve(base, t.string("state_file")),
+            "retries": t.integer("retries", default=5, low=0, high=100),
+            "timeout": t.number("timeout", default=30.0),
+        }
+    else:
+        path = _resolve(base, t.string("path", required=True))
+    t.done()
+    return SourceConfig(
+        kind=kind, name=name, rank=number, dsn=dsn, path=path, url=url,
+        partitions=partitions, **rest,
+    )  # fmt: skip
+
+
+def _parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
+    t = _Table(raw, f"[[community]] #{number}")
+    text = t.string("id", required=True)
+    try:
+        community = CommunityId.parse(text)
+    except WakuLegacyError:
+        raise t.error(
+            "id", "0x followed by 66 hex digits (a compressed public key)", text
+        ) from None
+    t.where = f"[[community]] {text[:12]}…"
+    channels = t.strings("channels", required=True)
+    if not channels:
+        raise ConfigError(f"{t.where}: key 'channels' must list at least one channel uuid")
+    for channel in channels:
+        try:
+            community.channel_chat_id(channel)
+        except WakuLegacyError:
+            raise t.error("channels", "canonical lowercase UUIDs (8-4-4-4-12)", channel) from None
+    shard = t.integer("shard", required=True, low=0, high=1023)
+    try:
+        community_pubsub_topic(shard)
+    except WakuLegacyError as exc:
+        raise ConfigError(f"{t.where}: key 'shard': {exc}") from None
+    key_file = _resolve(base, t.string("key_file"))
+    name = t.string("name")
+    t.done()
+    return CommunityConfig(community, channels, shard, key_file, name)
+
+
+def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin: str = "<config>"
+                 ) -> MigrateConfig:  # fmt: skip
+    """Validate a parsed TOML document (paths relative to ``base_dir``)."""
+    base = Path(base_dir)
+    top = _Table(dict(data), origin)
+
+    spark_t = top.table("spark")
+    conf_t = spark_t.table("conf")
+    conf = {}
+    for key, value in conf_t.data.items():
+        if not isinstance(value, str | int | float | bool):
+            raise conf_t.error(key, "a string, number or boolean", value)
+        conf[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        conf_t.used.add(key)
+    spark = SparkConfig(
+        master=spark_t.string("master", default="local[*]"),
+        shuffle_partitions=spark_t.integer("shuffle_partitions", low=1, high=100_000),
+        conf=conf,
+    )
+    spark_t.done()
+
+    raw_sources = top._get("source")
+    if raw_sources is None:
+        raise ConfigError(f"{origin}: at least one [[source]] table is required")
+    if not isinstance(raw_sources, list):
+        raise top.error("source", "an array of tables ([[source]])", raw_sources)
+    sources = tuple(_parse_source(s, i + 1, base) for i, s in enumerate(raw_sources))
+    names = [s.name for s in sources]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{origin}: source names must be unique, got {names}")
+
+    raw_communities = top._get("community") or []
+    if not isinstance(raw_communities, list):
+        raise top.error("community", "an array of tables ([[community]])", raw_communities)
+    communities = tuple(_parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
+    ids = [str(c.id) for c in communities]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{origin}: a community is configured twice")
+    seen_topics: dict[bytes, str] = {}
+    for community in communities:
+        for topic in community.channel_topics():
+            if topic in seen_topics:
+                raise ConfigError(
+                    f"{origin}: channel topic 0x{topic.hex()} belongs to two communities"
+                )
+            seen_topics[topic] = str(community.id)
+
+    pipe_t = top.table("pipeline")
+    default_topic = pipe_t.string("default_pubsub_topic", default=DEFAULT_PUBSUB_TOPIC)
+    if not default_topic.startswith("/waku/2/"):
+        raise pipe_t.error("default_pubsub_topic", "a Waku v2 pubsub topic (/waku/2/…)",
+                           default_topic)  # fmt: skip
+    flavour = pipe_t.string("flavour", default="status-go")
+    if flavour not in ("status-go", "seed-spec"):
+        raise pipe_t.error("flavour", "'status-go' or 'seed-spec'", flavour)
+    pipeline = PipelineConfig(
+        default_pubsub_topic=default_topic,
+        now=pipe_t.integer("now", low=0, high=(1 << 40)),
+        flavour=flavour,
+    )
+    pipe_t.done()
+
+    out_t = top._get("output")
+    if out_t is None:
+        raise ConfigError(f"{origin}: an [output] table is required")
+    out = _Table(out_t, "[output]")
+    store = _resolve_store(base, out.string("store", required=True).strip())
+    archive_dir = _resolve(base, out.string("archive_dir", required=True))
+    torrent_dir = _resolve(base, out.string("torrent_dir", required=True))
+    assert archive_dir is not None and torrent_dir is not None
+    work_dir = _resolve(base, out.string("work_dir")) or str(
+        Path(archive_dir).parent / ".migrate-work"
+    )
+    quarantine_dir = _resolve(base, out.string("quarantine_dir")) or str(
+        Path(work_dir) / "quarantine"
+    )
+    output = OutputConfig(
+        store=store,
+        archive_dir=archive_dir,
+        torrent_dir=torrent_dir,
+        quarantine_dir=quarantine_dir,
+        work_dir=work_dir,
+        report=_resolve(base, out.string("report")),
+    )
+    out.done()
+    top.done()
+    return MigrateConfig(spark, sources, communities, pipeline, output, origin)
+
+
+def load_config(path: str | Path) -> MigrateConfig:
+    """Read and validate a TOML config file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        data = tomllib.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(data, base_dir=path.resolve().parent, origin=str(path))

@@ -1,0 +1,283 @@
+"""Decoding raw records into v2 messages: plain functions, tested without Spark.
+
+:func:`decode_record` turns one RAW record into one MESSAGE row (see
+:mod:`~waku_legacy.migrate.records`), never raising: a record that does not decode comes back
+quarantined with the reason. :func:`decode_batch` applies it to an Arrow record batch (what
+``mapInArrow`` hands a Spark task).
+
+- v1 envelopes are converted as nwaku's bridge does
+  (:func:`~waku_legacy.mailserver_compat.convert.envelope_to_waku_message`) onto the pubsub
+  topic of the shard mapping, and keep their envelope bytes and status-go DB key.
+- v2 records (REST JSON entries, serialized WakuMessages) keep the pubsub topic they were
+  on; their hash is recomputed and must match the one the source claims.
+- ``dedup_key`` identifies a message across sources: the deterministic hash, except that a
+  version-1 message on a ``/waku/1/…/rfc26`` topic (a bridged v1 envelope) is keyed as if it
+  were on the mapped pubsub topic, so that the bridge's v2 copy and the original envelope
+  are one message even when the bridge published it on another pubsub topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from waku_legacy.errors import WakuLegacyError
+from waku_legacy.identity.message_hash import deterministic_hash
+from waku_legacy.identity.topics import is_v1_content_topic
+from waku_legacy.migrate.mapping import TopicMapping
+from waku_legacy.migrate.records import (
+    FORMAT_V1,
+    FORMAT_V2_JSON,
+    FORMAT_V2_PROTO,
+    MESSAGE_SCHEMA,
+    UNKNOWN_WEEK,
+    week_of,
+)
+from waku_legacy.migrate.store_rest import parse_hash
+
+__all__ = ["MAX_META_SIZE", "MAX_PAYLOAD_SIZE", "decode_batch", "decode_record"]
+
+MAX_META_SIZE = 64
+MAX_PAYLOAD_SIZE = 10 * 1024 * 1024
+_INT64_MAX = (1 << 63) - 1
+_NAMES = MESSAGE_SCHEMA.names
+
+
+class Quarantine(Exception):
+    """Internal: a record to quarantine, with the reason."""
+
+
+def _quarantine(raw: dict[str, Any], reason: str) -> dict[str, Any]:
+    row = dict.fromkeys(_NAMES)
+    # A key of its own, so that a quarantined record is nobody's duplicate.
+    provenance = f"{raw['source']}\0{raw['location']}".encode()
+    row.update(
+        dedup_key=hashlib.sha256(b"quarantined\0" + provenance).digest(),
+        source=raw["source"], kind=raw["kind"], location=raw["location"], rank=raw["rank"],
+        pubsub_topic=raw.get("pubsub_topic"), week=UNKNOWN_WEEK, quarantined=True,
+        from_v2=raw.get("format") != FORMAT_V1, reason=reason, data=raw.get("data"),
+    )  # fmt: skip
+    return row
+
+
+def _message_row(
+    raw: dict[str, Any],
+    mapping: TopicMapping,
+    *,
+    pubsub_topic: str,
+    content_topic: str,
+    payload: bytes,
+    version: int,
+    timestamp: int,
+    meta: bytes | None,
+    envelope: bytes | None = None,
+    db_key: bytes | None = None,
+) -> dict[str, Any]:
+    if len(payload) > MAX_PAYLOAD_SIZE:
+        raise Quarantine(f"payload too large: {len(payload)} bytes, over {MAX_PAYLOAD_SIZE}")
+    if meta is not None and len(meta) > MAX_META_SIZE:
+        raise Quarantine(f"meta too large: {len(meta)} bytes, over {MAX_META_SIZE} (14/WAKU2)")
+    if not -_INT64_MAX - 1 <= timestamp <= _INT64_MAX:
+        raise Quarantine(f"timestamp out of range: {timestamp} does not fit in int64")
+    if timestamp < 0:
+        raise Quarantine(f"negative timestamp: {timestamp} (ttl larger than expiry?)")
+    meta_bytes = meta or b""
+    message_hash = deterministic_hash(pubsub_topic, payload, content_topic, meta_bytes, timestamp)
+    route = mapping.route(content_topic)
+    dedup_key = message_hash
+    if version == 1 and is_v1_content_topic(content_topic):
+        canonical = route.pubsub_topic if route is not None else mapping.default_pubsub_topic
+        if canonical != pubsub_topic:
+            dedup_key = deterministic_hash(canonical, payload, content_topic, meta_bytes, timestamp)
+    return {
+        "dedup_key": dedup_key,
+        "message_hash": message_hash,
+        "pubsub_topic": pubsub_topic,
+        "content_topic": content_topic,
+        "payload": payload,
+        "version": version,
+        "timestamp": timestamp,
+        "meta": meta,
+        "envelope": envelope,
+        "db_key": db_key,
+        "community": route.community if route is not None else None,
+        "channel": route.channel if route is not None else None,
+        "week": week_of(timestamp),
+        "source": raw["source"],
+        "kind": raw["kind"],
+        "location": raw["location"],
+        "rank": raw["rank"],
+        "from_v2": envelope is None,
+        "quarantined": False,
+        "reason": None,
+        "data": None,
+    }
+
+
+def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+    from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
+    from waku_legacy.mailserver_compat.cursor import db_key_for
+    from waku_legacy.mailserver_compat.envelope import Envelope
+
+    data = raw["data"]
+    envelope = Envelope.decode(data)
+    message = envelope_to_waku_message(envelope)
+    return _message_row(
+        raw, mapping,
+        pubsub_topic=mapping.pubsub_for(message.content_topic),
+        content_topic=message.content_topic,
+        payload=message.payload,
+        version=message.version,
+        timestamp=message.timestamp,
+        meta=None,
+        envelope=data,
+        db_key=db_key_for(envelope).encode(),
+    )  # fmt: skip
+
+
+def _b64(value: Any, what: str) -> bytes:
+    if value is None:
+        return b""
+    if not isinstance(value, str):
+        raise Quarantine(f"bad base64: {what} is not a string")
+    try:
+        return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        try:
+            return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        except (binascii.Error, ValueError):
+            raise Quarantine(f"bad base64: {what}") from None
+
+
+def _int(value: Any, what: str, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise Quarantine(f"bad integer: {what} is a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise Quarantine(f"bad integer: {what} {str(value)[:40]!r}")
+
+
+def _check_claim(raw: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    claimed = raw.get("claimed_hash")
+    if claimed and bytes(claimed) != row["message_hash"]:
+        raise Quarantine(
+            f"message hash mismatch: the source says 0x{bytes(claimed).hex()}, "
+            f"the message hashes to 0x{row['message_hash'].hex()}"
+        )
+    return row
+
+
+def _decode_v2_json(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+    try:
+        entry = json.loads(raw["data"])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Quarantine(f"REST message entry is not JSON: {exc}") from None
+    if not isinstance(entry, dict):
+        raise Quarantine("REST message entry is not a JSON object")
+    message = entry.get("message")
+    if not isinstance(message, dict):
+        raise Quarantine("REST message entry has no 'message' object (includeData=false?)")
+    if message.get("ephemeral") is True:
+        raise Quarantine("ephemeral message (stores do not keep them)")
+    content_topic = message.get("contentTopic")
+    if not isinstance(content_topic, str) or not content_topic:
+        raise Quarantine("message has no contentTopic")
+    pubsub_topic = entry.get("pubsubTopic") or raw.get("pubsub_topic")
+    if not isinstance(pubsub_topic, str) or not pubsub_topic:
+        raise Quarantine("no pubsub topic: neither the entry nor the source names one")
+    meta = _b64(message.get("meta"), "meta") if message.get("meta") is not None else None
+    row = _message_row(
+        raw, mapping,
+        pubsub_topic=pubsub_topic,
+        content_topic=content_topic,
+        payload=_b64(message.get("payload"), "payload"),
+        version=_int(message.get("version"), "version"),
+        timestamp=_int(message.get("timestamp"), "timestamp"),
+        meta=meta or None,
+    )  # fmt: skip
+    claimed = entry.get("messageHash")
+    if claimed is not None:
+        try:
+            raw = {**raw, "claimed_hash": parse_hash(claimed)}
+        except WakuLegacyError as exc:
+            raise Quarantine(str(exc)) from None
+    return _check_claim(raw, row)
+
+
+def _decode_v2_proto(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+    from waku_legacy.proto import waku_message_pb2
+    from waku_legacy.proto.codec import parse_message
+
+    message = parse_message(
+        waku_message_pb2.WakuMessage, raw["data"], "WakuMessage", max_size=2 * MAX_PAYLOAD_SIZE
+    )
+    pubsub_topic = raw.get("pubsub_topic")
+    if not pubsub_topic:
+        raise Quarantine("no pubsub topic for a v2 message")
+    if message.ephemeral:
+        raise Quarantine("ephemeral message (stores do not keep them)")
+    row = _message_row(
+        raw, mapping,
+        pubsub_topic=pubsub_topic,
+        content_topic=message.content_topic,
+        payload=message.payload,
+        version=message.version,
+        timestamp=message.timestamp,
+        meta=message.meta if message.HasField("meta") and message.meta else None,
+    )  # fmt: skip
+    return _check_claim(raw, row)
+
+
+_DECODERS = {
+    FORMAT_V1: _decode_v1,
+    FORMAT_V2_JSON: _decode_v2_json,
+    FORMAT_V2_PROTO: _decode_v2_proto,
+}
+
+
+def decode_record(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+    """One RAW record (a dict of its columns) -> one MESSAGE row (a dict)."""
+    if raw.get("error"):
+        return _quarantine(raw, raw["error"])
+    if raw.get("data") is None:
+        return _quarantine(raw, "no data")
+    decoder = _DECODERS.get(raw.get("format") or "")
+    if decoder is None:
+        return _quarantine(raw, f"unknown record format {raw.get('format')!r}")
+    try:
+        return decoder(raw, mapping)
+    except Quarantine as exc:
+        return _quarantine(raw, str(exc))
+    except WakuLegacyError as exc:
+        return _quarantine(raw, str(exc))
+
+
+def decode_rows(rows: list[dict[str, Any]], mapping: TopicMapping) -> list[dict[str, Any]]:
+    return [decode_record(r, mapping) for r in rows]
+
+
+def decode_batch(batch: pa.RecordBatch, mapping: TopicMapping) -> pa.RecordBatch:
+    """A RAW record batch -> a MESSAGE record batch, row for row."""
+    rows = decode_rows(batch.to_pylist(), mapping)
+    return pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+
+
+def decode_batches(
+    batches: Iterator[pa.RecordBatch], mapping: TopicMapping
+) -> Iterator[pa.RecordBatch]:
+    """What ``mapInArrow`` runs: every RAW batch of a partition, decoded."""
+    for batch in batches:
+        if batch.num_rows:
+            yield decode_batch(batch, mapping)

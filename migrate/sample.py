@@ -1,0 +1,211 @@
+"""A realistic legacy sample: Status communities as a v1 mailserver would have stored them.
+
+Each community has a generated secp256k1 key (its id is the compressed public key), a few
+channels (UUIDs), a shard and members (their own keys). Members post on the channels over
+some months: every message is an ``ApplicationMetadataMessage`` (type CHAT_MESSAGE) signed
+by its author, wrapped in a 26/WAKU-PAYLOAD signed by the author's key and encrypted with the
+channel's symmetric key (status-go's public-chat derivation), in a v1 envelope sealed with
+PoW on the channel's topic. A little public-chat traffic (no community) is mixed in.
+
+Every envelope is stored by one or more of several legacy LevelDB mailservers (overlapping
+copies, as real mailservers had), with status-go's DB keys. Everything is seeded, so the same
+arguments give the same envelopes.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["SampleCommunity", "SampleSpec", "generate_envelopes", "make_communities",
+           "write_leveldb_mailservers"]  # fmt: skip
+
+DAY = 86_400
+DEFAULT_TTL = 10
+DEFAULT_POW = 0.002
+PUBLIC_CHATS = ("status", "crypto", "introductions")
+
+
+@dataclass(frozen=True, slots=True)
+class SampleCommunity:
+    name: str
+    secret: bytes  # 32-byte private key
+    channels: tuple[str, ...]
+    shard: int
+
+    @property
+    def id(self):  # type: ignore[no-untyped-def]
+        from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+        from waku_legacy.identity.topics import CommunityId
+
+        key = private_key_from_bytes(self.secret)
+        return CommunityId(key.public_key.format(compressed=True))
+
+
+@dataclass(frozen=True, slots=True)
+class SampleSpec:
+    communities: int = 3
+    channels: int = 3
+    members: int = 6
+    days: int = 120
+    messages_per_channel_day: float = 2.0
+    public_per_day: float = 1.0
+    start: int = 1_609_459_200  # 2021-01-01
+    seed: int = 7
+    ttl: int = DEFAULT_TTL
+    pow_target: float = DEFAULT_POW
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def make_communities(spec: SampleSpec) -> list[SampleCommunity]:
+    rnd = random.Random(spec.seed)
+    names = ["Status Builders", "Nimbus Stakers", "Logos Readers", "Vac Research", "Keycard"]
+    out = []
+    for i in range(spec.communities):
+        secret = _secret(rnd)
+        channels = tuple(str(uuid.UUID(int=rnd.getrandbits(128), version=4))
+                         for _ in range(spec.channels))  # fmt: skip
+        out.append(SampleCommunity(names[i % len(names)], secret, channels, 128 + i))
+    return out
+
+
+def _secret(rnd: random.Random) -> bytes:
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+    from waku_legacy.errors import CryptoError
+
+    while True:
+        candidate = rnd.getrandbits(256).to_bytes(32, "big")
+        try:
+            private_key_from_bytes(candidate)
+            return candidate
+        except CryptoError:
+            continue
+
+
+def _chat_payload(rnd: random.Random, author, text: str) -> bytes:  # type: ignore[no-untyped-def]
+    from waku_legacy.crypto.keccak import keccak256
+    from waku_legacy.crypto.secp256k1 import sign_recoverable
+    from waku_legacy.proto import application_metadata_pb2
+
+    body = text.encode()
+    message = application_metadata_pb2.ApplicationMetadataMessage(
+        signature=sign_recoverable(keccak256(body), author),
+        payload=body,
+        type=application_metadata_pb2.ApplicationMetadataMessage.CHAT_MESSAGE,
+    )
+    return message.SerializeToString()
+
+
+_WORDS = (
+    "waku gossip node relay store archive torrent magnet peer shard envelope bloom topic key "
+    "sign seal history week channel community bridge mailserver cursor"
+).split()
+
+
+def _text(rnd: random.Random) -> str:
+    return " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(3, 30)))
+
+
+def generate_envelopes(
+    spec: SampleSpec,
+    communities: list[SampleCommunity],
+    *,
+    start: int | None = None,
+    days: int | None = None,
+    seed: int | None = None,
+) -> Iterator[bytes]:
+    """Envelope RLP bytes, in time order, for ``days`` days from ``start``."""
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+    from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
+    from waku_legacy.mailserver_compat.payload import encode_payload
+    from waku_legacy.mailserver_compat.pow import seal
+
+    rnd = random.Random(spec.seed * 1000 + (seed or 0))
+    start = spec.start if start is None else start
+    days = spec.days if days is None else days
+    members = [private_key_from_bytes(_secret(rnd)) for _ in range(spec.members)]
+    chats: list[tuple[str, float]] = []
+    for community in communities:
+        for channel in community.channels:
+            chats.append((community.id.channel_chat_id(channel), spec.messages_per_channel_day))
+    for name in PUBLIC_CHATS:
+        chats.append((name, spec.public_per_day / len(PUBLIC_CHATS)))
+    keys = {chat: symmetric_key_for_chat(chat) for chat, _ in chats}
+
+    def random_bytes(n: int) -> bytes:
+        return rnd.getrandbits(8 * n).to_bytes(n, "big") if n else b""
+
+    for day in range(days):
+        events: list[tuple[int, str]] = []
+        for chat, rate in chats:
+            count = _poisson(rnd, rate)
+            for _ in range(count):
+                events.append((start + day * DAY + rnd.randrange(DAY), chat))
+        events.sort()
+        for sent, chat in events:
+            author = rnd.choice(members)
+            data = encode_payload(
+                _chat_payload(rnd, author, _text(rnd)),
+                sign_with=author,
+                symmetric_key=keys[chat],
+                random_source=random_bytes,
+            )
+            envelope = seal(sent + spec.ttl, spec.ttl, chat_topic(chat), data, spec.pow_target)
+            yield envelope.encode()
+
+
+def _poisson(rnd: random.Random, rate: float) -> int:
+    # Knuth's method; rates here are small.
+    import math
+
+    limit, k, p = math.exp(-rate), 0, 1.0
+    while True:
+        p *= rnd.random()
+        if p <= limit:
+            return k
+        k += 1
+
+
+def write_leveldb_mailservers(
+    envelopes: Iterator[bytes],
+    directories: list[Path],
+    *,
+    seed: int = 1,
+    keep_probability: float = 0.7,
+    on_envelope: Callable[[bytes], None] | None = None,
+) -> dict[str, int]:
+    """Store each envelope in a random non-empty subset of the mailservers (status-go's
+    LevelDB layout); returns how many each holds."""
+    from waku_legacy.mailserver_compat.storage.leveldb import (
+        LevelDBEnvelopeStore,
+        db_key_of_envelope,
+    )
+
+    rnd = random.Random(seed)
+    stores = [LevelDBEnvelopeStore(d, create=True) for d in directories]
+    counts = dict.fromkeys((str(d) for d in directories), 0)
+    batches: list[list[tuple[bytes, bytes]]] = [[] for _ in stores]
+    try:
+        for envelope in envelopes:
+            key = db_key_of_envelope(envelope)
+            chosen = [i for i in range(len(stores)) if rnd.random() < keep_probability]
+            if not chosen:
+                chosen = [rnd.randrange(len(stores))]
+            for i in chosen:
+                batches[i].append((key, envelope))
+                counts[str(directories[i])] += 1
+                if len(batches[i]) >= 1000:
+                    stores[i].put_many(batches[i])
+                    batches[i] = []
+            if on_envelope is not None:
+                on_envelope(envelope)
+        for store, batch in zip(stores, batches, strict=True):
+            if batch:
+                store.put_many(batch)
+    finally:
+        for store in stores:
+            store.close()
+    return counts

@@ -1,0 +1,121 @@
+"""Where migrated messages go: the v2 store, the quarantine.
+
+SQLite is a single-writer file, so the driver writes it, streaming: the deduplicated
+messages were written by the executors as Parquet files, each sorted by message hash; the
+driver merges them (k-way, a few thousand rows per file in memory at a time) into one stream
+in hash order, which is also the cheapest order for SQLite's primary-key B-tree, and inserts
+it in batches (one transaction each; ``store:batch:<n>`` fault point after each commit).
+PostgreSQL accepts parallel writers, so each executor writes its own partition.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from waku_legacy.migrate.faults import FaultHook, no_fault
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "STORE_COLUMNS",
+    "iter_kept_sorted",
+    "write_postgres_store",
+    "write_quarantine",
+    "write_sqlite_store",
+]
+
+STORE_COLUMNS = [
+    "message_hash",
+    "pubsub_topic",
+    "content_topic",
+    "payload",
+    "version",
+    "timestamp",
+    "meta",
+    "envelope",
+    "db_key",
+]
+READ_BATCH = 4096
+
+
+def _kept_rows(path: Path) -> Iterator[tuple[Any, ...]]:
+    parquet = pq.ParquetFile(path)
+    columns = [*STORE_COLUMNS, "quarantined", "duplicate"]
+    for batch in parquet.iter_batches(batch_size=READ_BATCH, columns=columns):
+        keep = pc.and_(pc.invert(batch.column("quarantined")), pc.invert(batch.column("duplicate")))
+        kept = batch.filter(keep)
+        if kept.num_rows:
+            yield from zip(*(kept.column(c).to_pylist() for c in STORE_COLUMNS), strict=True)
+
+
+def iter_kept_sorted(messages_dir: str | Path) -> Iterator[tuple[Any, ...]]:
+    """Store rows (STORE_COLUMNS order) of the kept messages, in message-hash order."""
+    files = sorted(Path(messages_dir).glob("part-*.parquet"))
+    return heapq.merge(*(_kept_rows(f) for f in files), key=lambda row: row[0])
+
+
+def write_sqlite_store(
+    store: Any,
+    rows: Iterator[tuple[Any, ...]],
+    *,
+    batch_size: int = 20_000,
+    fault: FaultHook = no_fault,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Insert ``rows`` in batches; returns how many were new."""
+    inserted = 0
+    with store.bulk_load():
+        for number in itertools.count():
+            chunk = list(itertools.islice(rows, batch_size))
+            if not chunk:
+                break
+            inserted += store.insert_messages(chunk, batch_size=batch_size)
+            fault(f"store:batch:{number}")
+            if progress is not None:
+                progress(len(chunk))
+    return inserted
+
+
+def write_postgres_store(kept: DataFrame, url: str) -> int:
+    """Each partition of ``kept`` (STORE_COLUMNS) written by its executor; new rows."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from waku_legacy.store import open_store
+
+        total = 0
+        with open_store(url) as store:
+            for batch in batches:
+                rows = zip(*(batch.column(c).to_pylist() for c in STORE_COLUMNS), strict=True)
+                total += store.insert_messages(rows)
+        yield pa.RecordBatch.from_pydict({"inserted": [total]})
+
+    result = kept.select(*STORE_COLUMNS).mapInArrow(write, "inserted BIGINT").collect()
+    return sum(r["inserted"] for r in result)
+
+
+def write_quarantine(messages: DataFrame, directory: str) -> dict[str, int]:
+    """Quarantined records as JSON lines (source, kind, location, reason, data as hex) in
+    ``directory``; returns the count per kind of reason."""
+    from pyspark.sql import functions as F
+
+    quarantined = messages.filter(F.col("quarantined"))
+    # Reasons carry details (offsets, hashes) after the first ": "; count by what precedes.
+    kind = F.substring_index(F.col("reason"), ": ", 1).alias("what")
+    counts = {r["what"]: r["count"] for r in quarantined.groupBy(kind).count().collect()}
+    (
+        quarantined.select("source", "kind", "location", "reason", F.hex("data").alias("data_hex"))
+        .orderBy("source", "location")
+        .coalesce(1)
+        .write.mode("overwrite")
+        .json(directory)
+    )
+    return counts
