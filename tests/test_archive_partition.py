@@ -146,3 +146,11 @@ def test_plan_is_input_order_independent_and_complete(
         keys = [(m.timestamp, m.hash) for m in archive.messages]
         assert keys == sorted(keys)
         assert archive.window.end - archive.window.start <= W
+
+
+def test_no_new_messages_still_advance_the_recorded_end() -> None:
+    # status-go walks the (empty) windows from the recorded end to now and records now
+    plan = plan_archives([], last_end=5000, now=5000 + 2 * W)
+    assert plan.archives == [] and plan.new_last_end == 5000 + 2 * W and plan.windows == 2
+    # nothing recorded and no messages: no start, nothing to record
+    assert plan_archives([], last_end=None, now=5000).new_last_end is None

@@ -315,3 +315,14 @@ def test_state_file_lives_outside_the_torrent_folder(tmp_path: Path) -> None:
     build(tmp_path, make_messages(1), now=T0 + W + 5)
     folder = tmp_path / "archives" / str(COMMUNITY)
     assert sorted(os.listdir(folder)) == ["data", "index"]  # status-go torrents every file here
+
+
+def test_trailing_empty_windows_are_recorded_as_archived(tmp_path: Path) -> None:
+    # week 1 has messages, weeks 2-3 none: status-go records now as the end, so a message
+    # that shows up later for week 2 is late (its window was passed), not archived
+    week1 = make_messages(1)
+    first = build(tmp_path, week1, now=T0 + 3 * W)
+    assert first.archives_added == 1 and first.last_end == T0 + 3 * W
+    late = ArchiveMessage(timestamp=T0 + W + 5, hash=b"\x99" * 32, topic=TOPICS[0], payload=b"x")
+    second = build(tmp_path, [*week1, late], now=T0 + 3 * W + 10)
+    assert second.archives_added == 0 and second.late_messages == len(week1) + 1

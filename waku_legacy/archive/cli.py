@@ -306,7 +306,6 @@ def _fetch(args: argparse.Namespace) -> int:
     from waku_legacy.archive.fetch import FetchOptions, Selection, fetch_archives
     from waku_legacy.archive.magnet import magnet_message_from_json, verify_magnet_message
     from waku_legacy.archive.output import FetchRecord, write_jsonl, write_sqlite
-    from waku_legacy.proto import waku_message_pb2
 
     community = _community(args.community)
     record = FetchRecord(args.record) if args.record else None
@@ -322,13 +321,11 @@ def _fetch(args: argparse.Namespace) -> int:
                 body = json.loads(raw)
             except ValueError as exc:
                 raise DecodeError("magnet-link message", f"not JSON ({exc})") from exc
-            message = magnet_message_from_json(body.get("body", body))
+            if isinstance(body, dict) and "body" in body:  # the file archive build writes
+                body = body["body"]
+            message: Any = magnet_message_from_json(body)
         else:
-            message = waku_message_pb2.WakuMessage()
-            try:
-                message.ParseFromString(raw)
-            except Exception as exc:
-                raise DecodeError("magnet-link message", f"not a WakuMessage ({exc})") from exc
+            message = raw  # protobuf WakuMessage bytes, parsed (with limits) by the verifier
         last = record.last_clock(str(community)) if record else None
         link = verify_magnet_message(message, community, last_clock=last)
         source, clock = link.magnet_uri, link.clock

@@ -21,8 +21,6 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from google.protobuf.message import DecodeError as _ProtobufDecodeError
-
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveDecodeError
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.wire import (
@@ -37,6 +35,7 @@ from waku_legacy.archive.wire import (
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import ConfigError, LimitExceeded
 from waku_legacy.proto import seed_archive_pb2, status_archive_pb2
+from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
 
 __all__ = [
     "MAX_ARCHIVE_DECODE_BYTES",
@@ -480,9 +479,9 @@ def decode_archive(
         else seed_archive_pb2.WakuMessageArchive
     )
     try:
-        archive = cls.FromString(bytes(data))
-    except _ProtobufDecodeError as exc:
-        raise ArchiveDecodeError(what, f"not a WakuMessageArchive ({exc})") from exc
+        archive = parse_message(cls, data, what, max_size=MAX_ARCHIVE_DECODE_BYTES)
+    except ProtobufDecodeError as exc:
+        raise ArchiveDecodeError(what, exc.reason) from exc
     if not archive.HasField("metadata"):
         raise ArchiveDecodeError(what, "has no metadata (from/to/content topics)")
     meta = archive.metadata

@@ -39,6 +39,7 @@ from waku_legacy.identity.topics import (
     symmetric_key_for_chat,
 )
 from waku_legacy.proto import application_metadata_pb2, status_archive_pb2, waku_message_pb2
+from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
 
 __all__ = [
     "COMMUNITY_ARCHIVE_MAGNETLINK",
@@ -63,6 +64,13 @@ def _payload_codec() -> Any:
     from waku_legacy.mailserver_compat import payload  # 26/WAKU-PAYLOAD lives there
 
     return payload
+
+
+def _parse(cls: Any, data: bytes, what: str) -> Any:
+    try:
+        return parse_message(cls, data, what, max_size=MAX_MAGNET_MESSAGE_BYTES)
+    except ProtobufDecodeError as exc:
+        raise MagnetMessageError(what, exc.reason) from exc
 
 
 def wrap_application_message(
@@ -181,10 +189,7 @@ def verify_magnet_message(
     if isinstance(message, bytes | bytearray | memoryview):
         if len(message) > MAX_MAGNET_MESSAGE_BYTES:
             raise MagnetMessageError(what, f"{len(message)} bytes is over the limit")
-        try:
-            message = waku_message_pb2.WakuMessage.FromString(bytes(message))
-        except Exception as exc:  # protobuf DecodeError
-            raise MagnetMessageError(what, f"not a WakuMessage ({exc})") from exc
+        message = _parse(waku_message_pb2.WakuMessage, bytes(message), what)
     chat_id = community.magnetlinks_chat_id
     expected_topic = content_topic_of_chat(chat_id)
     if message.content_topic != expected_topic:
@@ -198,12 +203,9 @@ def verify_magnet_message(
     decoded = _payload_codec().decode_payload(
         message.payload, symmetric_key=symmetric_key_for_chat(chat_id)
     )
-    try:
-        application = application_metadata_pb2.ApplicationMetadataMessage.FromString(
-            bytes(decoded.payload)
-        )
-    except Exception as exc:
-        raise MagnetMessageError(what, f"not an ApplicationMetadataMessage ({exc})") from exc
+    application = _parse(
+        application_metadata_pb2.ApplicationMetadataMessage, bytes(decoded.payload), what
+    )
     if application.type != COMMUNITY_ARCHIVE_MAGNETLINK:
         raise MagnetMessageError(
             what, f"application message type {application.type}, expected 43 (archive magnet link)"
@@ -218,10 +220,7 @@ def verify_magnet_message(
         raise ForgedMagnetMessage(
             f"{what}: signed by 0x{signer.hex()}, not by the community {community}"
         )
-    try:
-        link = status_archive_pb2.CommunityMessageArchiveMagnetlink.FromString(application.payload)
-    except Exception as exc:
-        raise MagnetMessageError(what, f"not a CommunityMessageArchiveMagnetlink ({exc})") from exc
+    link = _parse(status_archive_pb2.CommunityMessageArchiveMagnetlink, application.payload, what)
     if last_clock is not None and link.clock <= last_clock:
         raise StaleMagnetMessage(
             what, f"clock {link.clock} is not newer than the last accepted {last_clock}"

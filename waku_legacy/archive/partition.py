@@ -196,8 +196,12 @@ def plan_archives(
         if _tiebreak(message) < _tiebreak(kept):
             unique[key] = message
     if not unique:
-        plan.start = last_end or None
-        plan.new_last_end = last_end or None
+        # status-go with a recorded end still walks (empty) windows up to now and records now;
+        # without one it has no start and records nothing
+        if last_end:
+            plan.start = last_end
+            plan.new_last_end = max(last_end, now)
+            plan.windows = len(plan_windows(last_end, now, partition=partition))
         return plan
 
     oldest = min(m.timestamp for m in unique.values())
