@@ -231,3 +231,27 @@ def test_bencode_round_trip_and_canonical_form() -> None:
     for bad in (b"i01e", b"i-0e", b"d1:bi1e1:ai2ee", b"l", b"5:ab", b"i1ei2e", b"x"):
         with pytest.raises(DecodeError):
             bdecode(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200))
+def test_decoders_raise_only_typed_errors(data: bytes) -> None:
+    from waku_legacy.archive import load_torrent, verify_magnet_message
+    from waku_legacy.errors import WakuLegacyError
+    from waku_legacy.identity.topics import CommunityId
+
+    community = CommunityId.parse(
+        "0x" + "02" + "79be667e" + "f9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
+    )
+    for decode in (
+        decode_index,
+        lambda d: decode_index(d, flavour="seed-spec"),
+        decode_archive,
+        bdecode,
+        load_torrent,
+        lambda d: verify_magnet_message(d, community),
+    ):
+        try:
+            decode(data)
+        except WakuLegacyError:
+            pass

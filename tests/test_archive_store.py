@@ -214,7 +214,16 @@ def test_killed_build_reruns_to_identical_bytes(tmp_path: Path, scenario: str) -
             build(run, messages, now=now, community_key=KEY, clock_ms=1, fault=fault)
         # the previous state is still readable after the kill
         read_index(run / "archives", COMMUNITY)
-        build(run, messages, now=now, community_key=KEY, clock_ms=2)
+
+        def kill_repair(name: str) -> None:
+            if name.startswith("repair:"):
+                raise InjectedFault(name)
+
+        try:  # a second kill while the rerun repairs the torn tail
+            build(run, messages, now=now, community_key=KEY, clock_ms=2, fault=kill_repair)
+        except InjectedFault:
+            pass
+        build(run, messages, now=now, community_key=KEY, clock_ms=3)
         assert snapshot(run) == expected, f"rerun after a kill at step {k} ({step}) differs"
         shutil.rmtree(run)
 

@@ -11,7 +11,7 @@ from typing import Any
 from waku_legacy.archive.errors import ArchiveDecodeError
 from waku_legacy.errors import LimitExceeded
 
-__all__ = ["MAX_TORRENT_BYTES", "bdecode", "bencode"]
+__all__ = ["MAX_TORRENT_BYTES", "bdecode", "bencode", "decode_at"]
 
 MAX_TORRENT_BYTES = 64 * 1024 * 1024
 _MAX_DEPTH = 64
@@ -62,13 +62,14 @@ def bdecode(data: bytes, *, what: str = "bencoded data") -> Any:
     """Decode one complete value; trailing bytes, bad integers and unsorted keys are errors."""
     if len(data) > MAX_TORRENT_BYTES:
         raise LimitExceeded(what, f"{len(data)} bytes is over {MAX_TORRENT_BYTES}")
-    value, end = _decode(data, 0, what, 0)
+    value, end = decode_at(data, 0, what, 0)
     if end != len(data):
         raise ArchiveDecodeError(what, "trailing bytes after the value", offset=end)
     return value
 
 
-def _decode(data: bytes, pos: int, what: str, depth: int) -> tuple[Any, int]:
+def decode_at(data: bytes, pos: int, what: str, depth: int = 0) -> tuple[Any, int]:
+    """Decode the value starting at ``pos``; returns it and the position after it."""
     if depth > _MAX_DEPTH:
         raise ArchiveDecodeError(what, "nested too deeply", offset=pos)
     if pos >= len(data):
@@ -97,7 +98,7 @@ def _decode(data: bytes, pos: int, what: str, depth: int) -> tuple[Any, int]:
                 raise ArchiveDecodeError(what, "unterminated list", offset=pos)
             if data[pos] == ord("e"):
                 return items, pos + 1
-            item, pos = _decode(data, pos, what, depth + 1)
+            item, pos = decode_at(data, pos, what, depth + 1)
             items.append(item)
     if lead == ord("d"):
         result: dict[bytes, Any] = {}
@@ -109,7 +110,7 @@ def _decode(data: bytes, pos: int, what: str, depth: int) -> tuple[Any, int]:
             if data[pos] == ord("e"):
                 return result, pos + 1
             key_at = pos
-            key, pos = _decode(data, pos, what, depth + 1)
+            key, pos = decode_at(data, pos, what, depth + 1)
             if not isinstance(key, bytes):
                 raise ArchiveDecodeError(what, "dictionary key is not a string", offset=key_at)
             if previous is not None and key <= previous:
@@ -117,7 +118,7 @@ def _decode(data: bytes, pos: int, what: str, depth: int) -> tuple[Any, int]:
                     what, f"dictionary keys not sorted at {key!r}", offset=key_at
                 )
             previous = key
-            result[key], pos = _decode(data, pos, what, depth + 1)
+            result[key], pos = decode_at(data, pos, what, depth + 1)
     if ord("0") <= lead <= ord("9"):
         colon = data.find(b":", pos)
         if colon < 0 or colon - pos > 20:

@@ -35,6 +35,7 @@ from waku_legacy.archive.encode import (
 )
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveError
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, fsync_dir, no_fault, write_atomic
+from waku_legacy.errors import DecodeError
 from waku_legacy.identity.topics import CommunityId
 
 __all__ = [
@@ -92,9 +93,7 @@ def _load_index(
         entries = decode_index(data, flavour=flavour, verify_keys=verify)
     except ArchiveCorrupted as exc:
         raise ArchiveCorrupted("archive index", f"{path}: {exc.reason}") from exc
-    except ArchiveError as exc:
-        raise ArchiveCorrupted("archive index", f"{path}: {exc}") from exc
-    except Exception as exc:  # DecodeError subclasses carry their own message
+    except DecodeError as exc:  # malformed bytes, over the size limit
         raise ArchiveCorrupted("archive index", f"{path}: {exc}") from exc
     try:
         length = check_contiguous(entries, piece_length)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.archive.bencode import bdecode, bencode
+from waku_legacy.archive.bencode import bdecode, bencode, decode_at
 from waku_legacy.archive.encode import PIECE_LENGTH, Flavour
 from waku_legacy.archive.errors import ArchiveDecodeError, TorrentError
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
@@ -260,15 +260,13 @@ class TorrentFile:
 
 def _info_span(data: bytes) -> tuple[int, int]:
     """Start and end of the ``info`` value inside a bencoded metainfo (hash the raw bytes)."""
-    from waku_legacy.archive.bencode import _decode  # the decoder's positional core
-
     if not data.startswith(b"d"):
         raise ArchiveDecodeError(".torrent", "not a bencoded dictionary")
     pos = 1
     while pos < len(data) and data[pos] != ord("e"):
-        key, pos = _decode(data, pos, ".torrent", 1)
+        key, pos = decode_at(data, pos, ".torrent", 1)
         start = pos
-        _, pos = _decode(data, pos, ".torrent", 1)
+        _, pos = decode_at(data, pos, ".torrent", 1)
         if key == b"info":
             return start, pos
     raise ArchiveDecodeError(".torrent", "has no info dictionary")

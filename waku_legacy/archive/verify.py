@@ -51,7 +51,9 @@ def verify_store(
             "for (an interrupted build; `archive build` repairs it)",
         )
     report = VerifyReport(layout.name, data_length=status.data_length)
-    with open(layout.data, "rb") if status.index.entries else open(os.devnull, "rb") as handle:
+    if not status.index.entries:
+        return report
+    with open(layout.data, "rb") as handle:
         for entry in status.index.entries:
             what = f"archive {entry.archive_id} in {layout.data}"
             archive = decode_archive(
