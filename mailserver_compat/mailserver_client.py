@@ -9,7 +9,7 @@ A page is committed only once its completion arrived: its envelopes are appended
 writer flushed, then ``checkpoint(cursor)`` called. A dropped connection (or a silent
 server) therefore loses nothing and duplicates nothing: the client reconnects with backoff
 and re-sends the request from the last committed cursor. "rate limit exceeded" replies are
-waited out and retried.
+waited out and retried, and later requests are paced by the same wait.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Protocol
 
 import coincurve
 
+from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.mailserver_compat.complete import RequestComplete
@@ -126,6 +127,7 @@ class MailServerClient:
         self.handshake_timeout = handshake_timeout
         self.max_message_size = max_message_size
         self._peer: WakuPeer | None = None
+        self._pace = 0.0  # seconds between requests, learnt from rate-limit replies
 
     async def _connected(self) -> WakuPeer:
         if self._peer is None or self._peer.rlpx.ended is not None:
@@ -211,6 +213,8 @@ class MailServerClient:
         failures = 0
         previous_page: set[bytes] = set()
         while True:
+            if self._pace:
+                await asyncio.sleep(self._pace)
             result.requests += 1
             try:
                 envelopes, complete = await self.request_page(query, result.cursor)
@@ -233,8 +237,9 @@ class MailServerClient:
                 continue
             if complete.failed:
                 if "rate limit" in complete.error and failures < self.max_retries:
+                    # Pace every later request too, rather than hitting the limit each page.
                     failures += 1
-                    await asyncio.sleep(self.rate_limit_wait)
+                    self._pace = max(self._pace, self.rate_limit_wait)
                     continue
                 raise MailServerRequestError(f"mailserver refused the request: {complete.error}")
             failures = 0
@@ -251,8 +256,6 @@ class MailServerClient:
                 on_page(result)
             if not complete.cursor:
                 return result
-            # status-go paces its clients; our server rate-limits per peer by default.
-            await asyncio.sleep(0)
 
     def _commit(
         self,
@@ -264,12 +267,14 @@ class MailServerClient:
         hashes: set[bytes] = set()
         for raw in envelopes:
             try:
-                envelope = Envelope.decode(raw, max_size=self.max_message_size)
+                Envelope.decode(raw, max_size=self.max_message_size)
             except DecodeError as exc:
                 result.invalid_envelopes += 1
                 log.warning("mailserver client: skipping an invalid envelope: %s", exc)
                 continue
-            digest = envelope.hash()
+            # The decode is strict (canonical RLP only), so this is the envelope hash
+            # without re-encoding.
+            digest = keccak256(raw)
             if digest in hashes or digest in previous_page:
                 continue  # a server repeating itself; the dump keeps one copy
             hashes.add(digest)
