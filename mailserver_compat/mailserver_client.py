@@ -28,7 +28,7 @@ from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.mailserver_compat.complete import RequestComplete
 from waku_legacy.mailserver_compat.enode import Enode
-from waku_legacy.mailserver_compat.envelope import Envelope
+from waku_legacy.mailserver_compat.envelope import DEFAULT_MAX_ENVELOPE_SIZE, Envelope
 from waku_legacy.mailserver_compat.request import (
     FieldOrder,
     MessagesRequest,
@@ -36,11 +36,7 @@ from waku_legacy.mailserver_compat.request import (
     encode_plain_request,
 )
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
-from waku_legacy.mailserver_compat.waku_peer import (
-    DEFAULT_MAX_MESSAGE_SIZE,
-    WakuPeer,
-    connect,
-)
+from waku_legacy.mailserver_compat.waku_peer import WakuPeer, connect
 from waku_legacy.mailserver_compat.waku_protocol import (
     P2PMessagesReceived,
     RequestCompleteReceived,
@@ -116,7 +112,9 @@ class MailServerClient:
         retry_delay: float = 0.5,
         rate_limit_wait: float = 1.0,
         handshake_timeout: float = 5.0,
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        # status-go bundles under its own MaxMessageSize (1 MiB by default, at most 10 MiB):
+        # accept the largest it may be configured with.
+        max_message_size: int = DEFAULT_MAX_ENVELOPE_SIZE,
     ) -> None:
         self.enode = enode
         self.node_key = node_key or generate_private_key()

@@ -15,7 +15,7 @@ from waku_legacy.mailserver_compat.rlpx.connection import (
     decode_code,
     encode_code,
 )
-from waku_legacy.mailserver_compat.rlpx.errors import ConnectionStateError
+from waku_legacy.mailserver_compat.rlpx.errors import ConnectionStateError, RlpxDecodeError
 from waku_legacy.mailserver_compat.rlpx.events import (
     ConnectionFailed,
     DisconnectReceived,
@@ -69,6 +69,9 @@ def test_capability_message_round_trip_uses_offset_and_snappy() -> None:
     assert encode_code(0x10 + 0x7E) == b"\x81\x8e"
     assert decode_code(b"\x81\x8e rest") == (0x8E, 2)
     assert decode_code(b"\x80") == (0, 1)
+    for bad in (b"\x81\x05", b"\x82\x00\x90", b"\x82\x01"):
+        with pytest.raises(RlpxDecodeError):
+            decode_code(bad)
 
 
 def test_negotiation_orders_by_name_and_picks_highest_version() -> None:

@@ -72,7 +72,8 @@ def decode_code(frame: bytes) -> tuple[int, int]:
     if first < 0x80:
         return first, 1
     length = first - 0x80
-    if length > 8 or len(frame) < 1 + length or (length and frame[1] == 0):
+    non_canonical = length and (frame[1:2] == b"\x00" or (length == 1 and frame[1] < 0x80))
+    if length > 8 or len(frame) < 1 + length or non_canonical:
         raise RlpxDecodeError("RLPx message code", f"not a canonical RLP integer (0x{first:02x})")
     return int.from_bytes(frame[1 : 1 + length], "big"), 1 + length
 
