@@ -141,6 +141,25 @@ def _wait(condition: Callable[[], bool], timeout: float, handle: Any, what: str)
         time.sleep(0.05)
 
 
+def _flush(session: Any, handle: Any, timeout: float) -> None:
+    """Wait until libtorrent has written every finished piece to disk.
+
+    A piece counts as had once its hash checks out, which can be before its blocks reach the
+    file; reading the file right then may see zeros. ``flush_cache`` posts a
+    ``cache_flushed_alert`` when the outstanding writes are done.
+    """
+    import libtorrent as lt
+
+    handle.flush_cache()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        session.wait_for_alert(100)
+        for alert in session.pop_alerts():
+            if isinstance(alert, lt.cache_flushed_alert) and alert.handle == handle:
+                return
+    raise FetchTimeout(f"libtorrent did not finish writing to disk in {timeout:.0f} s")
+
+
 def _verify_pieces(torrent: TorrentFile, root: Path, pieces: Sequence[int]) -> None:
     """Re-read pieces from disk and compare their SHA-1 with the torrent."""
     paths = [(root / name, length) for name, length in torrent.files]
@@ -283,6 +302,7 @@ def fetch_archives(
         if not _wait(have_all(index_pieces), options.data_timeout, handle, "fetching the index"):
             raise FetchTimeout(f"index of {community} did not arrive in {options.data_timeout} s")
         report("index", len(index_pieces), len(index_pieces))
+        _flush(session, handle, options.data_timeout)
         root = save / torrent.name
         if options.verify_pieces:
             _verify_pieces(torrent, root, index_pieces)
@@ -314,6 +334,7 @@ def fetch_archives(
                 f"archives of {community} did not arrive in {options.data_timeout:.0f} s"
             )
         data_seconds = time.monotonic() - data_started
+        _flush(session, handle, options.data_timeout)
         if options.verify_pieces:
             _verify_pieces(torrent, root, wanted)
         fetched = []
