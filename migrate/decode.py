@@ -18,8 +18,6 @@ quarantined with the reason. :func:`decode_batch` applies it to an Arrow record 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Iterator
@@ -39,7 +37,6 @@ from waku_legacy.migrate.records import (
     UNKNOWN_WEEK,
     week_of,
 )
-from waku_legacy.migrate.store_rest import parse_hash
 
 __all__ = ["MAX_META_SIZE", "MAX_PAYLOAD_SIZE", "decode_batch", "decode_record"]
 
@@ -141,34 +138,6 @@ def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _b64(value: Any, what: str) -> bytes:
-    if value is None:
-        return b""
-    if not isinstance(value, str):
-        raise Quarantine(f"bad base64: {what} is not a string")
-    try:
-        return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        try:
-            return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-        except (binascii.Error, ValueError):
-            raise Quarantine(f"bad base64: {what}") from None
-
-
-def _int(value: Any, what: str, default: int = 0) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        raise Quarantine(f"bad integer: {what} is a boolean")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise Quarantine(f"bad integer: {what} {str(value)[:40]!r}")
-
-
 def _check_claim(raw: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     claimed = raw.get("claimed_hash")
     if claimed and bytes(claimed) != row["message_hash"]:
@@ -180,39 +149,33 @@ def _check_claim(raw: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _decode_v2_json(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+    from waku_legacy.store.rest_json import parse_hash, parse_message
+
     try:
         entry = json.loads(raw["data"])
     except (ValueError, UnicodeDecodeError) as exc:
         raise Quarantine(f"REST message entry is not JSON: {exc}") from None
     if not isinstance(entry, dict):
         raise Quarantine("REST message entry is not a JSON object")
-    message = entry.get("message")
-    if not isinstance(message, dict):
+    if not isinstance(entry.get("message"), dict):
         raise Quarantine("REST message entry has no 'message' object (includeData=false?)")
-    if message.get("ephemeral") is True:
+    message = parse_message(entry["message"])
+    if message.ephemeral:
         raise Quarantine("ephemeral message (stores do not keep them)")
-    content_topic = message.get("contentTopic")
-    if not isinstance(content_topic, str) or not content_topic:
-        raise Quarantine("message has no contentTopic")
     pubsub_topic = entry.get("pubsubTopic") or raw.get("pubsub_topic")
     if not isinstance(pubsub_topic, str) or not pubsub_topic:
         raise Quarantine("no pubsub topic: neither the entry nor the source names one")
-    meta = _b64(message.get("meta"), "meta") if message.get("meta") is not None else None
     row = _message_row(
         raw, mapping,
         pubsub_topic=pubsub_topic,
-        content_topic=content_topic,
-        payload=_b64(message.get("payload"), "payload"),
-        version=_int(message.get("version"), "version"),
-        timestamp=_int(message.get("timestamp"), "timestamp"),
-        meta=meta or None,
+        content_topic=message.content_topic,
+        payload=bytes(message.payload),
+        version=message.version,
+        timestamp=message.timestamp,
+        meta=bytes(message.meta) or None,
     )  # fmt: skip
-    claimed = entry.get("messageHash")
-    if claimed is not None:
-        try:
-            raw = {**raw, "claimed_hash": parse_hash(claimed)}
-        except WakuLegacyError as exc:
-            raise Quarantine(str(exc)) from None
+    if entry.get("messageHash") is not None:
+        raw = {**raw, "claimed_hash": parse_hash(entry["messageHash"])}
     return _check_claim(raw, row)
 
 

@@ -35,17 +35,21 @@ class SimulatedCrash(BaseException):
 
 @dataclass(slots=True)
 class CrashAt:
-    """Raise :class:`SimulatedCrash` at the first step matching ``pattern``."""
+    """Raise :class:`SimulatedCrash` at the ``occurrence``-th step matching ``pattern``."""
 
     pattern: str
+    occurrence: int = 1
     seen: list[str] = field(default_factory=list)
+    matches: int = 0
     fired: bool = False
 
     def __call__(self, step: str) -> None:
         self.seen.append(step)
         if not self.fired and fnmatch.fnmatchcase(step, self.pattern):
-            self.fired = True
-            raise SimulatedCrash(step)
+            self.matches += 1
+            if self.matches == self.occurrence:
+                self.fired = True
+                raise SimulatedCrash(step)
 
 
 def _kill_self(pattern: str) -> FaultHook:

@@ -4,7 +4,8 @@
   response (messages, next cursor, done), handling both cursor encodings nwaku has used:
   ``0x`` hex (nwaku >= 0.35) and base64 (earlier; ``+`` and ``/`` must be percent-encoded in
   the URL, which is why the query string is built here and not by an HTTP library). Hashes
-  in responses are parsed in either encoding; a cursor is sent back exactly as received.
+  in responses are parsed in either encoding (:mod:`waku_legacy.store.rest_json`, the shared
+  REST codec); a cursor is sent back exactly as received.
 - :func:`fetch_pages` is the thin blocking adapter (urllib; it runs inside Spark partitions,
   which have no event loop): retries with exponential back-off (connection errors, 5xx, 429
   honouring ``Retry-After``) and a resumable position: every page is saved (atomically) as
@@ -23,8 +24,6 @@ Response shape (nwaku REST, store v3)::
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import random
@@ -37,7 +36,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from waku_legacy.errors import DecodeError, WakuLegacyError
+from waku_legacy.errors import WakuLegacyError
+from waku_legacy.store.rest_json import parse_hash
 
 __all__ = [
     "MAX_PAGE_SIZE",
@@ -46,7 +46,7 @@ __all__ = [
     "StoreRestError",
     "fetch_pages",
     "iter_saved_pages",
-    "parse_hash",
+    "parse_page",
 ]
 
 MAX_PAGE_SIZE = 100
@@ -56,27 +56,6 @@ _PAGE_GLOB = "page-*.json"
 
 class StoreRestError(WakuLegacyError):
     """A store REST endpoint that fails or answers something that is not a store page."""
-
-
-def parse_hash(text: str, what: str = "message hash") -> bytes:
-    """A 32-byte hash given as ``0x`` hex (nwaku >= 0.35) or base64 (earlier)."""
-    if not isinstance(text, str):
-        raise DecodeError(what, f"expected a string, got {type(text).__name__}")
-    try:
-        if text.startswith("0x"):
-            raw = bytes.fromhex(text[2:])
-        else:
-            padded = text + "=" * (-len(text) % 4)
-            raw = (
-                base64.urlsafe_b64decode(padded)
-                if ("-" in text or "_" in text)
-                else base64.b64decode(padded, validate=True)
-            )
-    except (ValueError, binascii.Error) as exc:
-        raise DecodeError(what, f"{text[:80]!r} is neither 0x hex nor base64") from exc
-    if len(raw) != 32:
-        raise DecodeError(what, f"must be 32 bytes, got {len(raw)}")
-    return raw
 
 
 @dataclass(slots=True)

@@ -1,0 +1,132 @@
+"""The migration's TOML config: every key of issue 4 parses; mistakes name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from waku_legacy.errors import ConfigError
+from waku_legacy.migrate.config import SourceKind, load_config
+
+COMMUNITY = "0x02" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
+CHANNEL = "a1b2c3d4-0000-4000-8000-000000000001"
+
+FULL = f"""
+[spark]
+master = "local[2]"
+shuffle_partitions = 4
+conf = {{ "spark.driver.memory" = "1g" }}
+
+[[source]]
+kind = "mailserver-postgres"
+dsn = "postgresql://postgres@127.0.0.1:5432/test"
+
+[[source]]
+kind = "mailserver-leveldb"
+path = "ms1"
+name = "leveldb-eu"
+
+[[source]]
+kind = "envelope-dump"
+path = "dumps/*.dump"
+
+[[source]]
+kind = "store-rest"
+url = "http://127.0.0.1:8645"
+pubsub_topic = "/waku/2/rs/16/128"
+content_topics = ["/waku/1/0x01020304/rfc26"]
+
+[[source]]
+kind = "store-rest"
+path = "pages"
+
+[[source]]
+kind = "store-sqlite"
+path = "nwaku.sqlite3"
+
+[[community]]
+id = "{COMMUNITY}"
+channels = ["{CHANNEL}"]
+shard = 128
+key_file = "community.key"
+
+[output]
+store = "sqlite:store.sqlite3"
+archive_dir = "archives"
+torrent_dir = "torrents"
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "migrate.toml"
+    path.write_text(text)
+    return path
+
+
+def test_full_config(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, FULL))
+    assert config.spark.master == "local[2]" and config.spark.shuffle_partitions == 4
+    assert dict(config.spark.conf) == {"spark.driver.memory": "1g"}
+    kinds = [s.kind for s in config.sources]
+    assert kinds == [
+        SourceKind.MAILSERVER_POSTGRES,
+        SourceKind.MAILSERVER_LEVELDB,
+        SourceKind.ENVELOPE_DUMP,
+        SourceKind.STORE_REST,
+        SourceKind.STORE_REST,
+        SourceKind.STORE_SQLITE,
+    ]
+    assert (
+        config.sources[1].name == "leveldb-eu" and config.sources[0].name == "mailserver-postgres-1"
+    )
+    assert config.sources[1].path == str(tmp_path / "ms1")  # relative to the config file
+    assert [s.rank for s in config.sources] == [1, 2, 3, 4, 5, 6]
+    community = config.communities[0]
+    assert str(community.id) == COMMUNITY and community.pubsub_topic == "/waku/2/rs/16/128"
+    assert community.key_file == str(tmp_path / "community.key")
+    assert (
+        config.output.store
+        == f"sqlite:///{str((tmp_path / 'store.sqlite3').resolve()).lstrip('/')}"
+    )
+    assert config.output.work_dir == str(tmp_path / ".migrate-work")
+    assert config.pipeline.default_pubsub_topic == "/waku/2/rs/16/32"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('kind = "mailserver-leveldb"', 'kind = "mailserver-mysql"'), "key 'kind' must be one of"),
+        (("shard = 128", 'shard = "128"'), "key 'shard' must be an integer"),
+        (("shard = 128", "shard = 900"), "key 'shard'"),
+        (("shard = 128", ""), "key 'shard' is required"),
+        ((f'id = "{COMMUNITY}"', 'id = "0x1234"'), "key 'id' must be 0x followed by 66 hex"),
+        ((f'channels = ["{CHANNEL}"]', 'channels = ["general"]'), "key 'channels'"),
+        (('dsn = "postgresql://', 'dns = "postgresql://'), "key 'dsn' is required"),
+        (('url = "http://127.0.0.1:8645"', 'url = "ftp://x"'), "key 'url' must be an http"),
+        (('archive_dir = "archives"', "archive_dir = 5"), "key 'archive_dir' must be a string"),
+        (('store = "sqlite:store.sqlite3"', 'store = "mysql://x/y"'), "key 'store'"),
+        (('master = "local[2]"', 'master = "local[2]"\nmastr = "x"'), "unknown key(s) 'mastr'"),
+    ],
+)
+def test_mistakes_name_the_key(tmp_path: Path, change: tuple[str, str], message: str) -> None:
+    old, new = change
+    assert old in FULL
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, FULL.replace(old, new, 1)))
+    assert message in str(info.value)
+
+
+def test_file_level_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(_write(tmp_path, "[spark\nmaster="))
+    with pytest.raises(ConfigError, match=r"at least one \[\[source\]\]"):
+        load_config(_write(tmp_path, "[output]\nstore=''\narchive_dir='a'\ntorrent_dir='t'\n"))
+    two = FULL.replace(
+        "[output]",
+        f'[[community]]\nid = "{COMMUNITY}"\nchannels = ["{CHANNEL}"]\nshard = 129\n[output]',
+    )
+    with pytest.raises(ConfigError, match="configured twice"):
+        load_config(_write(tmp_path, two))
