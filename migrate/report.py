@@ -96,7 +96,7 @@ def render_report(report: RunReport) -> str:
                     "late",
                     "undecryptable",
                     "archives",
-                    "magnet",
+                    "info hash",
                 ],
                 [
                     [
@@ -165,5 +165,7 @@ def render_report(report: RunReport) -> str:
     )
     timing = report.timing
     if timing:
-        parts.append("time: " + ", ".join(f"{k} {v:.1f}s" for k, v in timing.items()))
+        seconds = ", ".join(f"{k} {v:.1f}s" for k, v in timing.items() if not k.endswith("_mb"))
+        rss = timing.get("driver_peak_rss_mb")
+        parts.append(f"time: {seconds}" + (f"; driver peak RSS {rss:.0f} MB" if rss else ""))
     return "\n".join(parts)

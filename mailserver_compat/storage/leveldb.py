@@ -96,6 +96,8 @@ class LevelDBEnvelopeStore:
         import plyvel
 
         self.path = Path(path)
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db: plyvel.DB = plyvel.DB(str(self.path), create_if_missing=create)
         except plyvel.Error as exc:

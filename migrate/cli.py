@@ -1,0 +1,276 @@
+"""``waku-legacy migrate``, ``waku-legacy export`` and ``waku-legacy demo``.
+
+- ``migrate --config FILE [--json]``: the whole migration described by a TOML file
+  (:mod:`~waku_legacy.migrate.config`).
+- ``export --community 0x… --channel UUID … --source SPEC … --out DIR``: one community's
+  legacy history (archives, torrent, magnet link, report) without a config file or a store.
+  ``SPEC`` is ``leveldb:PATH``, ``dump:PATH`` (globs ok), ``postgresql://…``,
+  ``http(s)://…`` (a live nwaku REST node), ``rest-pages:PATH`` or ``sqlite:PATH`` (an nwaku
+  SQLite archive).
+- ``demo --out DIR``: generates a realistic legacy sample (communities, channels, months of
+  encrypted and signed v1 envelopes in overlapping LevelDB mailservers, community keys), writes
+  the config it uses (``DIR/migrate.toml``, rerunnable with ``migrate``), and migrates it on
+  local Spark into the embedded SQLite store, printing the magnet links and the report.
+
+Progress goes to stderr; the report to stdout (a table, or JSON with ``--json``).
+``WAKU_LEGACY_FAULT`` (see :mod:`~waku_legacy.migrate.faults`) makes a run kill itself at a
+named step, for crash tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from waku_legacy.errors import ConfigError
+
+__all__ = ["parse_source_spec", "register"]
+
+DAY = 86_400
+
+
+def parse_source_spec(spec: str, number: int) -> dict[str, Any]:
+    """One ``--source`` value as a ``[[source]]`` table."""
+    text = spec.strip()
+    name = f"source-{number}"
+    if text.startswith(("postgresql://", "postgres://")):
+        return {"kind": "mailserver-postgres", "dsn": text, "name": name}
+    if text.startswith(("http://", "https://")):
+        return {"kind": "store-rest", "url": text, "name": name}
+    prefixes = {
+        "leveldb:": "mailserver-leveldb",
+        "dump:": "envelope-dump",
+        "rest-pages:": "store-rest",
+        "sqlite:": "store-sqlite",
+    }
+    for prefix, kind in prefixes.items():
+        if text.startswith(prefix) and len(text) > len(prefix):
+            return {"kind": kind, "path": text[len(prefix) :], "name": name}
+    raise ConfigError(
+        f"--source {spec!r}: expected leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, "
+        "rest-pages:PATH or sqlite:PATH"
+    )
+
+
+def _emit(args: argparse.Namespace, report: Any) -> None:
+    from waku_legacy.cli import print_json
+    from waku_legacy.migrate.report import render_report
+
+    if args.json:
+        print_json(report.to_json())
+    else:
+        print(render_report(report))
+
+
+def _run(config: Any, args: argparse.Namespace) -> Any:
+    from waku_legacy.migrate.faults import fault_from_env
+    from waku_legacy.migrate.pipeline import run_migration
+    from waku_legacy.migrate.progress import Progress
+
+    progress = Progress(enabled=not args.quiet)
+    return run_migration(config, fault=fault_from_env(), progress=progress)
+
+
+def _with_master(data: dict[str, Any], master: str | None) -> dict[str, Any]:
+    if master:
+        data.setdefault("spark", {})["master"] = master
+    return data
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    import tomllib
+
+    from waku_legacy.migrate.config import load_config, parse_config
+
+    if args.master:
+        path = Path(args.config)
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            config = load_config(path)  # raises the clear error
+        else:
+            config = parse_config(
+                _with_master(data, args.master), base_dir=path.resolve().parent, origin=str(path)
+            )
+    else:
+        config = load_config(args.config)
+    _emit(args, _run(config, args))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from waku_legacy.migrate.config import parse_config
+
+    if not args.channel:
+        raise ConfigError("export needs at least one --channel UUID of the community")
+    out = Path(args.out).resolve()
+    channels = [c for item in args.channel for c in item.split(",") if c.strip()]
+    community: dict[str, Any] = {"id": args.community, "channels": channels, "shard": args.shard}
+    if args.key_file:
+        community["key_file"] = str(Path(args.key_file).resolve())
+    data: dict[str, Any] = {
+        "source": [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)],
+        "community": [community],
+        "output": {
+            "store": "",
+            "archive_dir": str(out / "archives"),
+            "torrent_dir": str(out / "torrents"),
+            "work_dir": str(out / ".work"),
+            "report": str(out / "report.json"),
+        },
+    }
+    if args.now is not None:
+        data["pipeline"] = {"now": args.now}
+    config = parse_config(_with_master(data, args.master), base_dir=Path.cwd(), origin="export")
+    report = _run(config, args)
+    result = report.communities[0] if report.communities else {}
+    if result.get("magnet_uri"):
+        (out / "magnet.txt").write_text(result["magnet_uri"] + "\n")
+    _emit(args, report)
+    return 0
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return str(value)
+
+
+def write_demo_config(path: Path, data: dict[str, Any]) -> None:
+    """A TOML file for ``data`` (tables and arrays of tables of plain values)."""
+    lines: list[str] = []
+    for key, value in data.items():
+        tables = value if isinstance(value, list) else [value]
+        for table in tables:
+            lines.append(f"[[{key}]]" if isinstance(value, list) else f"[{key}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+            lines.append("")
+    path.write_text("\n".join(lines))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from waku_legacy.mailserver_compat.nodekey import write_node_key
+    from waku_legacy.migrate.config import load_config
+    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.sample import (
+        SampleSpec,
+        generate_envelopes,
+        make_communities,
+        write_leveldb_mailservers,
+    )
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    spec = SampleSpec(
+        communities=args.communities, channels=args.channels, days=args.days, seed=args.seed,
+        messages_per_channel_day=args.rate,
+    )  # fmt: skip
+    communities = make_communities(spec)
+    progress = Progress(enabled=not args.quiet)
+    mailservers = [out / "legacy" / f"mailserver-{i + 1}" for i in range(args.mailservers)]
+    fresh = not any(m.exists() for m in mailservers)
+    if fresh:
+        with progress.bar("generate legacy envelopes", unit="env") as bar:
+            write_leveldb_mailservers(
+                generate_envelopes(spec, communities), mailservers, seed=args.seed,
+                on_envelope=lambda _: bar.update(1),
+            )  # fmt: skip
+    else:
+        progress.log(f"reusing the legacy sample in {out / 'legacy'}")
+    keys = out / "keys"
+    keys.mkdir(exist_ok=True)
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+
+    for community in communities:
+        write_node_key(keys / f"{community.id}.key", private_key_from_bytes(community.secret))
+    data: dict[str, Any] = {
+        "spark": {"master": args.master or "local[*]"},
+        "source": [
+            {"kind": "mailserver-leveldb", "name": m.name, "path": str(m)} for m in mailservers
+        ],
+        "community": [
+            {
+                "id": str(c.id),
+                "name": c.name,
+                "channels": list(c.channels),
+                "shard": c.shard,
+                "key_file": str(keys / f"{c.id}.key"),
+            }
+            for c in communities
+        ],
+        "pipeline": {"now": spec.start + (spec.days + 1) * DAY},
+        "output": {
+            "store": "sqlite:store.sqlite3",
+            "archive_dir": "archives",
+            "torrent_dir": "torrents",
+            "report": "report.json",
+        },
+    }
+    config_path = out / "migrate.toml"
+    write_demo_config(config_path, data)
+    report = _run(load_config(config_path), args)
+    _emit(args, report)
+    if not args.json:
+        print(f"\nconfig: {config_path}  (rerun: waku-legacy migrate --config {config_path})")
+        for c in report.communities:
+            print(f"{c.get('name') or c['community']} ({c['community']})")
+            print(f"  magnet link: {c['magnet_uri']}")
+            for path in c["magnet_message_paths"]:
+                print(f"  signed magnet-link message: {path}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print the report as JSON")
+        p.add_argument("--master", help="Spark master URL (overrides the config)")
+        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+    migrate = subparsers.add_parser(
+        "migrate", help="migrate legacy Waku v1 history (TOML config) to a v2 store and archives"
+    )
+    migrate.add_argument("--config", required=True, help="the migration's TOML file")
+    common(migrate)
+    migrate.set_defaults(func=_migrate)
+
+    export = subparsers.add_parser(
+        "export", help="one community's legacy history as archives, torrent and magnet link"
+    )
+    export.add_argument("--community", required=True, help="community id, 0x + 66 hex")
+    export.add_argument(
+        "--channel", action="append", default=[], help="channel UUID (repeat, or comma-separated)"
+    )
+    export.add_argument(
+        "--source", action="append", required=True,
+        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
+    )  # fmt: skip
+    export.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
+    export.add_argument("--key-file", help="community private key (hex) to sign the magnet link")
+    export.add_argument("--now", type=int, help="archive clock, Unix seconds (default: now)")
+    export.add_argument("--out", required=True, help="output directory")
+    common(export)
+    export.set_defaults(func=_export)
+
+    demo = subparsers.add_parser(
+        "demo", help="generate a sample legacy mailserver history and migrate it end to end"
+    )
+    demo.add_argument("--out", required=True, help="output directory")
+    demo.add_argument("--communities", type=int, default=3)
+    demo.add_argument("--channels", type=int, default=3)
+    demo.add_argument("--days", type=int, default=120)
+    demo.add_argument("--rate", type=float, default=2.0, help="messages per channel per day")
+    demo.add_argument("--mailservers", type=int, default=3)
+    demo.add_argument("--seed", type=int, default=7)
+    common(demo)
+    demo.set_defaults(func=_demo)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from waku_legacy.cli import main
+
+    sys.exit(main(["demo", *sys.argv[1:]]))
