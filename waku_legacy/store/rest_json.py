@@ -44,6 +44,7 @@ __all__ = [
     "message_json",
     "parse_hash",
     "parse_hashes",
+    "parse_key_value",
     "parse_message",
     "parse_store_response",
     "response_json",
@@ -263,6 +264,20 @@ class RestKeyValue:
         )
 
 
+def parse_key_value(obj: Any, what: str = "REST store entry") -> RestKeyValue:
+    """One ``{"messageHash", "message"?, "pubsubTopic"?}`` entry of a store response."""
+    if not isinstance(obj, Mapping):
+        raise RestJsonError(what, "expected a JSON object")
+    if "messageHash" not in obj:
+        raise RestJsonError(what, "'messageHash' is missing")
+    digest = parse_hash(obj["messageHash"], f"{what} messageHash")
+    message = parse_message(obj["message"], what) if obj.get("message") else None
+    pubsub = obj.get("pubsubTopic")
+    return RestKeyValue(
+        digest, None if pubsub is None else _topic(pubsub, what, "pubsubTopic"), message
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RestStoreResponse:
     request_id: str
@@ -290,23 +305,7 @@ def parse_store_response(obj: Any) -> RestStoreResponse:
         raise RestJsonError(what, "'messages' must be a list")
     if len(raw_messages) > 10_000:
         raise LimitExceeded(what, f"{len(raw_messages)} messages in one page")
-    entries = []
-    for n, item in enumerate(raw_messages):
-        where = f"{what} message {n}"
-        if not isinstance(item, Mapping):
-            raise RestJsonError(where, "expected a JSON object")
-        if "messageHash" not in item:
-            raise RestJsonError(where, "'messageHash' is missing")
-        digest = parse_hash(item["messageHash"], f"{where} messageHash")
-        message = parse_message(item["message"], where) if item.get("message") else None
-        pubsub = item.get("pubsubTopic")
-        entries.append(
-            RestKeyValue(
-                digest,
-                None if pubsub is None else _topic(pubsub, where, "pubsubTopic"),
-                message,
-            )
-        )
+    entries = [parse_key_value(item, f"{what} message {n}") for n, item in enumerate(raw_messages)]
     raw_cursor = obj.get("paginationCursor")
     cursor = None if not raw_cursor else parse_hash(raw_cursor, f"{what} paginationCursor")
     return RestStoreResponse(request_id, status_code, status_desc, entries, cursor)

@@ -1,0 +1,403 @@
+"""Community history archives on a schedule: build, seed, tell the members.
+
+Per configured community, every ``interval`` (7 days) from the end of the last archive run
+-- and at start when that moment has passed while the service was down, or when the
+community has no archive yet -- one run:
+
+1. reads the community's channel messages since the last archive end from the v2 store
+   (content topics ``/waku/1/0x<channel topic>/rfc26``, any shard), decrypts each with its
+   channel's symmetric key (:func:`decode_payload`) and turns it into the status-go archive
+   message (:func:`archive_message`; the hash is the keccak256 of the original v1 envelope
+   when the store holds one, otherwise the message's deterministic v2 hash); messages that do
+   not decrypt are counted and left out;
+2. builds the new archives, index and torrent (:func:`build_community_archives`: status-go's
+   7-day windows up to now, crash-safe files, deterministic bytes);
+3. swaps the seeded torrent (:class:`Seeder`, one libtorrent session for every community);
+4. publishes the signed magnet-link message through the nwaku relay REST API.
+
+Independently, the current magnet link is re-signed with a fresh clock and republished every
+``republish_interval`` (and once at start), so members who missed it -- or joined after the
+store nodes forgot it -- still learn where the archives are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import coincurve
+
+from waku_legacy.archive import (
+    BuildReport,
+    CommunityLayout,
+    SessionConfig,
+    build_community_archives,
+    build_magnet_message,
+    load_torrent,
+    read_index,
+)
+from waku_legacy.archive.store import recorded_last_end
+from waku_legacy.bridge.clock import Clock
+from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig
+from waku_legacy.bridge.logs import fields
+from waku_legacy.bridge.metrics import BridgeMetrics
+from waku_legacy.bridge.relay import RelayError, RelayPublisher
+from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
+from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
+from waku_legacy.mailserver_compat.convert import archive_message
+from waku_legacy.mailserver_compat.payload import decode_payload
+from waku_legacy.proto import status_archive_pb2
+from waku_legacy.store import MessageStore
+
+__all__ = ["ArchiveScheduler", "CollectStats", "CommunityArchiver", "SeederHost"]
+
+log = logging.getLogger("waku_legacy.bridge.archive")
+
+NS = 1_000_000_000
+DAY = 86_400
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class CollectStats:
+    read: int = 0
+    archived_input: int = 0
+    undecryptable: int = 0
+    from_envelopes: int = 0
+
+
+def collect_archive_messages(
+    store: MessageStore,
+    community: CommunityConfig,
+    start: int | None,
+    end: int,
+    *,
+    batch: int = 1000,
+) -> tuple[list[status_archive_pb2.WakuMessage], CollectStats]:
+    """Archive messages of ``community``'s channels with ``start <= t < end`` (seconds)."""
+    channels = community.channel_topics()  # topic -> uuid
+    keys = {t: symmetric_key_for_chat(community.id.channel_chat_id(u)) for t, u in channels.items()}
+    by_content = {v1_topic_to_content_topic(t): t for t in channels}
+    stats = CollectStats()
+    out: list[status_archive_pb2.WakuMessage] = []
+    cursor = None
+    while True:
+        page = store.query(
+            content_topics=list(by_content), start_time=None if start is None else start * NS,
+            end_time=end * NS - 1, cursor=cursor, ascending=True, limit=batch,
+        )  # fmt: skip
+        for m in page.messages:
+            stats.read += 1
+            topic = by_content[m.content_topic]
+            try:
+                decoded = decode_payload(m.payload, symmetric_key=keys[topic])
+            except (CryptoError, DecodeError):
+                stats.undecryptable += 1
+                continue
+            envelope = store.get_envelope(m.message_hash)
+            if envelope is not None:
+                stats.from_envelopes += 1
+                digest = keccak256(envelope)
+            else:
+                digest = m.message_hash
+            out.append(
+                archive_message(
+                    message_hash=digest, topic=topic, timestamp=m.timestamp // NS, decoded=decoded
+                )
+            )
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    stats.archived_input = len(out)
+    return out, stats
+
+
+class SeederHost:
+    """The libtorrent seeder on its own thread (its calls block; they must not overlap)."""
+
+    def __init__(self, archive_dir: str, config: SessionConfig) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="seeder")
+        self.archive_dir = archive_dir
+        self.config = config
+        self.seeder: Any = None
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def start(self) -> None:
+        from waku_legacy.archive import Seeder
+
+        self.seeder = await self.call(Seeder, self.archive_dir, self.config)
+
+    @property
+    def port(self) -> int:
+        return int(self.seeder.listen_port) if self.seeder is not None else 0
+
+    async def seed(self, torrent_path: str) -> Any:
+        return await self.call(self.seeder.seed, torrent_path)
+
+    def stats(self) -> list[Any]:
+        # status() reads are cheap and thread-safe in libtorrent; scrapes call this directly
+        return [] if self.seeder is None else self.seeder.stats()
+
+    async def close(self) -> None:
+        if self.seeder is not None:
+            await self.call(self.seeder.close)
+            self.seeder = None
+        self._pool.shutdown(wait=True)
+
+
+@dataclass(slots=True)
+class RunReport:
+    community: str
+    started: float
+    reason: str
+    build: dict[str, Any] | None = None
+    collected: dict[str, int] = field(default_factory=dict)
+    seeded: bool = False
+    published: bool = False
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "community": self.community, "started": self.started, "reason": self.reason,
+            "build": self.build, "collected": self.collected, "seeded": self.seeded,
+            "published": self.published, "error": self.error,
+        }  # fmt: skip
+
+
+class CommunityArchiver:
+    def __init__(
+        self,
+        community: CommunityConfig,
+        config: ArchiveConfig,
+        *,
+        store: StoreAccess,
+        seeder: SeederHost | None,
+        relay: RelayPublisher | None,
+        metrics: BridgeMetrics,
+        clock: Clock,
+        key: coincurve.PrivateKey | None,
+    ) -> None:
+        self.community = community
+        self.config = config
+        self.store = store
+        self.seeder = seeder
+        self.relay = relay
+        self.metrics = metrics
+        self.clock = clock
+        self.key = key
+        self.name = str(community.id)
+        self.layout = CommunityLayout.of(config.archive_dir, community.id, config.torrent_dir)
+        self.lock = asyncio.Lock()
+        self.last_run: RunReport | None = None
+        self.last_published: dict[str, Any] | None = None
+
+    # -- state ------------------------------------------------------------------------------
+
+    def index(self) -> Any:
+        return read_index(self.config.archive_dir, self.community.id, flavour=self.config.flavour)
+
+    def last_end(self) -> int | None:
+        return recorded_last_end(self.layout, self.index())
+
+    def next_due(self) -> float:
+        last_end = self.last_end()
+        if last_end is None:
+            # No archive yet: try daily until the community has messages to archive.
+            if self.last_run is None:
+                return self.clock.time()
+            return self.last_run.started + min(self.config.interval, DAY)
+        return last_end + self.config.interval
+
+    def magnet_uri(self) -> str | None:
+        try:
+            return load_torrent(self.layout.torrent).magnet_uri
+        except (OSError, WakuLegacyError):
+            return None
+
+    # -- one run ----------------------------------------------------------------------------
+
+    def _build(self, store: MessageStore, now: int) -> tuple[BuildReport, CollectStats]:
+        last_end = recorded_last_end(self.layout, self.index())
+        messages, stats = collect_archive_messages(store, self.community, last_end, now)
+        report = build_community_archives(
+            self.config.archive_dir, self.config.torrent_dir, self.community.id,
+            list(self.community.channel_topics()), messages, now=now,
+            flavour=self.config.flavour, community_key=self.key,
+            pubsub_topic=self.community.pubsub_topic, clock_ms=int(self.clock.time() * 1000),
+        )  # fmt: skip
+        return report, stats
+
+    async def run(self, reason: str = "schedule") -> RunReport:
+        async with self.lock:
+            now = int(self.clock.time())
+            run = RunReport(self.name, self.clock.time(), reason)
+            self.last_run = run
+            started = time.monotonic()
+            try:
+                report, stats = await self.store.read(self._build, now)
+                run.build = report.to_json()
+                run.collected = {
+                    "read": stats.read, "archived": stats.archived_input,
+                    "undecryptable": stats.undecryptable, "from_envelopes": stats.from_envelopes,
+                }  # fmt: skip
+                self.metrics.archives_built.inc(report.archives_added, self.name)
+                self.metrics.archive_messages.inc(report.messages_archived, self.name)
+                if report.torrent_path and self.seeder is not None:
+                    await self.seeder.seed(report.torrent_path)
+                    run.seeded = True
+                if report.archives_added and report.magnet_uri:
+                    run.published = await self.publish(report.magnet_uri)
+                self.metrics.archive_runs.inc(1, self.name, "ok")
+                log.info(
+                    "archive run done",
+                    extra=fields(
+                        community=self.name, reason=reason, archives=report.archives_added,
+                        messages=report.messages_archived, magnet=report.magnet_uri,
+                        seconds=round(time.monotonic() - started, 3), **run.collected,
+                    ),
+                )  # fmt: skip
+            except Exception as exc:
+                run.error = str(exc) if isinstance(exc, WakuLegacyError) else type(exc).__name__
+                self.metrics.archive_runs.inc(1, self.name, "error")
+                log.error("archive run failed", exc_info=True, extra=fields(community=self.name))
+            return run
+
+    async def publish(self, magnet_uri: str | None = None) -> bool:
+        """Sign (fresh clock) and publish the magnet-link message; False when not possible."""
+        magnet_uri = magnet_uri or self.magnet_uri()
+        if magnet_uri is None or self.key is None or self.relay is None:
+            return False
+        clock_ms = int(self.clock.time() * 1000)
+        message = await asyncio.to_thread(
+            build_magnet_message,
+            self.key,
+            magnet_uri,
+            clock_ms,
+            pubsub_topic=self.community.pubsub_topic,
+        )
+        try:
+            await self.relay.publish(self.community.pubsub_topic, message)
+        except RelayError as exc:
+            self.metrics.magnet_published.inc(1, self.name, "error")
+            log.warning(
+                "magnet link not published", extra=fields(community=self.name, error=str(exc))
+            )
+            return False
+        self.metrics.magnet_published.inc(1, self.name, "ok")
+        self.last_published = {"clock": clock_ms, "magnet_uri": magnet_uri}
+        log.info("magnet link published", extra=fields(community=self.name, magnet=magnet_uri))
+        return True
+
+    def report(self) -> dict[str, Any]:
+        try:
+            index = self.index()
+            archives = [_entry_json(e) for e in sorted(index.entries, key=lambda e: e.offset)]
+            index_error = None
+        except WakuLegacyError as exc:
+            archives, index_error = [], str(exc)
+        seeding = {s.name: s for s in (self.seeder.stats() if self.seeder else [])}
+        seed = seeding.get(self.name)
+        return {
+            "id": self.name,
+            "name": self.community.name,
+            "pubsubTopic": self.community.pubsub_topic,
+            "channels": list(self.community.channels),
+            "archives": archives,
+            "indexError": index_error,
+            "lastEnd": self.last_end() if index_error is None else None,
+            "nextRun": self.next_due() if index_error is None else None,
+            "magnetUri": self.magnet_uri(),
+            "lastPublished": self.last_published,
+            "canPublish": self.key is not None and self.relay is not None,
+            "seeding": None if seed is None else {
+                "infoHash": seed.info_hash, "state": seed.state, "peers": seed.peers,
+                "uploaded": seed.uploaded,
+            },
+            "lastRun": None if self.last_run is None else self.last_run.to_json(),
+        }  # fmt: skip
+
+
+class ArchiveScheduler:
+    """Runs every community's archiving when due, and the magnet-link republishing."""
+
+    def __init__(
+        self,
+        archivers: list[CommunityArchiver],
+        *,
+        clock: Clock,
+        republish_interval: float,
+        seeder: SeederHost | None,
+    ) -> None:
+        self.archivers = {a.name: a for a in archivers}
+        self.clock = clock
+        self.republish_interval = republish_interval
+        self.seeder = seeder
+        self._wakeup = asyncio.Event()
+
+    async def seed_existing(self) -> None:
+        """At start: seed the torrents built before (by an earlier run or the migration)."""
+        if self.seeder is None:
+            return
+        for archiver in self.archivers.values():
+            path = archiver.layout.torrent
+            if Path(path).exists():
+                try:
+                    await self.seeder.seed(str(path))
+                except WakuLegacyError as exc:
+                    log.error("cannot seed", extra=fields(community=archiver.name, error=str(exc)))
+
+    async def trigger(self, name: str | None) -> list[RunReport]:
+        targets = list(self.archivers.values()) if name is None else [self.archivers[name]]
+        return [await a.run("admin") for a in targets]
+
+    async def run(self) -> None:
+        await self.seed_existing()
+        next_republish = self.clock.time()  # at start, then every republish_interval
+        while True:
+            now = self.clock.time()
+            for archiver in self.archivers.values():
+                try:
+                    due = archiver.next_due()
+                except WakuLegacyError as exc:
+                    log.error("archive state unreadable", extra=fields(error=str(exc)))
+                    continue
+                if due <= now:
+                    await archiver.run("schedule" if archiver.last_run else "start")
+            if self.clock.time() >= next_republish:
+                for archiver in self.archivers.values():
+                    await archiver.publish()
+                next_republish = self.clock.time() + self.republish_interval
+            wake = min(
+                [next_republish]
+                + [a.next_due() for a in self.archivers.values() if _safe(a.next_due)]
+            )
+            await self.clock.sleep_until(max(wake, self.clock.time() + 0.001))
+
+
+def _safe(fn: Callable[[], Any]) -> bool:
+    try:
+        fn()
+    except WakuLegacyError:
+        return False
+    return True
+
+
+def _entry_json(entry: Any) -> dict[str, Any]:
+    return {
+        "id": entry.archive_id,
+        "from": entry.window_from,
+        "to": entry.window_to,
+        "offset": entry.offset,
+        "size": entry.size,
+        "padding": entry.padding,
+    }

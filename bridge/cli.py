@@ -1,0 +1,68 @@
+"""``waku-legacy serve --config FILE``: run the bridge service until SIGTERM/SIGINT.
+
+``--check`` validates the configuration (and the community keys) and prints what would run,
+without starting anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from waku_legacy.bridge.config import load_config
+    from waku_legacy.bridge.logs import configure_logging
+    from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.cli import print_json
+
+    config = load_config(args.config)
+    if args.check:
+        service = BridgeService(config)  # loads and checks the community keys
+        print_json(_summary(config, service))
+        return 0
+    configure_logging(args.log_level or config.logging.level, config.logging.format)
+    asyncio.run(BridgeService(config).run_forever())
+    return 0
+
+
+def _summary(config: Any, service: Any) -> dict[str, Any]:
+    return {
+        "config": config.origin,
+        "rest": f"{config.server.host}:{config.server.port}",
+        "store": config.store.url if "@" not in config.store.url else "postgresql://…",
+        "v1": None if config.v1 is None else f"{config.v1.host}:{config.v1.port}",
+        "relay": None if config.relay is None else config.relay.url,
+        "history_nodes": [] if config.history is None else list(config.history.nodes),
+        "communities": [
+            {
+                "id": str(c.id),
+                "shard": c.shard,
+                "channels": len(c.channels),
+                "can_publish": str(c.id) in service._keys,
+            }
+            for c in config.communities
+        ],
+        "admin_api": config.admin.token is not None,
+    }
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the bridge: nwaku-compatible store REST, v1 mailserver, archives, seeding",
+        description=(
+            "Run the bridge service: the v2 store over nwaku's REST API, the Waku v1 "
+            "mailserver over RLPx, live bridging through an nwaku relay, history pulls, "
+            "and community archives built, seeded and announced every 7 days."
+        ),
+    )
+    parser.add_argument("--config", required=True, metavar="FILE", help="TOML configuration")
+    parser.add_argument("--check", action="store_true", help="validate the config and exit")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), help="override [logging]"
+    )
+    parser.set_defaults(func=_serve)

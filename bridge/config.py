@@ -1,0 +1,481 @@
+"""The bridge's TOML configuration (``waku-legacy serve --config FILE``).
+
+    [server]                                 # the REST API (nwaku-compatible store, ops, admin)
+    listen = "127.0.0.1:8645"
+    reader_threads = 4                       # store queries run on these threads
+    shutdown_timeout = "30s"                 # grace for in-flight requests and writes
+
+    [store]
+    url = "sqlite:///var/lib/waku-legacy/store.sqlite3"   # or postgresql://…, or a path
+
+    [v1]                                     # optional: the Waku v1 side (RLPx + mailserver)
+    listen = "0.0.0.0:30303"
+    node_key_file = "nodekey"                # created when missing
+    min_pow = 0.001                          # advertised and enforced for live envelopes
+    rate_limit = "1s"                        # one history request per peer per interval
+    trusted_peers = ["<128 hex public key>"] # exempt from the rate limit; their 0x7f accepted
+    live_window = "5m"                       # v2 messages younger than this are offered live
+    seen_capacity = 100000                   # bounded seen-cache (loops and repeats)
+
+    [relay]                                  # optional: the nwaku node to publish through
+    url = "http://127.0.0.1:8646"            # its REST API (POST /relay/v1/messages/{topic})
+    timeout = "10s"
+    retries = 3
+    queue = 10000                            # bounded forward queue (oldest dropped, counted)
+    default_pubsub_topic = "/waku/2/rs/16/32"   # v1 topics of no configured community
+
+    [history]                                # optional: keep the last 30 days complete
+    nodes = ["http://store-1:8645"]          # nwaku REST store endpoints to pull from
+    window = "30d"
+    interval = "1h"
+    page_size = 100
+    pubsub_topics = []                       # default: the communities' shards + default topic
+    state_dir = "state"                      # resumable positions (default: beside the store)
+
+    [archive]                                # optional: community history archives
+    archive_dir = "archives"
+    torrent_dir = "torrents"
+    seed_listen = "0.0.0.0:6881"             # BitTorrent seeding address
+    trackers = true                          # announce to status-go's trackers
+    dht = false
+    interval = "7d"                          # a new archive run per community
+    republish_interval = "6h"                # re-send the current magnet link
+    flavour = "status-go"                    # or "seed-spec"
+
+    [[community]]                            # repeat; the migration's format exactly
+    id = "0x02…"
+    channels = ["<uuid>", …]
+    shard = 128
+    key_file = "community.key"               # signs the magnet-link message (needed to publish)
+
+    [admin]
+    token = "…"                              # or token_file = "admin.token" (one of the two)
+
+    [logging]
+    level = "info"                           # debug, info, warning, error
+    format = "json"                          # JSON lines, or "text"
+
+Durations are integers (seconds) or strings with a unit: ``"45s"``, ``"30m"``, ``"6h"``,
+``"7d"``. Relative paths are relative to the config file. Unknown keys are errors naming the
+key (a typo must not silently switch a feature off).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
+
+# The migration owns the [[community]] format and its typed table reader; the bridge reads
+# the same tables the same way.
+from waku_legacy.migrate.config import (
+    CommunityConfig,
+    _parse_community,
+    _resolve,
+    _resolve_store,
+    _Table,
+)
+
+__all__ = [
+    "AdminConfig",
+    "ArchiveConfig",
+    "BridgeConfig",
+    "CommunityConfig",
+    "HistoryConfig",
+    "LoggingConfig",
+    "RelayConfig",
+    "ServerConfig",
+    "StoreConfig",
+    "V1Config",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+    "parse_listen",
+]
+
+DAY = 86_400
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": DAY, None: 1}
+
+
+def parse_duration(value: Any, where: str, key: str) -> float:
+    """Seconds from an integer/float or a string like ``"7d"``; positive."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: key '{key}' must be a duration, got a boolean")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    else:
+        raise ConfigError(
+            f"{where}: key '{key}' must be a duration (seconds, or a string like "
+            f"'45s', '30m', '6h', '7d'), got {value!r}"
+        )
+    if seconds <= 0:
+        raise ConfigError(f"{where}: key '{key}' must be a positive duration, got {value!r}")
+    return seconds
+
+
+def parse_listen(value: str, where: str, key: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``) with port 0..65535 (0: any free port)."""
+    host, sep, port_text = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"{where}: key '{key}' must be host:port, got {value!r}")
+    return host, int(port_text)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8645
+    reader_threads: int = 4
+    shutdown_timeout: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class V1Config:
+    host: str
+    port: int
+    node_key_file: str
+    min_pow: float = 0.001
+    rate_limit: float = 1.0
+    trusted_peers: tuple[bytes, ...] = ()
+    live_window: float = 300.0
+    seen_capacity: int = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class RelayConfig:
+    url: str
+    timeout: float = 10.0
+    retries: int = 3
+    queue: int = 10_000
+    default_pubsub_topic: str = GLOBAL_PUBSUB_TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryConfig:
+    nodes: tuple[str, ...]
+    window: float = 30 * DAY
+    interval: float = 3600.0
+    page_size: int = 100
+    pubsub_topics: tuple[str, ...] = ()
+    state_dir: str | None = None
+    timeout: float = 30.0
+    retries: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveConfig:
+    archive_dir: str
+    torrent_dir: str
+    seed_listen: str = "0.0.0.0:6881"
+    trackers: bool = True
+    dht: bool = False
+    interval: float = 7 * DAY
+    republish_interval: float = 6 * 3600.0
+    flavour: str = "status-go"
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    token: str | None = None  # None: admin endpoints answer 403 to everyone
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: str = "info"
+    format: str = "json"
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    server: ServerConfig
+    store: StoreConfig
+    v1: V1Config | None
+    relay: RelayConfig | None
+    history: HistoryConfig | None
+    archive: ArchiveConfig | None
+    communities: tuple[CommunityConfig, ...]
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    origin: str = "<config>"
+    base_dir: str = "."
+
+
+# -- table readers -----------------------------------------------------------------------------
+
+
+def _duration(t: _Table, key: str, default: float) -> float:
+    value = t._get(key)
+    return default if value is None else parse_duration(value, t.where, key)
+
+
+def _boolean(t: _Table, key: str, default: bool) -> bool:
+    value = t._get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise t.error(key, "true or false", value)
+    return value
+
+
+def _http_url(t: _Table, key: str, value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise t.error(key, "an http:// or https:// URL", value)
+    return value.rstrip("/")
+
+
+def _optional_table(top: _Table, key: str) -> _Table | None:
+    if top.data.get(key) is None:
+        top.used.add(key)
+        return None
+    return top.table(key)
+
+
+def _pubsub_topic(t: _Table, key: str, value: str) -> str:
+    if not value.startswith("/waku/2/"):
+        raise t.error(key, "a Waku v2 pubsub topic (/waku/2/…)", value)
+    return value
+
+
+def _parse_server(top: _Table) -> ServerConfig:
+    t = top.table("server")
+    host, port = parse_listen(t.string("listen", default="127.0.0.1:8645"), t.where, "listen")
+    config = ServerConfig(
+        host=host,
+        port=port,
+        reader_threads=t.integer("reader_threads", default=4, low=1, high=64),
+        shutdown_timeout=_duration(t, "shutdown_timeout", 30.0),
+    )
+    t.done()
+    return config
+
+
+def _parse_store(top: _Table, base: Path) -> StoreConfig:
+    if top.data.get("store") is None:
+        raise ConfigError(f"{top.where}: a [store] table with 'url' is required")
+    t = top.table("store")
+    url = t.string("url", required=True).strip()
+    if not url:
+        raise ConfigError(f"{t.where}: key 'url' must name a store")
+    try:
+        resolved = _resolve_store(base, url)
+    except ConfigError:
+        raise t.error("url", "sqlite:///path, a file path or postgresql://…", url) from None
+    t.done()
+    return StoreConfig(resolved)
+
+
+def _public_key(t: _Table, key: str, text: str) -> bytes:
+    from waku_legacy.mailserver_compat.enode import Enode
+
+    value = text.strip()
+    if value.startswith("enode://"):
+        try:
+            return Enode.parse(value).public_key
+        except WakuLegacyError as exc:
+            raise t.error(key, f"enode URLs or 128-hex public keys ({exc})", text) from None
+    value = value[2:] if value[:2] in ("0x", "0X") else value
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raw = b""
+    if len(raw) == 65 and raw[0] == 4:
+        raw = raw[1:]
+    if len(raw) != 64:
+        raise t.error(key, "enode URLs or 128-hex public keys", text)
+    return raw
+
+
+def _parse_v1(top: _Table, base: Path) -> V1Config | None:
+    t = _optional_table(top, "v1")
+    if t is None:
+        return None
+    host, port = parse_listen(t.string("listen", default="0.0.0.0:30303"), t.where, "listen")
+    key_file = _resolve(base, t.string("node_key_file", default="nodekey"))
+    assert key_file is not None
+    min_pow = t._get("min_pow")
+    if min_pow is None:
+        min_pow = 0.001
+    elif not isinstance(min_pow, int | float) or isinstance(min_pow, bool) or min_pow < 0:
+        raise t.error("min_pow", "a non-negative number", min_pow)
+    rate_limit = t._get("rate_limit")
+    rate = 1.0 if rate_limit is None else (
+        0.0 if rate_limit == 0 else parse_duration(rate_limit, t.where, "rate_limit")
+    )  # fmt: skip
+    trusted = tuple(_public_key(t, "trusted_peers", p) for p in t.strings("trusted_peers"))
+    config = V1Config(
+        host=host,
+        port=port,
+        node_key_file=key_file,
+        min_pow=float(min_pow),
+        rate_limit=rate,
+        trusted_peers=trusted,
+        live_window=_duration(t, "live_window", 300.0),
+        seen_capacity=t.integer("seen_capacity", default=100_000, low=100, high=10_000_000),
+    )
+    t.done()
+    return config
+
+
+def _parse_relay(top: _Table) -> RelayConfig | None:
+    t = _optional_table(top, "relay")
+    if t is None:
+        return None
+    config = RelayConfig(
+        url=_http_url(t, "url", t.string("url", required=True)),
+        timeout=_duration(t, "timeout", 10.0),
+        retries=t.integer("retries", default=3, low=0, high=100),
+        queue=t.integer("queue", default=10_000, low=1, high=10_000_000),
+        default_pubsub_topic=_pubsub_topic(
+            t, "default_pubsub_topic", t.string("default_pubsub_topic", default=GLOBAL_PUBSUB_TOPIC)
+        ),
+    )
+    t.done()
+    return config
+
+
+def _parse_history(top: _Table, base: Path) -> HistoryConfig | None:
+    t = _optional_table(top, "history")
+    if t is None:
+        return None
+    nodes = tuple(_http_url(t, "nodes", n) for n in t.strings("nodes", required=True))
+    if not nodes:
+        raise ConfigError(f"{t.where}: key 'nodes' must list at least one REST URL")
+    topics = tuple(_pubsub_topic(t, "pubsub_topics", p) for p in t.strings("pubsub_topics"))
+    config = HistoryConfig(
+        nodes=nodes,
+        window=_duration(t, "window", 30 * DAY),
+        interval=_duration(t, "interval", 3600.0),
+        page_size=t.integer("page_size", default=100, low=1, high=100),
+        pubsub_topics=topics,
+        state_dir=_resolve(base, t.string("state_dir")),
+        timeout=_duration(t, "timeout", 30.0),
+        retries=t.integer("retries", default=5, low=0, high=100),
+    )
+    t.done()
+    return config
+
+
+def _parse_archive(top: _Table, base: Path) -> ArchiveConfig | None:
+    t = _optional_table(top, "archive")
+    if t is None:
+        return None
+    archive_dir = _resolve(base, t.string("archive_dir", required=True))
+    torrent_dir = _resolve(base, t.string("torrent_dir", required=True))
+    assert archive_dir is not None and torrent_dir is not None
+    seed_listen = t.string("seed_listen", default="0.0.0.0:6881")
+    parse_listen(seed_listen, t.where, "seed_listen")
+    flavour = t.string("flavour", default="status-go")
+    if flavour not in ("status-go", "seed-spec"):
+        raise t.error("flavour", "'status-go' or 'seed-spec'", flavour)
+    config = ArchiveConfig(
+        archive_dir=archive_dir,
+        torrent_dir=torrent_dir,
+        seed_listen=seed_listen,
+        trackers=_boolean(t, "trackers", True),
+        dht=_boolean(t, "dht", False),
+        interval=_duration(t, "interval", 7 * DAY),
+        republish_interval=_duration(t, "republish_interval", 6 * 3600.0),
+        flavour=flavour,
+    )
+    t.done()
+    return config
+
+
+def _parse_admin(top: _Table, base: Path) -> AdminConfig:
+    t = top.table("admin")
+    token = t.string("token")
+    token_file = _resolve(base, t.string("token_file"))
+    t.done()
+    if token is not None and token_file is not None:
+        raise ConfigError(f"{t.where}: give 'token' or 'token_file', not both")
+    if token_file is not None:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"{t.where}: key 'token_file': cannot read {token_file}: {exc}"
+            ) from exc
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"{t.where}: the admin token must be at least 16 characters")
+    return AdminConfig(token)
+
+
+def _parse_logging(top: _Table) -> LoggingConfig:
+    t = top.table("logging")
+    level = t.string("level", default="info").lower()
+    if level not in ("debug", "info", "warning", "error"):
+        raise t.error("level", "debug, info, warning or error", level)
+    fmt = t.string("format", default="json")
+    if fmt not in ("json", "text"):
+        raise t.error("format", "'json' or 'text'", fmt)
+    t.done()
+    return LoggingConfig(level, fmt)
+
+
+def parse_config(
+    data: Mapping[str, Any], *, base_dir: str | Path = ".", origin: str = "<config>"
+) -> BridgeConfig:
+    """Validate a parsed TOML document (paths relative to ``base_dir``)."""
+    base = Path(base_dir)
+    top = _Table(dict(data), origin)
+    server = _parse_server(top)
+    store = _parse_store(top, base)
+    v1 = _parse_v1(top, base)
+    relay = _parse_relay(top)
+    history = _parse_history(top, base)
+    archive = _parse_archive(top, base)
+    raw_communities = top._get("community") or []
+    if not isinstance(raw_communities, list):
+        raise top.error("community", "an array of tables ([[community]])", raw_communities)
+    communities = tuple(_parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
+    if len({str(c.id) for c in communities}) != len(communities):
+        raise ConfigError(f"{origin}: a community is configured twice")
+    seen: dict[bytes, str] = {}
+    for community in communities:
+        for topic in community.channel_topics():
+            if topic in seen:
+                raise ConfigError(
+                    f"{origin}: channel topic 0x{topic.hex()} belongs to two communities"
+                )
+            seen[topic] = str(community.id)
+    if communities and archive is None:
+        raise ConfigError(f"{origin}: [[community]] tables need an [archive] table")
+    admin = _parse_admin(top, base)
+    logging_config = _parse_logging(top)
+    top.done()
+    return BridgeConfig(
+        server=server, store=store, v1=v1, relay=relay, history=history, archive=archive,
+        communities=communities, admin=admin, logging=logging_config, origin=origin,
+        base_dir=str(base),
+    )  # fmt: skip
+
+
+def load_config(path: str | Path) -> BridgeConfig:
+    """Read and validate a TOML config file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        data = tomllib.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(data, base_dir=path.resolve().parent, origin=str(path))

@@ -1,0 +1,216 @@
+"""Live bridging between Waku v1 peers and a Waku v2 network.
+
+v1 -> v2: an envelope a v1 peer sends (accepted by the mailserver's live checks) becomes the
+v2 message nwaku's bridge would publish (:func:`envelope_to_waku_message`: payload unchanged,
+version 1, ``/waku/1/0x<topic>/rfc26``, timestamp ``(expiry - ttl) * 10^9``) on the shard
+that :class:`~waku_legacy.migrate.mapping.TopicMapping` picks (the migration's mapping, so
+a live envelope and the same envelope migrated get the same v2 hash). It is stored with its
+original envelope bytes and DB key (so v1 history requests serve it byte for byte),
+published through the nwaku relay REST API, and passed on to the other connected v1 peers
+that want its topic.
+
+v2 -> v1: messages pulled from v2 store nodes that are new to the store, version 1, on a
+``/waku/1/…/rfc26`` topic and younger than ``live_window`` are sealed into fresh envelopes
+(:func:`waku_message_to_envelope`: TTL 5 s, PoW 0.002, nwaku's bridge) and offered to the
+connected v1 peers whose bloom or topic interest matches and whose PoW requirement the
+envelope meets. Such envelopes are NOT stored as v1 envelopes: the store's envelope table
+holds original v1 envelopes only (the archive takes message hashes from it).
+
+Loops and repeats: one bounded seen-cache of v2 message hashes covers both directions (a
+message this bridge published comes back from the store pull and is not offered again; a
+repeat of a v1 envelope is not published twice), and the envelope hash of every envelope this
+bridge seals goes into the mailserver's own seen set, so a v1 peer echoing it back is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from waku_legacy.bridge.clock import Clock
+from waku_legacy.bridge.logs import fields
+from waku_legacy.bridge.metrics import BridgeMetrics
+from waku_legacy.bridge.relay import RelayPublisher
+from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.errors import WakuLegacyError
+from waku_legacy.identity.message_hash import message_hash
+from waku_legacy.identity.topics import is_v1_content_topic
+from waku_legacy.mailserver_compat.convert import (
+    PAYLOAD_VERSION_WAKU1,
+    envelope_to_waku_message,
+    waku_message_to_envelope,
+)
+from waku_legacy.mailserver_compat.cursor import db_key_for
+from waku_legacy.mailserver_compat.envelope import Envelope
+from waku_legacy.mailserver_compat.mailserver import MailServer, SeenSet
+from waku_legacy.mailserver_compat.pow import pow_of
+from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
+from waku_legacy.migrate.mapping import TopicMapping
+from waku_legacy.proto import waku_message_pb2
+from waku_legacy.store import StoredMessage
+
+__all__ = ["BatchWriter", "LiveBridge"]
+
+log = logging.getLogger("waku_legacy.bridge.live")
+
+
+class BatchWriter:
+    """Collects store rows and writes them in batches on the store's writer thread."""
+
+    def __init__(self, store: StoreAccess, *, max_batch: int = 1000) -> None:
+        self.store = store
+        self.max_batch = max_batch
+        self._pending: list[StoredMessage] = []
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self.written = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="live-batch-writer")
+
+    def add(self, row: StoredMessage) -> None:
+        self._pending.append(row)
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        while True:
+            if not self._pending:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            try:
+                self.written += await self.store.insert(batch)
+            except Exception:
+                log.error("storing bridged messages failed", exc_info=True,
+                          extra=fields(rows=len(batch)))  # fmt: skip
+
+    async def flush(self) -> None:
+        while self._pending:
+            await asyncio.sleep(0.005)
+
+    async def close(self) -> None:
+        """Write what is pending, then stop."""
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+
+class LiveBridge:
+    def __init__(
+        self,
+        *,
+        store: StoreAccess,
+        router: TopicMapping,
+        metrics: BridgeMetrics,
+        clock: Clock,
+        relay: RelayPublisher | None = None,
+        seen_capacity: int = 100_000,
+        live_window: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.router = router
+        self.metrics = metrics
+        self.clock = clock
+        self.relay = relay
+        self.live_window = live_window
+        self.seen = SeenSet(seen_capacity)
+        self.writer = BatchWriter(store)
+        self.mailserver: MailServer | None = None
+
+    def start(self) -> None:
+        self.writer.start()
+
+    async def close(self) -> None:
+        await self.writer.close()
+
+    # -- v1 -> v2 ---------------------------------------------------------------------------
+
+    async def on_v1_envelope(self, raw: bytes, envelope: Envelope, peer_key: bytes) -> None:
+        """The mailserver's sink: an accepted live envelope from a v1 peer."""
+        message = envelope_to_waku_message(envelope)
+        pubsub_topic = self.router.pubsub_for(message.content_topic)
+        digest = message_hash(pubsub_topic, message)
+        if not self.seen.add(digest):
+            self.metrics.envelopes_dropped.inc(1, "repeat")
+            return
+        self.writer.add(
+            StoredMessage(
+                digest,
+                pubsub_topic,
+                message.content_topic,
+                bytes(envelope.data),
+                PAYLOAD_VERSION_WAKU1,
+                message.timestamp,
+                None,
+                bytes(raw),
+                db_key_for(envelope).encode(),
+            )
+        )
+        if self.relay is not None:
+            self.relay.submit(pubsub_topic, message)
+        self.metrics.envelopes_bridged.inc(1, "v1_to_v2")
+        await self._offer(bytes(raw), envelope, exclude=peer_key)
+
+    # -- v2 -> v1 ---------------------------------------------------------------------------
+
+    async def on_v2_messages(self, rows: Iterable[StoredMessage]) -> int:
+        """Offer new v2 messages to the v1 peers; returns how many were offered."""
+        now = self.clock.time()
+        oldest = int((now - self.live_window) * 1_000_000_000)
+        offered = 0
+        for row in rows:
+            if row.version != PAYLOAD_VERSION_WAKU1 or not is_v1_content_topic(row.content_topic):
+                continue
+            if row.timestamp < oldest:
+                continue  # history, not live: stored only
+            if not self.seen.add(row.message_hash):
+                self.metrics.envelopes_dropped.inc(1, "loop")
+                continue
+            message = waku_message_pb2.WakuMessage(
+                payload=row.payload, content_topic=row.content_topic, version=row.version,
+                timestamp=row.timestamp,
+            )  # fmt: skip
+            try:
+                envelope = await asyncio.to_thread(waku_message_to_envelope, message, now=int(now))
+            except WakuLegacyError as exc:
+                self.metrics.envelopes_dropped.inc(1, "unconvertible")
+                log.debug("v2 message not bridged", extra=fields(error=str(exc)))
+                continue
+            raw = envelope.encode()
+            if self.mailserver is not None:
+                self.mailserver.core.seen.add(keccak256(raw))
+            await self._offer(raw, envelope, exclude=None)
+            self.metrics.envelopes_bridged.inc(1, "v2_to_v1")
+            offered += 1
+        return offered
+
+    async def _offer(self, raw: bytes, envelope: Envelope, *, exclude: bytes | None) -> None:
+        if self.mailserver is None:
+            return
+        envelope_pow: float | None = None
+        for peer in list(self.mailserver.peers):
+            try:
+                key = peer.remote_public_key
+            except AssertionError:
+                continue  # handshake not finished
+            if key == exclude or not peer.state.status_received:
+                continue
+            if not peer.state.wants(envelope.topic):
+                continue
+            if peer.state.pow_requirement > 0:
+                envelope_pow = pow_of(envelope) if envelope_pow is None else envelope_pow
+                if envelope_pow < peer.state.pow_requirement:
+                    self.metrics.envelopes_dropped.inc(1, "peer_pow")
+                    continue
+            try:
+                await peer.send_envelopes([raw])
+            except (PeerDisconnected, ConnectionError, OSError):
+                continue

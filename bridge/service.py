@@ -1,0 +1,339 @@
+"""The bridge service: every part in one asyncio event loop.
+
+    service = BridgeService(load_config("bridge.toml"))
+    await service.start()          # REST API, v1 listener, relay queue, schedulers
+    ...
+    await service.stop()           # graceful: see below
+
+Start order: store (fails fast on a bad URL), REST API, relay publisher, live bridge, v1
+mailserver (RLPx listener), seeder, then the background loops (history pull, archiving).
+``/health`` says ``Initializing`` until all are up, then ``Ready``.
+
+Graceful stop (SIGTERM/SIGINT under :meth:`run_forever`): health turns ``Shutting Down``,
+the background loops are cancelled (an archive run in progress finishes its file writes on
+its worker thread: builds are crash-safe either way), the v1 listener closes its peers, the
+HTTP server stops accepting and lets in-flight requests finish (``shutdown_timeout``), the
+live bridge writes what it has buffered, the relay queue gets a bounded time to drain, the
+store waits for submitted writes and closes, the seeder closes last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, SeederHost
+from waku_legacy.bridge.clock import Clock, SystemClock
+from waku_legacy.bridge.config import BridgeConfig
+from waku_legacy.bridge.history import HistoryPuller
+from waku_legacy.bridge.http_api import VERSION, make_app
+from waku_legacy.bridge.live import LiveBridge
+from waku_legacy.bridge.logs import fields
+from waku_legacy.bridge.metrics import BridgeMetrics
+from waku_legacy.bridge.relay import RelayPublisher
+from waku_legacy.bridge.rest_store import RestError
+from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.errors import WakuLegacyError
+from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
+from waku_legacy.identity.topics import CommunityId
+from waku_legacy.migrate.mapping import TopicMapping
+from waku_legacy.store import is_postgres_url, sqlite_path
+
+__all__ = ["BridgeService"]
+
+log = logging.getLogger("waku_legacy.bridge")
+
+
+class BridgeService:
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        clock: Clock | None = None,
+        seed: bool = True,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.metrics = BridgeMetrics()
+        self.admin_token = config.admin.token
+        self.state = "Initializing"
+        self.seed_enabled = seed
+        self.store: StoreAccess = None  # type: ignore[assignment]
+        self.rest_port = 0
+        self.relay: RelayPublisher | None = None
+        self.live: LiveBridge | None = None
+        self.mailserver: Any = None
+        self.seeder: SeederHost | None = None
+        self.archive: ArchiveScheduler | None = None
+        self.history: HistoryPuller | None = None
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        default_topic = config.relay.default_pubsub_topic if config.relay else GLOBAL_PUBSUB_TOPIC
+        self.router = TopicMapping.build(default_topic, config.communities)
+        self._keys = self._load_community_keys()
+        self._register_probes()
+
+    def _load_community_keys(self) -> dict[str, Any]:
+        from waku_legacy.mailserver_compat.nodekey import load_node_key
+
+        keys = {}
+        for community in self.config.communities:
+            if community.key_file is None:
+                continue
+            try:
+                key = load_node_key(community.key_file)
+            except WakuLegacyError as exc:
+                raise type(exc)(f"[[community]] {community.id}: key_file: {exc}") from None
+            if CommunityId(key.public_key.format(compressed=True)) != community.id:
+                raise WakuLegacyError(
+                    f"[[community]] {community.id}: key_file holds the key of another community"
+                )
+            keys[str(community.id)] = key
+        return keys
+
+    def _register_probes(self) -> None:
+        def peers() -> list[tuple[tuple[str, ...], float]]:
+            return [((), float(len(self.mailserver.peers) if self.mailserver else 0))]
+
+        def mailserver_stats() -> list[tuple[tuple[str, ...], float]]:
+            stats = self.mailserver.stats if self.mailserver else {}
+            return [((k,), float(v)) for k, v in stats.items()]
+
+        def torrents(attribute: str) -> Any:
+            def probe() -> list[tuple[tuple[str, ...], float]]:
+                stats = self.seeder.stats() if self.seeder else []
+                return [((s.name,), float(getattr(s, attribute))) for s in stats]
+
+            return probe
+
+        self.metrics.v1_peers._callback = peers
+        self.metrics.v1_requests._callback = mailserver_stats
+        self.metrics.torrent_peers._callback = torrents("peers")
+        self.metrics.torrent_uploaded._callback = torrents("uploaded")
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        config = self.config
+        self.store = await asyncio.to_thread(
+            StoreAccess, config.store.url, readers=config.server.reader_threads
+        )
+        self._session = aiohttp.ClientSession()
+        app = make_app(self)
+        self._runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=config.server.shutdown_timeout,
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, config.server.host, config.server.port)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets
+        self.rest_port = server.sockets[0].getsockname()[1]
+
+        if config.relay is not None:
+            self.relay = RelayPublisher(config.relay, self.metrics, self._session)
+            self.relay.start()
+        v1 = config.v1
+        self.live = LiveBridge(
+            store=self.store, router=self.router, metrics=self.metrics, clock=self.clock,
+            relay=self.relay, seen_capacity=v1.seen_capacity if v1 else 100_000,
+            live_window=v1.live_window if v1 else 300.0,
+        )  # fmt: skip
+        self.live.start()
+        if v1 is not None:
+            await self._start_mailserver()
+
+        if config.archive is not None and config.communities:
+            await self._start_archiving()
+        if config.history is not None:
+            self.history = HistoryPuller(
+                config.history, store=self.store, metrics=self.metrics, clock=self.clock,
+                session=self._session, pubsub_topics=self._history_topics(),
+                state_dir=self._history_state_dir(), live=self.live,
+            )  # fmt: skip
+            self._tasks.append(asyncio.create_task(self.history.run(), name="history"))
+        self.state = "Ready"
+        log.info("bridge ready", extra=fields(**self.info()))
+
+    async def _start_mailserver(self) -> None:
+        from waku_legacy.mailserver_compat.envelope_store import V2StoreSource
+        from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
+        from waku_legacy.mailserver_compat.nodekey import load_or_create_node_key
+
+        v1 = self.config.v1
+        assert v1 is not None and self.live is not None
+        key, created = await asyncio.to_thread(load_or_create_node_key, v1.node_key_file)
+        if created:
+            log.info("created a v1 node key", extra=fields(path=v1.node_key_file))
+        ms_config = MailServerConfig(
+            rate_limit=v1.rate_limit, min_pow=v1.min_pow,
+            trusted_peers=frozenset(v1.trusted_peers), seen_capacity=v1.seen_capacity,
+        )  # fmt: skip
+        self.mailserver = MailServer(
+            V2StoreSource(self.store.stores), key, ms_config, sink=self.live.on_v1_envelope
+        )
+        self.live.mailserver = self.mailserver
+        await self.mailserver.start(v1.host, v1.port)
+
+    async def _start_archiving(self) -> None:
+        from waku_legacy.archive import SessionConfig
+
+        archive = self.config.archive
+        assert archive is not None
+        Path(archive.archive_dir).mkdir(parents=True, exist_ok=True)
+        Path(archive.torrent_dir).mkdir(parents=True, exist_ok=True)
+        if self.seed_enabled:
+            self.seeder = SeederHost(
+                archive.archive_dir,
+                SessionConfig(
+                    listen=archive.seed_listen, dht=archive.dht, trackers=archive.trackers
+                ),
+            )
+            await self.seeder.start()
+        archivers = [
+            CommunityArchiver(
+                community,
+                archive,
+                store=self.store,
+                seeder=self.seeder,
+                relay=self.relay,
+                metrics=self.metrics,
+                clock=self.clock,
+                key=self._keys.get(str(community.id)),
+            )
+            for community in self.config.communities
+        ]
+        self.archive = ArchiveScheduler(
+            archivers, clock=self.clock, republish_interval=archive.republish_interval,
+            seeder=self.seeder,
+        )  # fmt: skip
+        self._tasks.append(asyncio.create_task(self.archive.run(), name="archive-scheduler"))
+
+    def _history_topics(self) -> list[str]:
+        history = self.config.history
+        assert history is not None
+        if history.pubsub_topics:
+            return list(history.pubsub_topics)
+        communities = {route.pubsub_topic for route in self.router.routes.values()}
+        return sorted({*communities, self.router.default_pubsub_topic})
+
+    def _history_state_dir(self) -> Path:
+        history = self.config.history
+        assert history is not None
+        if history.state_dir:
+            return Path(history.state_dir)
+        url = self.config.store.url
+        if is_postgres_url(url):
+            return Path(self.config.base_dir) / "history-state"
+        return Path(sqlite_path(url)).parent / "history-state"
+
+    async def stop(self) -> None:
+        if self.state == "Stopped":
+            return
+        self.state = "Shutting Down"
+        log.info("bridge stopping")
+        timeout = self.config.server.shutdown_timeout
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self.mailserver is not None:
+            await self.mailserver.close()
+        if self._runner is not None:
+            await self._runner.cleanup()  # in-flight requests finish (shutdown_timeout)
+            self._runner = None
+        if self.live is not None:
+            await self.live.close()  # buffered v1 envelopes reach the store
+        if self.relay is not None:
+            await self.relay.close(timeout=min(timeout, 10.0))
+        if self.store is not None:
+            await self.store.close(timeout=timeout)
+        if self._session is not None:
+            await self._session.close()
+        if self.seeder is not None:
+            await self.seeder.close()
+        self.state = "Stopped"
+        self._stopped.set()
+        log.info("bridge stopped")
+
+    async def run_forever(self) -> None:
+        """Start, serve until SIGTERM/SIGINT, stop gracefully."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            await self.start()
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    # -- what the HTTP API shows --------------------------------------------------------------
+
+    def health(self) -> tuple[str, list[dict[str, str]]]:
+        protocols = [{"Store": self.state}]
+        if self.config.v1 is not None:
+            up = self.mailserver is not None and self.mailserver._server is not None
+            protocols.append({"Waku v1 mailserver": "Ready" if up else self.state})
+        if self.config.relay is not None:
+            protocols.append({"Relay publisher": "Ready" if self.relay else self.state})
+        if self.archive is not None:
+            protocols.append(
+                {"Archives": "Ready" if self.seeder or not self.seed_enabled else self.state}
+            )
+        return self.state, protocols
+
+    def info(self) -> dict[str, Any]:
+        host = self.config.server.host
+        listen = [f"http://{host}:{self.rest_port}"]
+        enode = None
+        if self.mailserver is not None and self.mailserver._server is not None:
+            enode = str(self.mailserver.enode)
+            listen.append(enode)
+        return {
+            "listenAddresses": listen,
+            "enrUri": "",  # no Waku v2 (libp2p) identity: this node speaks v2 over REST only
+            "version": VERSION,
+            "enode": enode,
+            "seedPort": self.seeder.port if self.seeder else None,
+            "communities": [str(c.id) for c in self.config.communities],
+        }
+
+    def communities_report(self) -> list[dict[str, Any]]:
+        if self.archive is None:
+            return []
+        return [a.report() for a in self.archive.archivers.values()]
+
+    def _archiver(self, community: str) -> CommunityArchiver:
+        try:
+            name = str(CommunityId.parse(community))
+        except WakuLegacyError as exc:
+            raise RestError(400, f"bad community id: {exc}") from None
+        if self.archive is None or name not in self.archive.archivers:
+            raise RestError(404, f"community {name} is not configured here")
+        return self.archive.archivers[name]
+
+    def archives_report(self, community: str) -> dict[str, Any]:
+        return self._archiver(community).report()
+
+    async def trigger_archive(self, community: str | None) -> list[dict[str, Any]]:
+        if self.archive is None:
+            raise RestError(404, "archiving is not configured (no [archive] and [[community]])")
+        if community is not None:
+            return [(await self._archiver(community).run("admin")).to_json()]
+        return [r.to_json() for r in await self.archive.trigger(None)]

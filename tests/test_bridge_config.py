@@ -1,0 +1,178 @@
+"""The bridge's TOML configuration: every section, durations, typed errors naming the key,
+and the [[community]] tables read by the migration's own parser."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from waku_legacy.bridge.config import load_config, parse_config, parse_duration
+from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+from waku_legacy.errors import ConfigError
+
+KEY = private_key_from_bytes(bytes.fromhex("11" * 32))
+COMMUNITY = "0x" + KEY.public_key.format(compressed=True).hex()
+CHANNEL = "8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b"
+
+FULL = f"""
+[server]
+listen = "0.0.0.0:9000"
+reader_threads = 2
+shutdown_timeout = "45s"
+
+[store]
+url = "store.sqlite3"
+
+[v1]
+listen = "127.0.0.1:30303"
+node_key_file = "keys/nodekey"
+min_pow = 0.002
+rate_limit = 0
+trusted_peers = ["{"ab" * 64}"]
+live_window = "10m"
+
+[relay]
+url = "http://127.0.0.1:8646/"
+timeout = 5
+retries = 2
+
+[history]
+nodes = ["http://store-1:8645", "https://store-2"]
+window = "30d"
+interval = "2h"
+
+[archive]
+archive_dir = "archives"
+torrent_dir = "torrents"
+seed_listen = "127.0.0.1:0"
+trackers = false
+interval = "7d"
+republish_interval = "6h"
+
+[[community]]
+id = "{COMMUNITY}"
+channels = ["{CHANNEL}"]
+shard = 128
+key_file = "community.key"
+
+[admin]
+token_file = "admin.token"
+
+[logging]
+level = "debug"
+format = "text"
+"""
+
+
+def test_full_config(tmp_path):
+    (tmp_path / "admin.token").write_text("a-long-enough-admin-token\n")
+    path = tmp_path / "bridge.toml"
+    path.write_text(FULL)
+    config = load_config(path)
+    assert (config.server.host, config.server.port) == ("0.0.0.0", 9000)
+    assert config.server.shutdown_timeout == 45
+    assert config.store.url == f"sqlite:///{tmp_path / 'store.sqlite3'}".replace("////", "///")
+    assert config.v1 is not None and config.v1.node_key_file == str(tmp_path / "keys/nodekey")
+    assert config.v1.rate_limit == 0 and config.v1.live_window == 600
+    assert config.v1.trusted_peers == (bytes.fromhex("ab" * 64),)
+    assert config.relay is not None and config.relay.url == "http://127.0.0.1:8646"
+    assert config.history is not None and config.history.interval == 7200
+    assert config.history.window == 30 * 86400
+    assert config.archive is not None and config.archive.interval == 7 * 86400
+    assert config.archive.trackers is False
+    assert config.communities[0].pubsub_topic == "/waku/2/rs/16/128"
+    assert config.communities[0].key_file == str(tmp_path / "community.key")
+    assert config.admin.token == "a-long-enough-admin-token"
+    assert config.logging.level == "debug"
+
+
+def test_minimal_config_defaults(tmp_path):
+    config = parse_config({"store": {"url": "sqlite:///x.db"}}, base_dir=tmp_path)
+    assert config.server.port == 8645 and config.v1 is None and config.relay is None
+    assert config.archive is None and config.communities == () and config.admin.token is None
+
+
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        ({}, "a [store] table"),
+        ({"store": {"url": "mysql://x"}}, "key 'url'"),
+        ({"store": {"url": "a.db"}, "server": {"listen": "nope"}}, "key 'listen'"),
+        ({"store": {"url": "a.db"}, "server": {"lisen": "x:1"}}, "unknown key(s) 'lisen'"),
+        ({"store": {"url": "a.db"}, "server": {"reader_threads": 0}}, "key 'reader_threads'"),
+        ({"store": {"url": "a.db"}, "relay": {"url": "ftp://x"}}, "key 'url'"),
+        ({"store": {"url": "a.db"}, "relay": {}}, "key 'url' is required"),
+        ({"store": {"url": "a.db"}, "history": {"nodes": []}}, "key 'nodes'"),
+        ({"store": {"url": "a.db"}, "history": {"nodes": ["http://a"], "interval": "soon"}},
+         "key 'interval' must be a duration"),
+        ({"store": {"url": "a.db"}, "v1": {"trusted_peers": ["zz"]}}, "key 'trusted_peers'"),
+        ({"store": {"url": "a.db"}, "v1": {"min_pow": -1}}, "key 'min_pow'"),
+        ({"store": {"url": "a.db"}, "archive": {"archive_dir": "a"}}, "key 'torrent_dir'"),
+        ({"store": {"url": "a.db"}, "archive": {"archive_dir": "a", "torrent_dir": "t",
+                                                 "flavour": "x"}}, "key 'flavour'"),
+        ({"store": {"url": "a.db"}, "admin": {"token": "short"}}, "at least 16"),
+        ({"store": {"url": "a.db"}, "admin": {"token": "x" * 20, "token_file": "f"}}, "not both"),
+        ({"store": {"url": "a.db"}, "logging": {"level": "loud"}}, "key 'level'"),
+        ({"store": {"url": "a.db"}, "community": [{"id": COMMUNITY, "channels": [CHANNEL],
+                                                   "shard": 128}]}, "need an [archive]"),
+        ({"store": {"url": "a.db"}, "archive": {"archive_dir": "a", "torrent_dir": "t"},
+          "community": [{"id": "0x12", "channels": [CHANNEL], "shard": 128}]}, "key 'id'"),
+        ({"store": {"url": "a.db"}, "surprise": {}}, "unknown key(s) 'surprise'"),
+    ],
+)  # fmt: skip
+def test_errors_name_the_key(tmp_path, data, fragment):
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, base_dir=tmp_path)
+    assert fragment in str(info.value)
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+    missing_token = tmp_path / "t.toml"
+    missing_token.write_text(
+        textwrap.dedent("""
+        [store]
+        url = "a.db"
+        [admin]
+        token_file = "nope.token"
+    """)
+    )
+    with pytest.raises(ConfigError, match="key 'token_file'"):
+        load_config(missing_token)
+
+
+@pytest.mark.parametrize(
+    "value, seconds",
+    [(5, 5), (2.5, 2.5), ("45s", 45), ("30m", 1800), ("6h", 21600), ("7d", 604800),
+     ("250ms", 0.25), (" 3 h ", 10800)],
+)  # fmt: skip
+def test_durations(value, seconds):
+    assert parse_duration(value, "[x]", "k") == seconds
+
+
+@pytest.mark.parametrize("value", ["", "5 weeks", -1, 0, True, "h"])
+def test_bad_durations(value):
+    with pytest.raises(ConfigError, match="key 'k'"):
+        parse_duration(value, "[x]", "k")
+
+
+def test_serve_check_validates_keys(tmp_path, capsys):
+    from waku_legacy.cli import main
+
+    other = private_key_from_bytes(bytes.fromhex("22" * 32))
+    (tmp_path / "community.key").write_text(other.secret.hex())
+    (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
+    path = tmp_path / "bridge.toml"
+    path.write_text(FULL)
+    assert main(["serve", "--config", str(path), "--check"]) == 2
+    assert "key of another community" in capsys.readouterr().err
+    (tmp_path / "community.key").write_text(KEY.secret.hex())
+    assert main(["serve", "--config", str(path), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert '"can_publish": true' in out and '"admin_api": true' in out
