@@ -1,0 +1,112 @@
+"""The commands: ``demo`` end to end, ``export`` of one community, and a real ``kill -9`` of
+``migrate`` in the middle of archiving followed by a rerun that gives the uninterrupted
+result. In-process runs share the test session's Spark; the killed run is its own process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.test_migrate_pipeline import _archive_files
+from waku_legacy.cli import main
+from waku_legacy.errors import ConfigError
+from waku_legacy.migrate.cli import parse_source_spec
+
+pytestmark = [pytest.mark.spark]
+
+DEMO_ARGS = ["--communities", "2", "--channels", "2", "--days", "24", "--mailservers", "2",
+             "--rate", "1.5", "--quiet"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def demo(spark, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "--out", str(out), *DEMO_ARGS]) == 0
+    return out
+
+
+def test_demo_migrates_a_generated_sample(demo: Path, capsys) -> None:
+    report = json.loads((demo / "report.json").read_text())
+    assert len(report["communities"]) == 2
+    assert all(c["magnet_uri"] and c["archives_added"] >= 3 for c in report["communities"])
+    assert all(len(c["magnet_message_paths"]) == 2 for c in report["communities"])
+    assert report["totals"]["duplicates"] > 0  # overlapping mailservers
+    with sqlite3.connect(demo / "store.sqlite3") as db:
+        (stored,) = db.execute("SELECT count(*) FROM Message").fetchone()
+    assert stored == report["totals"]["messages"] == report["store"]["total"]
+    config = tomllib.loads((demo / "migrate.toml").read_text())
+    assert [s["kind"] for s in config["source"]] == ["mailserver-leveldb"] * 2
+
+
+def test_export_one_community(spark, demo: Path, tmp_path: Path, capsys) -> None:
+    config = tomllib.loads((demo / "migrate.toml").read_text())
+    community = config["community"][0]
+    out = tmp_path / "export"
+    args = ["export", "--community", community["id"], "--shard", str(community["shard"]),
+            "--key-file", community["key_file"], "--now", str(config["pipeline"]["now"]),
+            "--out", str(out), "--json", "--quiet"]  # fmt: skip
+    for channel in community["channels"]:
+        args += ["--channel", channel]
+    for source in config["source"]:
+        args += ["--source", "leveldb:" + source["path"]]
+    capsys.readouterr()
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["store"] == {} and len(report["communities"]) == 1
+    magnet = (out / "magnet.txt").read_text().strip()
+    assert magnet == report["communities"][0]["magnet_uri"]
+    name = community["id"]
+    ours = {k: v for k, v in _archive_files(out).items()}
+    theirs = {k: v for k, v in _archive_files(demo).items() if name in k}
+    assert ours == theirs and ours  # the same bytes as the full migration's archives
+    assert json.loads((out / "report.json").read_text())["communities"][0]["magnet_uri"] == magnet
+
+
+def test_kill_during_archiving_then_rerun(spark, demo: Path, tmp_path: Path) -> None:
+    text = (demo / "migrate.toml").read_text()
+    target = tmp_path / "killed"
+    target.mkdir()
+    for name in ("store.sqlite3", "archives", "torrents", "report.json"):
+        text = text.replace(f'"{name}"', f'"{target / name}"')
+    text = text.replace('master = "local[*]"', 'master = "local[1]"')
+    config = target / "migrate.toml"
+    config.write_text(text)
+    env = {**os.environ, "WAKU_LEGACY_FAULT": "archive:*:data:append:0:partial"}
+    killed = subprocess.run(
+        [sys.executable, "-m", "waku_legacy.cli", "migrate", "--config", str(config), "--quiet"],
+        env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    data_files = list((target / "archives").glob("0x*/data"))
+    assert data_files and not list((target / "archives").glob("0x*/index"))  # torn first append
+    assert main(["migrate", "--config", str(config), "--quiet", "--json"]) == 0
+    assert _archive_files(target) == _archive_files(demo)
+    with (
+        sqlite3.connect(target / "store.sqlite3") as a,
+        sqlite3.connect(demo / "store.sqlite3") as b,
+    ):
+        query = "SELECT * FROM Message ORDER BY messageHash"
+        assert a.execute(query).fetchall() == b.execute(query).fetchall()
+    shutil.rmtree(target / "archives")
+
+
+def test_bad_config_and_sources_are_clear_errors(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[source]]\nkind = "mailserver-leveldb"\n[output]\nstore=""\n'
+                   'archive_dir="a"\ntorrent_dir="t"\n')  # fmt: skip
+    assert main(["migrate", "--config", str(bad)]) == 2
+    assert "key 'path' is required" in capsys.readouterr().err
+    assert parse_source_spec("leveldb:/x", 1)["kind"] == "mailserver-leveldb"
+    assert parse_source_spec("http://127.0.0.1:8645", 2)["kind"] == "store-rest"
+    assert parse_source_spec("postgresql://u@h/db", 3)["kind"] == "mailserver-postgres"
+    with pytest.raises(ConfigError, match="expected leveldb:PATH"):
+        parse_source_spec("ftp://nope", 4)
