@@ -215,3 +215,126 @@ def validate(value: Any, schema: dict[str, Any], path: str = "$") -> None:
         assert isinstance(value, bool), f"{path}: expected a boolean"
     else:
         raise AssertionError(f"schema at {path} has no type")
+
+
+# -- a local server speaking nwaku's REST API (relay publish + store query) ---------------------
+
+
+class FakeNwaku:
+    """nwaku's ``POST /relay/v1/messages/{topic}`` and ``GET /store/v3/messages`` on loopback.
+
+    Relay: the body is read as nwaku reads it (``payload`` base64 and non-empty,
+    ``contentTopic``, ``version``, ``timestamp``, ``meta``?), recorded, answered ``OK``; with
+    ``store_relayed`` the message also lands in this node's store (as a real relay+store
+    node would archive it). Store: (timestamp, hash) order, exclusive hash cursor, default
+    page 20, max 100, hex cursors. ``fail_store`` answers store queries with 503 after that
+    many pages have been served; ``fail_relay`` answers that many publishes with 503.
+    """
+
+    def __init__(self, messages: Sequence[StoredMessage] = (), *, store_relayed: bool = True):
+        self.messages = list(messages)
+        self.store_relayed = store_relayed
+        self.published: list[tuple[str, dict[str, Any]]] = []
+        self.store_requests: list[dict[str, str]] = []
+        self.fail_store: int | None = None
+        self.fail_relay = 0
+        self.pages_served = 0
+        self._runner: Any = None
+        self.url = ""
+        self.relay_event: Any = None
+
+    async def start(self) -> FakeNwaku:
+        import asyncio
+
+        from aiohttp import web
+
+        self.relay_event = asyncio.Event()
+        app = web.Application()
+        app.router.add_post("/relay/v1/messages/{topic}", self._relay)
+        app.router.add_get("/store/v3/messages", self._store)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _relay(self, request):
+        from aiohttp import web
+
+        from waku_legacy.store.rest_json import RestJsonError, parse_message
+
+        topic = request.match_info["topic"]  # aiohttp has already URL-decoded it
+        if self.fail_relay:
+            self.fail_relay -= 1
+            return web.Response(status=503, text="relay not ready")
+        try:
+            body = await request.json()
+            message = parse_message(body)
+        except (ValueError, RestJsonError) as exc:
+            return web.Response(status=400, text=f"Failed to decode message: {exc}")
+        if not message.payload:
+            return web.Response(status=400, text="Field `payload` is missing")
+        self.published.append((topic, body))
+        if self.store_relayed:
+            meta = bytes(message.meta) or None
+            self.messages.append(
+                StoredMessage(
+                    deterministic_hash(
+                        topic,
+                        bytes(message.payload),
+                        message.content_topic,
+                        meta,
+                        message.timestamp,
+                    ),
+                    topic,
+                    message.content_topic,
+                    bytes(message.payload),
+                    message.version,
+                    message.timestamp,
+                    meta,
+                )
+            )
+        self.relay_event.set()
+        return web.Response(text="OK")
+
+    async def _store(self, request):
+        from aiohttp import web
+
+        from waku_legacy.store.rest_json import parse_hash, response_json
+
+        q = request.query
+        self.store_requests.append(dict(q))
+        if self.fail_store is not None and self.pages_served >= self.fail_store:
+            return web.Response(status=503, text="store unavailable")
+        rows = order(self.messages)
+        if "pubsubTopic" in q:
+            rows = [m for m in rows if m.pubsub_topic == q["pubsubTopic"]]
+        if q.get("contentTopics"):
+            topics = set(q["contentTopics"].split(","))
+            rows = [m for m in rows if m.content_topic in topics]
+        if q.get("startTime"):
+            rows = [m for m in rows if m.timestamp >= int(q["startTime"])]
+        if q.get("endTime"):
+            rows = [m for m in rows if m.timestamp <= int(q["endTime"])]
+        if q.get("ascending", "true") != "true":
+            rows.reverse()
+        if q.get("cursor"):
+            cursor = parse_hash(q["cursor"])
+            at = [i for i, m in enumerate(rows) if m.message_hash == cursor]
+            if not at:
+                return web.Response(status=400, text="cursor not found")
+            rows = rows[at[0] + 1 :]
+        size = min(int(q.get("pageSize") or 20) or 20, 100)
+        page, more = rows[:size], len(rows) > size
+        cursor = page[-1].message_hash if more else None
+        self.pages_served += 1
+        return web.json_response(
+            response_json("", order(page), include_data=q.get("includeData") == "true",
+                          cursor=cursor)
+        )  # fmt: skip
