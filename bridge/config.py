@@ -38,6 +38,7 @@
     seed_listen = "0.0.0.0:6881"             # BitTorrent seeding address
     trackers = true                          # announce to status-go's trackers
     dht = false
+    utp = true                               # uTP as well as TCP (status-go's client speaks it)
     interval = "7d"                          # a new archive run per community
     republish_interval = "6h"                # re-send the current magnet link
     flavour = "status-go"                    # or "seed-spec"
@@ -184,6 +185,7 @@ class ArchiveConfig:
     seed_listen: str = "0.0.0.0:6881"
     trackers: bool = True
     dht: bool = False
+    utp: bool = True
     interval: float = 7 * DAY
     republish_interval: float = 6 * 3600.0
     flavour: str = "status-go"
@@ -388,6 +390,7 @@ def _parse_archive(top: _Table, base: Path) -> ArchiveConfig | None:
         seed_listen=seed_listen,
         trackers=_boolean(t, "trackers", True),
         dht=_boolean(t, "dht", False),
+        utp=_boolean(t, "utp", True),
         interval=_duration(t, "interval", 7 * DAY),
         republish_interval=_duration(t, "republish_interval", 6 * 3600.0),
         flavour=flavour,

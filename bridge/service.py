@@ -198,7 +198,10 @@ class BridgeService:
             self.seeder = SeederHost(
                 archive.archive_dir,
                 SessionConfig(
-                    listen=archive.seed_listen, dht=archive.dht, trackers=archive.trackers
+                    listen=archive.seed_listen,
+                    dht=archive.dht,
+                    trackers=archive.trackers,
+                    utp=archive.utp,
                 ),
             )
             await self.seeder.start()
