@@ -200,6 +200,9 @@ class CommunityArchiver:
         self.lock = asyncio.Lock()
         self.last_run: RunReport | None = None
         self.last_published: dict[str, Any] | None = None
+        # The magnet link goes out at start, then every republish_interval after the last
+        # successful publication (a run's or a republish's); a failure retries sooner.
+        self.next_publish = clock.time()
 
     # -- state ------------------------------------------------------------------------------
 
@@ -276,6 +279,7 @@ class CommunityArchiver:
         """Sign (fresh clock) and publish the magnet-link message; False when not possible."""
         magnet_uri = magnet_uri or self.magnet_uri()
         if magnet_uri is None or self.key is None or self.relay is None:
+            self.next_publish = self.clock.time() + self.config.republish_interval
             return False
         clock_ms = int(self.clock.time() * 1000)
         message = await asyncio.to_thread(
@@ -288,12 +292,14 @@ class CommunityArchiver:
         try:
             await self.relay.publish(self.community.pubsub_topic, message)
         except RelayError as exc:
+            self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
             self.metrics.magnet_published.inc(1, self.name, "error")
             log.warning(
                 "magnet link not published", extra=fields(community=self.name, error=str(exc))
             )
             return False
         self.metrics.magnet_published.inc(1, self.name, "ok")
+        self.next_publish = self.clock.time() + self.config.republish_interval
         self.last_published = {"clock": clock_ms, "magnet_uri": magnet_uri}
         log.info("magnet link published", extra=fields(community=self.name, magnet=magnet_uri))
         return True
@@ -335,14 +341,11 @@ class ArchiveScheduler:
         archivers: list[CommunityArchiver],
         *,
         clock: Clock,
-        republish_interval: float,
         seeder: SeederHost | None,
     ) -> None:
         self.archivers = {a.name: a for a in archivers}
         self.clock = clock
-        self.republish_interval = republish_interval
         self.seeder = seeder
-        self._wakeup = asyncio.Event()
 
     async def seed_existing(self) -> None:
         """At start: seed the torrents built before (by an earlier run or the migration)."""
@@ -362,23 +365,19 @@ class ArchiveScheduler:
 
     async def run(self) -> None:
         await self.seed_existing()
-        next_republish = self.clock.time()  # at start, then every republish_interval
         while True:
-            now = self.clock.time()
             for archiver in self.archivers.values():
                 try:
                     due = archiver.next_due()
                 except WakuLegacyError as exc:
                     log.error("archive state unreadable", extra=fields(error=str(exc)))
                     continue
-                if due <= now:
+                if due <= self.clock.time():
                     await archiver.run("schedule" if archiver.last_run else "start")
-            if self.clock.time() >= next_republish:
-                for archiver in self.archivers.values():
+                if archiver.next_publish <= self.clock.time():
                     await archiver.publish()
-                next_republish = self.clock.time() + self.republish_interval
             wake = min(
-                [next_republish]
+                [a.next_publish for a in self.archivers.values()]
                 + [a.next_due() for a in self.archivers.values() if _safe(a.next_due)]
             )
             await self.clock.sleep_until(max(wake, self.clock.time() + 0.001))

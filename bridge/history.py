@@ -111,6 +111,7 @@ class HistoryPuller:
         self.backoff = backoff
         self.last_reports: list[PullReport] = []
         self._lock = asyncio.Lock()
+        self._pulling: dict[tuple[str, str], asyncio.Lock] = {}
 
     # -- state files ------------------------------------------------------------------------
 
@@ -156,6 +157,12 @@ class HistoryPuller:
             return reports
 
     async def pull(self, node: str, topic: str) -> PullReport:
+        """One pull of ``topic`` from ``node`` (pulls of the same pair never overlap)."""
+        lock = self._pulling.setdefault((node, topic), asyncio.Lock())
+        async with lock:
+            return await self._pull(node, topic)
+
+    async def _pull(self, node: str, topic: str) -> PullReport:
         now_ns = int(self.clock.time() * NS)
         window_start = now_ns - int(self.config.window * NS)
         state = await asyncio.to_thread(self._load, node, topic)

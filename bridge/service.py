@@ -218,10 +218,7 @@ class BridgeService:
             )
             for community in self.config.communities
         ]
-        self.archive = ArchiveScheduler(
-            archivers, clock=self.clock, republish_interval=archive.republish_interval,
-            seeder=self.seeder,
-        )  # fmt: skip
+        self.archive = ArchiveScheduler(archivers, clock=self.clock, seeder=self.seeder)
         self._tasks.append(asyncio.create_task(self.archive.run(), name="archive-scheduler"))
 
     def _history_topics(self) -> list[str]:

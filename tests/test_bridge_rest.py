@@ -240,7 +240,7 @@ BAD_QUERIES = [
     ({"ascending": "maybe"}, "'ascending' must be 'true' or 'false'"),
     ({"includeData": "perhaps"}, "'includeData' must be true or false"),
     ({"cursor": "0x1234"}, "32 bytes"),
-    ({"cursor": "not*a*cursor"}, "neither 0x-prefixed hex nor base64"),
+    ({"cursor": "not*a*cursor"}, "neither 0x followed by 64 hex digits nor base64"),
     ({"cursor": "0x" + "00" * 32}, "all zeroes"),
     ({"cursor": "0x" + "ab" * 32}, "not a stored message"),
     ({"hashes": "0xzz"}, "hashes item 1"),

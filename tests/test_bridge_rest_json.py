@@ -63,7 +63,7 @@ def test_hash_forms_all_parse_to_the_same_bytes():
     "text, fragment",
     [
         ("0x1234", "32 bytes"),
-        ("0xzz" + "00" * 31, "hex digits"),
+        ("0xzz" + "00" * 31, "64 hex digits"),
         ("not a hash!", "neither"),
         (base64.b64encode(b"\x01" * 31).decode(), "32 bytes"),
         ("A" * 500, "too long"),

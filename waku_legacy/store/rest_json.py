@@ -87,23 +87,24 @@ def parse_hash(text: str, what: str = "message hash") -> bytes:
     value = text.strip("\t\r\n")
     if len(value) > 200:
         raise RestJsonError(what, f"{len(value)} characters is far too long for a 32-byte hash")
-    if value[:2] in ("0x", "0X"):
-        digits = value[2:]
-        if _HEX.fullmatch(digits) is None or len(digits) % 2:
-            raise RestJsonError(what, f"{value!r} is not 0x followed by hex digits")
+    prefixed = value[:2] in ("0x", "0X")
+    digits = value[2:] if prefixed else value
+    if _HEX.fullmatch(digits) and not len(digits) % 2 and (prefixed or len(digits) == 64):
         raw = bytes.fromhex(digits)
-    elif len(value) == 2 * HASH_SIZE and _HEX.fullmatch(value):
-        raw = bytes.fromhex(value)
     else:
-        # Form decoding turns an unescaped '+' into a space; URL-safe base64 uses - and _.
+        # Base64 (a base64 text may itself start with "0x"). Form decoding turns an
+        # unescaped '+' into a space; URL-safe base64 uses - and _.
         b64 = value.replace(" ", "+").replace("-", "+").replace("_", "/")
         b64 += "=" * (-len(b64) % 4)
         try:
             raw = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError):
+            raw = None
+        if raw is None or (prefixed and len(raw) != HASH_SIZE):
             raise RestJsonError(
-                what, f"{value!r} is neither 0x-prefixed hex nor base64 of a 32-byte hash"
-            ) from None
+                what,
+                f"{value!r} is neither 0x followed by 64 hex digits nor base64 of a 32-byte hash",
+            )
     if len(raw) != HASH_SIZE:
         raise RestJsonError(what, f"a hash is {HASH_SIZE} bytes, {value!r} holds {len(raw)}")
     return raw
