@@ -2,7 +2,7 @@
 
     [server]                                 # the REST API (nwaku-compatible store, ops, admin)
     listen = "127.0.0.1:8645"
-    reader_threads = 4                       # store queries run on these threads
+    reader_threads = 2                       # store queries run on these threads (0: inline)
     shutdown_timeout = "30s"                 # grace for in-flight requests and writes
 
     [store]
@@ -136,7 +136,7 @@ def parse_listen(value: str, where: str, key: str) -> tuple[str, int]:
 class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8645
-    reader_threads: int = 4
+    reader_threads: int = 2
     shutdown_timeout: float = 30.0
 
 
@@ -259,7 +259,7 @@ def _parse_server(top: _Table) -> ServerConfig:
     config = ServerConfig(
         host=host,
         port=port,
-        reader_threads=t.integer("reader_threads", default=4, low=1, high=64),
+        reader_threads=t.integer("reader_threads", default=2, low=0, high=64),
         shutdown_timeout=_duration(t, "shutdown_timeout", 30.0),
     )
     t.done()

@@ -47,7 +47,12 @@ from waku_legacy.errors import InvalidTopic, WakuLegacyError
 from waku_legacy.identity.message_hash import store_v2_digest
 from waku_legacy.identity.shards import NamespacedContentTopic, parse_pubsub_topic
 from waku_legacy.store import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, CursorNotFound, MessageStore
-from waku_legacy.store.rest_json import RestJsonError, parse_hash, parse_hashes, response_json
+from waku_legacy.store.rest_json import (
+    RestJsonError,
+    parse_hash,
+    parse_hashes,
+    response_json_bytes,
+)
 from waku_legacy.store.types import StoredMessage, StoreError
 
 __all__ = [
@@ -226,7 +231,7 @@ def parse_v3_query(params: Params | Mapping[str, str]) -> V3Query:
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def run_v3_query(store: MessageStore, query: V3Query, request_id: str) -> bytes:
@@ -245,10 +250,8 @@ def run_v3_query(store: MessageStore, query: V3Query, request_id: str) -> bytes:
         )
     except CursorNotFound as exc:
         raise _bad(f"malformed cursor: {exc}") from None
-    return _dumps(
-        response_json(
-            request_id, page.messages, include_data=query.include_data, cursor=page.cursor
-        )
+    return response_json_bytes(
+        request_id, page.messages, include_data=query.include_data, cursor=page.cursor
     )
 
 

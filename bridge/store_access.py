@@ -66,12 +66,17 @@ class ThreadLocalStore:
 
 
 class StoreAccess:
-    """Reader pool + single writer over one store URL."""
+    """Reader pool + single writer over one store URL.
+
+    ``readers=0`` runs reads on the event loop's own thread (no thread hop, no GIL
+    hand-over: faster for SQLite pages that take well under a millisecond, but one slow
+    query then holds up every other request)."""
 
     def __init__(self, url: str, *, readers: int = 4) -> None:
         self.url = url
         self.stores = ThreadLocalStore(url)
-        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="store-read")
+        self.inline_reads = readers == 0
+        self._readers = ThreadPoolExecutor(max(readers, 1), thread_name_prefix="store-read")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="store-write")
         self._pending_writes: set[asyncio.Future[Any]] = set()
         self._closing = False
@@ -80,6 +85,8 @@ class StoreAccess:
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(store, *args, **kwargs)`` on a reader thread."""
+        if self.inline_reads:
+            return fn(self.stores.get(), *args, **kwargs)
         loop = asyncio.get_running_loop()
         call = functools.partial(self._call, fn, args, kwargs)
         return await loop.run_in_executor(self._readers, call)

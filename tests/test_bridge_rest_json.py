@@ -183,3 +183,37 @@ def test_every_hash_form_round_trips(digest):
     assert parse_hash(format_hash(digest)) == digest
     assert parse_hash(base64.b64encode(digest).decode()) == digest
     assert parse_hash(base64.urlsafe_b64encode(digest).decode()) == digest
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.binary(max_size=64),
+            st.one_of(st.none(), st.binary(min_size=1, max_size=64)),
+            st.text(max_size=20),
+            st.text(max_size=20),
+            st.integers(-(1 << 63), (1 << 63) - 1),
+            st.integers(0, (1 << 32) - 1),
+        ),
+        max_size=5,
+    ),
+    include=st.booleans(),
+    cursor=st.one_of(st.none(), st.binary(min_size=32, max_size=32)),
+    request_id=st.text(max_size=10),
+)
+def test_fast_response_encoder_equals_json_dumps(rows, include, cursor, request_id):
+    import json
+
+    from waku_legacy.store.rest_json import response_json_bytes
+
+    messages = [
+        StoredMessage(hashlib.sha256(p).digest(), pubsub, content, p, version, ts, meta)
+        for p, meta, content, pubsub, ts, version in rows
+    ]
+    expected = json.dumps(
+        response_json(request_id, messages, include_data=include, cursor=cursor),
+        separators=(",", ":"),
+    ).encode()
+    assert (
+        response_json_bytes(request_id, messages, include_data=include, cursor=cursor) == expected
+    )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ __all__ = [
     "parse_message",
     "parse_store_response",
     "response_json",
+    "response_json_bytes",
     "store_query_params",
 ]
 
@@ -167,6 +169,58 @@ def response_json(
     if cursor is not None:
         out["paginationCursor"] = format_hash(cursor)
     return out
+
+
+_json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_TOPIC_CACHE: dict[str, str] = {}
+
+
+def _topic_json(topic: str) -> str:
+    """A topic as a JSON string literal (topics repeat: cached, bounded)."""
+    encoded = _TOPIC_CACHE.get(topic)
+    if encoded is None:
+        encoded = _json_string(topic)
+        if len(_TOPIC_CACHE) < 4096:
+            _TOPIC_CACHE[topic] = encoded
+    return encoded
+
+
+def response_json_bytes(
+    request_id: str,
+    messages: Iterable[StoredMessage],
+    *,
+    include_data: bool,
+    cursor: bytes | None,
+    status_code: int = 200,
+    status_desc: str = "OK",
+) -> bytes:
+    """``json.dumps(response_json(...), separators=(",", ":")).encode()`` (ASCII, non-ASCII
+    escaped), built directly: the REST server's hot path, several times faster for full
+    pages than building dicts and encoding them."""
+    b64 = binascii.b2a_base64
+    parts = [
+        f'{{"requestId":{_json_string(request_id)},"statusCode":{int(status_code)},'
+        f'"statusDesc":{_json_string(status_desc)},"messages":['
+    ]
+    entries = []
+    if include_data:
+        for m in messages:
+            meta = f',"meta":"{b64(m.meta, newline=False).decode("ascii")}"' if m.meta else ""
+            entries.append(
+                f'{{"messageHash":"0x{m.message_hash.hex()}","message":{{"payload":"'
+                f'{b64(m.payload, newline=False).decode("ascii")}","contentTopic":'
+                f'{_topic_json(m.content_topic)}{meta},"version":{int(m.version)},'
+                f'"timestamp":{int(m.timestamp)},"ephemeral":false}},"pubsubTopic":'
+                f"{_topic_json(m.pubsub_topic)}}}"
+            )
+    else:
+        entries = [f'{{"messageHash":"0x{m.message_hash.hex()}"}}' for m in messages]
+    parts.append(",".join(entries))
+    parts.append("]")
+    if cursor is not None:
+        parts.append(f',"paginationCursor":"0x{bytes(cursor).hex()}"')
+    parts.append("}")
+    return "".join(parts).encode("ascii")
 
 
 # -- reading (client side) -----------------------------------------------------------------

@@ -1,0 +1,432 @@
+"""Load on the bridge's REST store: many concurrent clients from a second process.
+
+    .venv/bin/python bench/load_store.py                       # 100k-message store, 60 s
+    .venv/bin/python bench/load_store.py --duration 10         # a quick run
+    .venv/bin/python bench/load_store.py --messages 1000000    # the 1M-message target
+    .venv/bin/python bench/load_store.py --think 0             # closed loop: saturation
+
+What runs: this process builds (or reuses) a SQLite v2 store of ``--messages`` messages in
+nwaku's schema (``--store``; regenerated when its size differs), starts the bridge as a
+SEPARATE process (``waku-legacy serve --config …``, the real service, REST only) and holds
+``--clients`` concurrent store clients against it on loopback for ``--duration`` seconds or
+``--max-requests`` requests, whichever comes first. Each client does what a Status client
+catching up does: pick a content topic and its shard, a start time, a direction, and page
+through up to ``--pages`` pages of ``--page-size`` messages with ``includeData=true``
+following ``paginationCursor``; then waits ``--think`` seconds (per client) and starts over.
+
+Printed: requests/s, p50/p90/p99/max latency and the error count (every non-200 answer and
+every connection error counts; the run fails with exit 1 on any), beside two baselines
+measured in the same run on the same pages (a sample of the exact requests the clients made,
+replayed afterwards in this process):
+
+- raw SQLite: the same SELECT (cursor lookup + page query) through ``sqlite3`` directly;
+- store + JSON: the bridge's own page function (``store.query`` and nwaku's JSON), i.e. the
+  server's work for one request without HTTP.
+
+Target (issue 6): p99 under 50 ms for 100-message pages on a 1,000,000-message store with
+200 concurrent clients. Note that client and server share this machine's cores: the load
+generator's own CPU time is part of what the latency sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+PUBSUB_TOPICS = [f"/waku/2/rs/16/{s}" for s in (32, 64, 128, 129)]
+NS = 1_000_000_000
+SPAN = 30 * 86_400  # messages spread over 30 days
+
+
+def content_topics(count: int) -> list[str]:
+    return [f"/waku/1/0x{hashlib.sha256(b'%d' % i).hexdigest()[:8]}/rfc26" for i in range(count)]
+
+
+def pubsub_of(index: int) -> str:
+    return PUBSUB_TOPICS[index % len(PUBSUB_TOPICS)]
+
+
+# -- the store --------------------------------------------------------------------------------
+
+
+def build_store(path: Path, messages: int, topics: list[str], payload_size: int, t0: int) -> None:
+    from waku_legacy.identity.message_hash import deterministic_hash
+    from waku_legacy.store import StoredMessage, open_store
+
+    if path.exists():
+        path.unlink()
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    rnd = random.Random(42)
+    started = time.monotonic()
+    with open_store(f"sqlite:///{path}") as store, store.bulk_load():
+        batch = []
+        for i in range(messages):
+            t = rnd.randrange(len(topics))
+            pubsub, content = pubsub_of(t), topics[t]
+            size = max(1, int(rnd.gauss(payload_size, payload_size / 4)))
+            payload = rnd.randbytes(size)
+            ts = t0 * NS + rnd.randrange(SPAN * 1000) * 1_000_000
+            digest = deterministic_hash(pubsub, payload, content, b"", ts)
+            batch.append(StoredMessage(digest, pubsub, content, payload, 1, ts))
+            if len(batch) == 50_000:
+                store.insert_messages(batch, batch_size=50_000)
+                batch = []
+                print(f"  generated {i + 1:,} messages ({time.monotonic() - started:.0f} s)",
+                      file=sys.stderr)  # fmt: skip
+        store.insert_messages(batch, batch_size=50_000)
+    print(f"  store ready: {messages:,} messages in {time.monotonic() - started:.0f} s",
+          file=sys.stderr)  # fmt: skip
+
+
+def store_count(path: Path) -> int:
+    if not path.exists():
+        return -1
+    try:
+        with sqlite3.connect(path) as db:
+            return int(db.execute("SELECT count(*) FROM Message").fetchone()[0])
+    except sqlite3.Error:
+        return -1
+
+
+# -- the server process ------------------------------------------------------------------------
+
+
+def start_server(store: Path, workdir: Path, port: int, readers: int) -> subprocess.Popen:
+    config = workdir / "bridge.toml"
+    config.write_text(
+        f'[server]\nlisten = "127.0.0.1:{port}"\nreader_threads = {readers}\n'
+        f'[store]\nurl = "sqlite:///{store}"\n[logging]\nlevel = "warning"\n'
+    )
+    cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+async def wait_ready(base: str, server: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            if server.poll() is not None:
+                raise SystemExit(f"server exited: {server.stderr.read().decode()[-2000:]}")
+            try:
+                async with http.get(base + "/health") as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    raise SystemExit("server did not become ready")
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the clients -------------------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    latencies: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+    connection_errors: int = 0
+    messages: int = 0
+    samples: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        return self.connection_errors + sum(n for s, n in self.statuses.items() if s != 200)
+
+
+CURSOR_KEY = b'"paginationCursor":"'
+
+
+def cursor_of(body: bytes) -> str | None:
+    """The response's paginationCursor, read without parsing the whole page."""
+    at = body.rfind(CURSOR_KEY)
+    if at < 0:
+        return None
+    start = at + len(CURSOR_KEY)
+    return body[start : body.index(b'"', start)].decode()
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep ``seconds`` unless the run stops first; True when it stopped."""
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def client(
+    number: int, http: aiohttp.ClientSession, base: str, args: argparse.Namespace,
+    topics: list[str], t0: int, stats: Stats, stop: asyncio.Event, budget: list[int],
+) -> None:  # fmt: skip
+    rnd = random.Random(number)
+    url = base + "/store/v3/messages"
+    # Clients arrive spread over the first think period (a ramp, not a thundering herd).
+    if await _pause(stop, rnd.uniform(0, args.think or 0)):
+        return
+    while not stop.is_set():
+        t = rnd.randrange(len(topics))
+        ascending = rnd.random() < 0.5
+        params = {
+            "pubsubTopic": pubsub_of(t), "contentTopics": topics[t], "includeData": "true",
+            "pageSize": str(args.page_size), "ascending": "true" if ascending else "false",
+        }  # fmt: skip
+        edge = t0 * NS + rnd.randrange(SPAN) * NS
+        params["startTime" if ascending else "endTime"] = str(edge)
+        for _ in range(args.pages):
+            if stop.is_set() or budget[0] <= 0:
+                stop.set()
+                return
+            budget[0] -= 1
+            started = time.perf_counter()
+            try:
+                async with http.get(url, params=params) as response:
+                    body = await response.read()
+                    status = response.status
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                stats.connection_errors += 1
+                break
+            stats.latencies.append(time.perf_counter() - started)
+            stats.statuses[status] = stats.statuses.get(status, 0) + 1
+            if status != 200:
+                break
+            stats.messages += body.count(b'"messageHash"')
+            if len(stats.samples) < args.samples:
+                stats.samples.append(dict(params))
+            cursor = cursor_of(body)
+            if cursor is None:
+                break
+            params = dict(params, cursor=cursor)
+        if args.think and await _pause(stop, rnd.uniform(0.5, 1.5) * args.think):
+            return
+
+
+async def run_load(base: str, args: argparse.Namespace, topics: list[str], t0: int) -> tuple:
+    stats = Stats()
+    stop = asyncio.Event()
+    budget = [args.max_requests]
+    connector = aiohttp.TCPConnector(limit=args.clients, limit_per_host=args.clients)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        # warm up: every client connects and makes one small request first
+        async with http.get(base + "/store/v3/messages?pageSize=1") as response:
+            await response.read()
+        started = time.perf_counter()
+        tasks = [
+            asyncio.create_task(client(n, http, base, args, topics, t0, stats, stop, budget))
+            for n in range(args.clients)
+        ]
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=args.duration)
+        except TimeoutError:
+            pass
+        stop.set()
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - started
+    return stats, elapsed
+
+
+# -- the baselines -----------------------------------------------------------------------------
+
+PAGE_SQL = (
+    "SELECT messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta "
+    "FROM Message WHERE {where} ORDER BY timestamp {order}, messageHash {order} LIMIT ?"
+)
+
+
+def raw_sqlite_page(db: sqlite3.Connection, params: dict[str, str]) -> int:
+    """The same page through sqlite3 directly: cursor lookup, then the page query."""
+    ascending = params["ascending"] == "true"
+    where = ["pubsubTopic = ?", "contentTopic = ?"]
+    args: list[object] = [params["pubsubTopic"].encode(), params["contentTopics"].encode()]
+    if "cursor" in params:
+        cursor = bytes.fromhex(params["cursor"][2:])
+        (ts,) = db.execute(
+            "SELECT timestamp FROM Message WHERE messageHash = ?", (cursor,)
+        ).fetchone()
+        where.append(f"(timestamp, messageHash) {'>' if ascending else '<'} (?, ?)")
+        args += [ts, cursor]
+    if "startTime" in params:
+        where.append("timestamp >= ?")
+        args.append(int(params["startTime"]))
+    if "endTime" in params:
+        where.append("timestamp <= ?")
+        args.append(int(params["endTime"]))
+    order = "ASC" if ascending else "DESC"
+    args.append(int(params["pageSize"]) + 1)
+    rows = db.execute(PAGE_SQL.format(where=" AND ".join(where), order=order), args).fetchall()
+    return len(rows)
+
+
+def store_json_page(store: object, params: dict[str, str]) -> int:
+    from waku_legacy.bridge.rest_store import parse_v3_query, run_v3_query
+
+    return len(run_v3_query(store, parse_v3_query(params), "bench"))  # type: ignore[arg-type]
+
+
+def time_calls(fn, items: list) -> list[float]:  # type: ignore[no-untyped-def]
+    out = []
+    for item in items:
+        started = time.perf_counter()
+        fn(item)
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": percentile(values, 0.50) * 1000,
+        "p90_ms": percentile(values, 0.90) * 1000,
+        "p99_ms": percentile(values, 0.99) * 1000,
+        "max_ms": max(values) * 1000 if values else float("nan"),
+        "mean_ms": statistics.fmean(values) * 1000 if values else float("nan"),
+    }
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--messages", type=int, default=100_000, help="store size (1000000: target)"
+    )
+    parser.add_argument("--store", type=Path, help="SQLite file (default: in the temp dir)")
+    parser.add_argument("--topics", type=int, default=100, help="content topics")
+    parser.add_argument("--payload-size", type=int, default=256, help="mean payload bytes")
+    parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds (upper bound)")
+    parser.add_argument("--max-requests", type=int, default=1_000_000, help="request budget")
+    parser.add_argument("--page-size", type=int, default=100)
+    parser.add_argument("--pages", type=int, default=5, help="pages per client session")
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=2.0,
+        help="mean pause (s) between a client's sessions; 0 = closed loop",
+    )
+    parser.add_argument("--readers", type=int, default=2, help="server reader threads (0: inline)")
+    parser.add_argument("--samples", type=int, default=2000, help="requests replayed for baselines")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args()  # fmt: skip
+
+    topics = content_topics(args.topics)
+    t0 = 1_700_000_000
+    store = args.store or Path(tempfile.gettempdir()) / f"waku-legacy-load-{args.messages}.sqlite3"
+    count = store_count(store)
+    if count != args.messages:
+        print(f"building {store} ({args.messages:,} messages)…", file=sys.stderr)
+        build_store(store, args.messages, topics, args.payload_size, t0)
+
+    workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-load-"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(store, workdir, port, args.readers)
+    try:
+        asyncio.run(wait_ready(base, server))
+        print(
+            f"load: {args.clients} clients, up to {args.duration:.0f} s / "
+            f"{args.max_requests:,} requests, think {args.think} s…",
+            file=sys.stderr,
+        )
+        server_cpu = process_cpu(server.pid)
+        own_cpu = time.process_time()
+        stats, elapsed = asyncio.run(run_load(base, args, topics, t0))
+        server_cpu = process_cpu(server.pid) - server_cpu
+        own_cpu = time.process_time() - own_cpu
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+    # Baselines: the same pages (a sample of the requests made), replayed here.
+    from waku_legacy.store import open_store
+
+    samples = stats.samples
+    db = sqlite3.connect(store)
+    raw = time_calls(lambda p: raw_sqlite_page(db, p), samples)
+    raw = time_calls(lambda p: raw_sqlite_page(db, p), samples)  # second pass: warm cache
+    db.close()
+    with open_store(f"sqlite:///{store}") as opened:
+        store_json = time_calls(lambda p: store_json_page(opened, p), samples)
+
+    http_summary = summary(stats.latencies)
+    result = {
+        "store": str(store), "messages": args.messages, "clients": args.clients,
+        "think_s": args.think, "page_size": args.page_size, "seconds": round(elapsed, 2),
+        "requests": len(stats.latencies), "requests_per_s": len(stats.latencies) / elapsed,
+        "messages_per_s": stats.messages / elapsed, "errors": stats.errors,
+        "statuses": stats.statuses, "connection_errors": stats.connection_errors,
+        "http": http_summary, "raw_sqlite": summary(raw), "store_json": summary(store_json),
+        "baseline_pages": len(samples), "cpus": os.cpu_count(),
+        "server_cpu_percent": 100 * server_cpu / elapsed,
+        "load_generator_cpu_percent": 100 * own_cpu / elapsed,
+        "target_p99_ms": 50.0, "target_met": http_summary["p99_ms"] < 50.0,
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(
+            f"store {args.messages:,} messages, {args.clients} clients, think {args.think} s, "
+            f"{args.page_size}-message pages, {elapsed:.1f} s, {os.cpu_count()} CPUs"
+        )
+        print(f"  HTTP    {result['requests']:>8,} requests  {result['requests_per_s']:8.1f} req/s"
+              f"  {result['messages_per_s']:10.0f} msgs/s  errors {stats.errors}")  # fmt: skip
+        header = f"  {'':34}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}  (ms)"
+        print(header)
+        for label, s in (("HTTP latency (client-side)", http_summary),
+                         ("store+JSON (server work, no HTTP)", result["store_json"]),
+                         ("raw SQLite (same pages)", result["raw_sqlite"])):  # fmt: skip
+            print(f"  {label:34}{s['p50_ms']:9.2f}{s['p90_ms']:9.2f}{s['p99_ms']:9.2f}"
+                  f"{s['max_ms']:9.2f}")  # fmt: skip
+        print(
+            f"  CPU: server {result['server_cpu_percent']:.0f}%, load generator "
+            f"{result['load_generator_cpu_percent']:.0f}% (100% = one core)"
+        )
+        print(f"  target p99 < 50 ms: {'met' if result['target_met'] else 'NOT met'}")
+    return 1 if stats.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
