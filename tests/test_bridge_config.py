@@ -100,7 +100,7 @@ def test_minimal_config_defaults(tmp_path):
         ({"store": {"url": "mysql://x"}}, "key 'url'"),
         ({"store": {"url": "a.db"}, "server": {"listen": "nope"}}, "key 'listen'"),
         ({"store": {"url": "a.db"}, "server": {"lisen": "x:1"}}, "unknown key(s) 'lisen'"),
-        ({"store": {"url": "a.db"}, "server": {"reader_threads": 0}}, "key 'reader_threads'"),
+        ({"store": {"url": "a.db"}, "server": {"reader_threads": -1}}, "key 'reader_threads'"),
         ({"store": {"url": "a.db"}, "relay": {"url": "ftp://x"}}, "key 'url'"),
         ({"store": {"url": "a.db"}, "relay": {}}, "key 'url' is required"),
         ({"store": {"url": "a.db"}, "history": {"nodes": []}}, "key 'nodes'"),
