@@ -176,3 +176,18 @@ def test_serve_check_validates_keys(tmp_path, capsys):
     assert main(["serve", "--config", str(path), "--check"]) == 0
     out = capsys.readouterr().out
     assert '"can_publish": true' in out and '"admin_api": true' in out
+
+
+def test_deploy_example_config_is_valid(tmp_path):
+    """deploy/bridge.example.toml parses (with its admin token file replaced by a token)."""
+    import tomllib
+
+    from tests.conftest import REPO_ROOT
+
+    data = tomllib.loads((REPO_ROOT / "deploy" / "bridge.example.toml").read_text())
+    data["admin"] = {"token": "example-token-0123456789"}
+    config = parse_config(data, base_dir=tmp_path)
+    assert config.server.port == 8645 and config.v1 is not None and config.archive is not None
+    assert config.history is not None and config.history.nodes == ("http://127.0.0.1:8646",)
+    unit = (REPO_ROOT / "deploy" / "waku-legacy-bridge.service").read_text()
+    assert "waku-legacy serve --config /etc/waku-legacy/bridge.toml" in unit
