@@ -6,8 +6,9 @@ version 1, ``/waku/1/0x<topic>/rfc26``, timestamp ``(expiry - ttl) * 10^9``) on 
 that :class:`~waku_legacy.migrate.mapping.TopicMapping` picks (the migration's mapping, so
 a live envelope and the same envelope migrated get the same v2 hash). It is stored with its
 original envelope bytes and DB key (so v1 history requests serve it byte for byte),
-published through the nwaku relay REST API, and passed on to the other connected v1 peers
-that want its topic.
+published through the nwaku relay REST API when it is live (sent within ``live_window``;
+older envelopes, such as a trusted mailserver's 0x7f history, are only stored), and passed
+on to the other connected v1 peers that want its topic.
 
 v2 -> v1: messages pulled from v2 store nodes that are new to the store, version 1, on a
 ``/waku/1/…/rfc26`` topic and younger than ``live_window`` are sealed into fresh envelopes
@@ -154,8 +155,13 @@ class LiveBridge:
                 db_key_for(envelope).encode(),
             )
         )
-        if self.relay is not None:
+        live = message.timestamp >= int((self.clock.time() - self.live_window) * 1_000_000_000)
+        if self.relay is not None and live:
             self.relay.submit(pubsub_topic, message)
+        elif self.relay is not None:
+            # History a trusted mailserver hands over (0x7f): stored, not re-published as news
+            # (nwaku's relay validators drop messages older than 20 s anyway).
+            self.metrics.envelopes_dropped.inc(1, "not_live")
         self.metrics.envelopes_bridged.inc(1, "v1_to_v2")
         await self._offer(bytes(raw), envelope, exclude=peer_key)
 

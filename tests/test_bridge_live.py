@@ -242,3 +242,34 @@ async def test_relay_refusal_is_not_retried_and_service_keeps_going(tmp_path):
         assert service.metrics.relay_publish.value("error") == 2
     finally:
         await service.stop()
+
+
+async def test_trusted_mailserver_history_is_stored_not_republished(tmp_path):
+    nwaku = await FakeNwaku().start()
+    trusted = generate_private_key()
+    service = await _service(
+        tmp_path, nwaku, ManualClock(time.time()),
+        v1={"listen": "127.0.0.1:0", "node_key_file": str(tmp_path / "nodekey"),
+            "rate_limit": 0, "trusted_peers": [trusted.public_key.format(False)[1:].hex()]},
+    )  # fmt: skip
+    status = StatusOptions(pow_requirement=0.0, light_node=False)
+    peer = await connect(service.mailserver.enode, trusted, status=status)
+    try:
+        old = _envelope(b"last week", now=int(time.time()) - 7 * DAY)
+        await peer.send_p2p_messages([old.encode()])
+        digest = deterministic_hash(
+            GLOBAL_PUBSUB_TOPIC,
+            b"last week",
+            "/waku/1/0x0badcafe/rfc26",
+            None,
+            (old.expiry - old.ttl) * NS,
+        )
+        store = service.store.stores
+        await _wait(lambda: store.get_message(digest) is not None, what="stored history")
+        assert store.get_envelope(digest) == old.encode()
+        assert nwaku.published == []
+        assert service.metrics.envelopes_dropped.value("not_live") == 1
+    finally:
+        await peer.disconnect()
+        await service.stop()
+        await nwaku.stop()
