@@ -40,7 +40,7 @@ from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import RelayPublisher
 from waku_legacy.bridge.rest_store import RestError
 from waku_legacy.bridge.store_access import StoreAccess
-from waku_legacy.errors import WakuLegacyError
+from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.migrate.mapping import TopicMapping
@@ -137,7 +137,13 @@ class BridgeService:
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, config.server.host, config.server.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"[server] listen: cannot listen on {config.server.host}:{config.server.port}: "
+                f"{exc.strerror or exc}"
+            ) from None
         server = site._server
         assert server is not None and server.sockets
         self.rest_port = server.sockets[0].getsockname()[1]
@@ -185,7 +191,12 @@ class BridgeService:
             V2StoreSource(self.store.stores), key, ms_config, sink=self.live.on_v1_envelope
         )
         self.live.mailserver = self.mailserver
-        await self.mailserver.start(v1.host, v1.port)
+        try:
+            await self.mailserver.start(v1.host, v1.port)
+        except OSError as exc:
+            raise ConfigError(
+                f"[v1] listen: cannot listen on {v1.host}:{v1.port}: {exc.strerror or exc}"
+            ) from None
 
     async def _start_archiving(self) -> None:
         from waku_legacy.archive import SessionConfig

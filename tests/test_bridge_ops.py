@@ -230,3 +230,20 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
         await service.stop()
     finally:
         await nwaku.stop()
+
+
+@pytest.mark.network
+async def test_port_in_use_is_a_config_error_naming_the_key(tmp_path):
+    from waku_legacy.errors import ConfigError
+
+    first = BridgeService(bridge_config(tmp_path, f"sqlite:///{tmp_path}/a.sqlite3"))
+    await first.start()
+    try:
+        taken = bridge_config(tmp_path, f"sqlite:///{tmp_path}/b.sqlite3",
+                              server={"listen": f"127.0.0.1:{first.rest_port}"})  # fmt: skip
+        second = BridgeService(taken)
+        with pytest.raises(ConfigError, match=r"\[server\] listen: cannot listen"):
+            await second.start()
+        await second.stop()
+    finally:
+        await first.stop()
