@@ -118,13 +118,17 @@ def _message_row(
 
 
 def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+    from waku_legacy.identity.message_hash import envelope_hash
     from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-    from waku_legacy.mailserver_compat.cursor import db_key_for
+    from waku_legacy.mailserver_compat.cursor import DBKey
     from waku_legacy.mailserver_compat.envelope import Envelope
 
     data = raw["data"]
     envelope = Envelope.decode(data)
     message = envelope_to_waku_message(envelope)
+    # Envelope.decode accepts canonical RLP only (as go-ethereum), so the bytes read are the
+    # bytes status-go hashed: keccak of them is the envelope hash without re-encoding.
+    db_key = DBKey(envelope.sent_time, envelope_hash(data), envelope.topic).encode()
     return _message_row(
         raw, mapping,
         pubsub_topic=mapping.pubsub_for(message.content_topic),
@@ -134,7 +138,7 @@ def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
         timestamp=message.timestamp,
         meta=None,
         envelope=data,
-        db_key=db_key_for(envelope).encode(),
+        db_key=db_key,
     )  # fmt: skip
 
 
@@ -231,10 +235,22 @@ def decode_rows(rows: list[dict[str, Any]], mapping: TopicMapping) -> list[dict[
     return [decode_record(r, mapping) for r in rows]
 
 
+_RAW_NAMES = ("source", "kind", "location", "rank", "format", "data", "pubsub_topic",
+              "claimed_hash", "error")  # fmt: skip
+
+
 def decode_batch(batch: pa.RecordBatch, mapping: TopicMapping) -> pa.RecordBatch:
     """A RAW record batch -> a MESSAGE record batch, row for row."""
-    rows = decode_rows(batch.to_pylist(), mapping)
-    return pa.RecordBatch.from_pylist(rows, schema=MESSAGE_SCHEMA)
+    columns = [batch.column(name).to_pylist() for name in _RAW_NAMES]
+    out: dict[str, list[Any]] = {name: [] for name in _NAMES}
+    appenders = [(name, out[name].append) for name in _NAMES]
+    for values in zip(*columns, strict=True):
+        row = decode_record(dict(zip(_RAW_NAMES, values, strict=True)), mapping)
+        for name, append in appenders:
+            append(row[name])
+    return pa.RecordBatch.from_arrays(
+        [pa.array(out[f.name], f.type) for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA
+    )
 
 
 def decode_batches(

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MigrationError", "run_migration", "start_spark"]
 
+PARQUET_ROW_GROUP_BYTES = 4 * 1024 * 1024
+MAX_MESSAGE_FILES = 64
+
 
 class MigrationError(WakuLegacyError):
     """A migration step that failed (the message says which, and why)."""
@@ -76,13 +79,21 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def decode_and_deduplicate(raw: DataFrame, mapping: TopicMapping) -> DataFrame:
-    """RAW -> MESSAGE rows with a ``duplicate`` flag (the pipeline's core transform)."""
+def decode_and_deduplicate(raw: DataFrame, mapping: TopicMapping, partitions: int) -> DataFrame:
+    """RAW -> MESSAGE rows with a ``duplicate`` flag (the pipeline's core transform), in
+    exactly ``partitions`` partitions (by dedup key)."""
     from waku_legacy.migrate.decode import decode_batches
     from waku_legacy.migrate.dedup import deduplicate
 
     decoded = raw.mapInArrow(lambda it: decode_batches(it, mapping), spark_ddl(MESSAGE_SCHEMA))
-    return deduplicate(decoded)
+    # An explicit count (adaptive execution does not change it): the driver merges one file
+    # per partition, so this bounds its memory whatever the data size.
+    return deduplicate(decoded.repartition(partitions, "dedup_key"))
+
+
+def message_partitions(config: MigrateConfig, spark: SparkSession) -> int:
+    wanted = config.spark.shuffle_partitions or 2 * spark.sparkContext.defaultParallelism
+    return max(1, min(wanted, MAX_MESSAGE_FILES))
 
 
 def run_migration(
@@ -128,9 +139,14 @@ def run_migration(
     try:
         raw, tasks = read_sources(spark, config.sources, work_dir=str(work))
         with progress.spark_step(spark, "read, decode, deduplicate"):
-            ranked = decode_and_deduplicate(raw, mapping)
-            ranked.sortWithinPartitions("message_hash").write.mode("overwrite").parquet(
-                str(messages_dir)
+            ranked = decode_and_deduplicate(raw, mapping, message_partitions(config, spark))
+            # Small row groups: the driver streams these files back (store write) and holds
+            # one decoded row group per file at a time, so this bounds its memory.
+            (
+                ranked.sortWithinPartitions("message_hash")
+                .write.mode("overwrite")
+                .option("parquet.block.size", str(PARQUET_ROW_GROUP_BYTES))
+                .parquet(str(messages_dir))
             )
     except WakuLegacyError:
         raise

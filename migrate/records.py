@@ -19,6 +19,7 @@ MESSAGE (what decoding produces; quarantined records keep ``data`` and a ``reaso
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 
 import pyarrow as pa
 
@@ -99,8 +100,13 @@ def week_of(timestamp_ns: int | None) -> str:
     """ISO week (``2021-W07``) of a timestamp in nanoseconds, UTC."""
     if timestamp_ns is None or timestamp_ns <= 0:
         return UNKNOWN_WEEK
+    return _week_of_day(timestamp_ns // 86_400_000_000_000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _week_of_day(day_number: int) -> str:
     try:
-        day = _EPOCH + _dt.timedelta(seconds=timestamp_ns // 1_000_000_000)
+        day = _EPOCH + _dt.timedelta(days=day_number)
     except OverflowError:
         return UNKNOWN_WEEK
     year, week, _ = day.isocalendar()

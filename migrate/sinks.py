@@ -1,10 +1,13 @@
 """Where migrated messages go: the v2 store, the quarantine.
 
 SQLite is a single-writer file, so the driver writes it, streaming: the deduplicated
-messages were written by the executors as Parquet files, each sorted by message hash; the
-driver merges them (k-way, a few thousand rows per file in memory at a time) into one stream
-in hash order, which is also the cheapest order for SQLite's primary-key B-tree, and inserts
-it in batches (one transaction each; ``store:batch:<n>`` fault point after each commit).
+messages were written by the executors as a fixed number of Parquet files (at most
+:data:`~waku_legacy.migrate.pipeline.MAX_MESSAGE_FILES`), each sorted by message hash, with
+small row groups; the driver merges them (k-way, one row group per file in memory at a time,
+so its memory does not grow with the number of messages) into one stream in hash order, which
+is also the cheapest order for SQLite's primary-key B-tree (several times faster than
+interleaved sorted runs), and inserts it in batches (one transaction each;
+``store:batch:<n>`` fault point after each commit).
 PostgreSQL accepts parallel writers, so each executor writes its own partition.
 """
 
@@ -48,9 +51,11 @@ READ_BATCH = 4096
 
 
 def _kept_rows(path: Path) -> Iterator[tuple[Any, ...]]:
-    parquet = pq.ParquetFile(path)
+    # pre_buffer=False: with pre-buffering a reader keeps every row group it read cached
+    # until it is closed, so its memory grows with the file; without, one row group.
+    parquet = pq.ParquetFile(path, pre_buffer=False)
     columns = [*STORE_COLUMNS, "quarantined", "duplicate"]
-    for batch in parquet.iter_batches(batch_size=READ_BATCH, columns=columns):
+    for batch in parquet.iter_batches(batch_size=READ_BATCH, columns=columns, use_threads=False):
         keep = pc.and_(pc.invert(batch.column("quarantined")), pc.invert(batch.column("duplicate")))
         kept = batch.filter(keep)
         if kept.num_rows:

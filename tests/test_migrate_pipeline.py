@@ -26,6 +26,7 @@ import pytest
 
 from tests.test_migrate_rest import NwakuRestServer, v2_messages
 from waku_legacy.archive.build import build_community_archives
+from waku_legacy.errors import WakuLegacyError
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
 from waku_legacy.mailserver_compat.convert import archive_message
@@ -344,3 +345,14 @@ def test_crash_then_rerun_gives_the_uninterrupted_result(
     assert _store_rows(target) == _store_rows(out)
     assert _archive_files(target) == _archive_files(out)
     assert report.totals["late"] == 0
+
+
+def test_a_failing_source_is_one_clear_error(spark, dataset, tmp_path) -> None:
+    from waku_legacy.migrate.pipeline import MigrationError
+
+    dead = {"kind": "store-rest", "name": "dead", "url": "http://127.0.0.1:1", "retries": 0}
+    with pytest.raises(MigrationError, match=r"reading and decoding the sources failed: .*conn"):
+        _run(spark, dataset, tmp_path / "dead", sources=[dead])
+    missing = {"kind": "mailserver-leveldb", "name": "gone", "path": str(tmp_path / "nope")}
+    with pytest.raises(WakuLegacyError, match="cannot open LevelDB"):
+        _run(spark, dataset, tmp_path / "gone", sources=[missing])
