@@ -91,7 +91,9 @@ def _row_to_message(row: Sequence[Any]) -> StoredMessage:
 
 
 class SqliteMessageStore(MessageStore):
-    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self, path: str | Path, *, synchronous: str = "NORMAL", mmap_size: int = 0
+    ) -> None:
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
@@ -101,6 +103,8 @@ class SqliteMessageStore(MessageStore):
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            if mmap_size > 0:  # read through memory-mapped I/O (no pread per page)
+                self._db.execute(f"PRAGMA mmap_size={int(mmap_size)}")
             self._db.execute("PRAGMA busy_timeout=30000")
             self._db.execute("BEGIN IMMEDIATE")
             for statement in SCHEMA:
