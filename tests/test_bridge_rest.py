@@ -47,7 +47,8 @@ def store_file(tmp_path_factory):
 @pytest.fixture
 async def bridge(store_file, tmp_path):
     path, rows = store_file
-    service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}"))
+    # Memory-mapped reads (what deploy/bridge.example.toml configures).
+    service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}?mmap_size=67108864"))
     await service.start()
     async with aiohttp.ClientSession(f"http://127.0.0.1:{service.rest_port}") as http:
         yield service, http, rows
@@ -304,6 +305,13 @@ async def test_admin_endpoints_need_the_bearer_token(bridge):
         assert response.status == 200 and await response.json() == {"communities": []}
     async with http.get("/admin/v1/communities/0x12/archives", headers=good) as response:
         assert response.status == 400 and "bad community id" in await response.text()
+
+
+def test_bad_mmap_size_is_a_store_error(tmp_path):
+    from waku_legacy.store import StoreError
+
+    with pytest.raises(StoreError, match="mmap_size must be a byte count"):
+        open_store(f"sqlite:///{tmp_path}/x.sqlite3?mmap_size=lots")
 
 
 @pytest.mark.postgres
