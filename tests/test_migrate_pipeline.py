@@ -141,6 +141,8 @@ def dataset(tmp_path_factory, postgres_dsn) -> Any:
     ]
     yield Dataset(root, envelopes, communities, sources, v2_only, bridged, rest, records)
     rest.__exit__()
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {pg_dsn.rsplit('/', 1)[1]} WITH (FORCE)")
 
 
 def _config(ds: Dataset, out: Path, *, sources=None, now: int = NOW) -> Any:
