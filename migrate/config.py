@@ -15,7 +15,10 @@
     url = "http://node:8645"            # store-rest (live nwaku REST)
     partitions = 8                      # optional: parallel reads of this source
     # store-rest only (all optional): pubsub_topic, content_topics = [...], start_time,
-    # end_time (ns), page_size (<= 100), state_file (resumable position), retries, timeout
+    # end_time (ns), page_size (<= 100), retries, timeout, and state_file: the directory
+    # keeping every fetched page (the resumable position; default
+    # <work_dir>/rest-pages/<name>). A rerun replays the saved pages and fetches only what
+    # follows the last saved cursor; delete the directory to fetch everything again.
 
     [[community]]                       # repeat
     id = "0x02…"                        # compressed public key, 0x + 66 hex
