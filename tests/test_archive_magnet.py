@@ -154,3 +154,18 @@ def test_build_writes_verifiable_magnet_message(tmp_path: Path) -> None:
             tmp_path / "a", tmp_path / "t", COMMUNITY, [b"abcd"], messages,
             now=1_650_000_100, community_key=OTHER,
         )  # fmt: skip
+
+
+def test_magnet_message_bytes_are_reproducible() -> None:
+    # Reruns must write identical files: same key, link and clock -> same bytes; a new clock
+    # -> new bytes (and a new GCM nonce).
+    from waku_legacy.archive import build_magnet_message
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+
+    key = private_key_from_bytes(bytes(31) + b"\x07")
+    link = "magnet:?xt=urn:btih:" + "ab" * 20 + "&dn=x"
+    first = build_magnet_message(key, link, 1_000, pubsub_topic="/waku/2/rs/16/128")
+    again = build_magnet_message(key, link, 1_000, pubsub_topic="/waku/2/rs/16/128")
+    later = build_magnet_message(key, link, 2_000, pubsub_topic="/waku/2/rs/16/128")
+    assert first.SerializeToString() == again.SerializeToString()
+    assert later.payload[-12:] != first.payload[-12:]

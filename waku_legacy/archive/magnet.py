@@ -18,7 +18,10 @@ newer than the last accepted one (:func:`verify_magnet_message`).
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +86,33 @@ def wrap_application_message(
     ).SerializeToString()
 
 
+def _deterministic_random_source(
+    community_key: coincurve.PrivateKey, magnet_uri: str, clock_ms: int
+) -> Callable[[int], bytes]:
+    """Padding, GCM nonce and ECIES randomness derived from what is being signed.
+
+    The same (key, magnet link, clock) then gives the same message bytes, so a rerun writes
+    identical files; a different link or clock gives a different nonce (a nonce is never
+    reused with a different plaintext under the same key).
+    """
+    seed = hmac.new(
+        community_key.secret,
+        b"waku-legacy magnet-link message\x00" + magnet_uri.encode() + clock_ms.to_bytes(8, "big"),
+        hashlib.sha256,
+    ).digest()
+    counter = 0
+
+    def take(size: int) -> bytes:
+        nonlocal counter
+        out = bytearray()
+        while len(out) < size:
+            counter += 1
+            out += hmac.new(seed, counter.to_bytes(8, "big"), hashlib.sha256).digest()
+        return bytes(out[:size])
+
+    return take
+
+
 def build_magnet_message(
     community_key: coincurve.PrivateKey,
     magnet_uri: str,
@@ -91,12 +121,15 @@ def build_magnet_message(
     pubsub_topic: str,
     payload_signer: coincurve.PrivateKey | None = None,
     padding: bytes | None = None,
+    random_source: Callable[[int], bytes] | None = None,
 ) -> waku_message_pb2.WakuMessage:
     """The v2 ``WakuMessage`` carrying a magnet link, signed by the community key.
 
     ``pubsub_topic`` is where it is to be published (the community's shard); it is checked for
     form here and used by :func:`relay_publish_path`. ``payload_signer`` signs the
     26/WAKU-PAYLOAD (status-go uses the sending node's identity; default: the community key).
+    ``random_source`` defaults to a stream derived from the key, link and clock, so that the
+    same inputs give the same bytes (reruns are byte-identical).
     """
     if not isinstance(pubsub_topic, str) or not pubsub_topic.startswith("/"):
         raise ConfigError(f"pubsub topic {pubsub_topic!r} does not look like /waku/2/...")
@@ -114,6 +147,8 @@ def build_magnet_message(
         sign_with=payload_signer or community_key,
         symmetric_key=symmetric_key_for_chat(chat_id),
         padding=padding,
+        random_source=random_source
+        or _deterministic_random_source(community_key, magnet_uri, clock_ms),
     )
     return waku_message_pb2.WakuMessage(
         payload=data,
