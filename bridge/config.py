@@ -77,10 +77,10 @@ from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 # the same tables the same way.
 from waku_legacy.migrate.config import (
     CommunityConfig,
-    _parse_community,
-    _resolve,
-    _resolve_store,
-    _Table,
+    ConfigTable,
+    parse_community,
+    resolve_path,
+    resolve_store_url,
 )
 
 __all__ = [
@@ -220,12 +220,12 @@ class BridgeConfig:
 # -- table readers -----------------------------------------------------------------------------
 
 
-def _duration(t: _Table, key: str, default: float) -> float:
+def _duration(t: ConfigTable, key: str, default: float) -> float:
     value = t._get(key)
     return default if value is None else parse_duration(value, t.where, key)
 
 
-def _boolean(t: _Table, key: str, default: bool) -> bool:
+def _boolean(t: ConfigTable, key: str, default: bool) -> bool:
     value = t._get(key)
     if value is None:
         return default
@@ -234,26 +234,26 @@ def _boolean(t: _Table, key: str, default: bool) -> bool:
     return value
 
 
-def _http_url(t: _Table, key: str, value: str) -> str:
+def _http_url(t: ConfigTable, key: str, value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise t.error(key, "an http:// or https:// URL", value)
     return value.rstrip("/")
 
 
-def _optional_table(top: _Table, key: str) -> _Table | None:
+def _optional_table(top: ConfigTable, key: str) -> ConfigTable | None:
     if top.data.get(key) is None:
         top.used.add(key)
         return None
     return top.table(key)
 
 
-def _pubsub_topic(t: _Table, key: str, value: str) -> str:
+def _pubsub_topic(t: ConfigTable, key: str, value: str) -> str:
     if not value.startswith("/waku/2/"):
         raise t.error(key, "a Waku v2 pubsub topic (/waku/2/…)", value)
     return value
 
 
-def _parse_server(top: _Table) -> ServerConfig:
+def _parse_server(top: ConfigTable) -> ServerConfig:
     t = top.table("server")
     host, port = parse_listen(t.string("listen", default="127.0.0.1:8645"), t.where, "listen")
     config = ServerConfig(
@@ -266,7 +266,7 @@ def _parse_server(top: _Table) -> ServerConfig:
     return config
 
 
-def _parse_store(top: _Table, base: Path) -> StoreConfig:
+def _parse_store(top: ConfigTable, base: Path) -> StoreConfig:
     if top.data.get("store") is None:
         raise ConfigError(f"{top.where}: a [store] table with 'url' is required")
     t = top.table("store")
@@ -274,14 +274,14 @@ def _parse_store(top: _Table, base: Path) -> StoreConfig:
     if not url:
         raise ConfigError(f"{t.where}: key 'url' must name a store")
     try:
-        resolved = _resolve_store(base, url)
+        resolved = resolve_store_url(base, url)
     except ConfigError:
         raise t.error("url", "sqlite:///path, a file path or postgresql://…", url) from None
     t.done()
     return StoreConfig(resolved)
 
 
-def _public_key(t: _Table, key: str, text: str) -> bytes:
+def _public_key(t: ConfigTable, key: str, text: str) -> bytes:
     from waku_legacy.mailserver_compat.enode import Enode
 
     value = text.strip()
@@ -302,12 +302,12 @@ def _public_key(t: _Table, key: str, text: str) -> bytes:
     return raw
 
 
-def _parse_v1(top: _Table, base: Path) -> V1Config | None:
+def _parse_v1(top: ConfigTable, base: Path) -> V1Config | None:
     t = _optional_table(top, "v1")
     if t is None:
         return None
     host, port = parse_listen(t.string("listen", default="0.0.0.0:30303"), t.where, "listen")
-    key_file = _resolve(base, t.string("node_key_file", default="nodekey"))
+    key_file = resolve_path(base, t.string("node_key_file", default="nodekey"))
     assert key_file is not None
     min_pow = t._get("min_pow")
     if min_pow is None:
@@ -333,7 +333,7 @@ def _parse_v1(top: _Table, base: Path) -> V1Config | None:
     return config
 
 
-def _parse_relay(top: _Table) -> RelayConfig | None:
+def _parse_relay(top: ConfigTable) -> RelayConfig | None:
     t = _optional_table(top, "relay")
     if t is None:
         return None
@@ -350,7 +350,7 @@ def _parse_relay(top: _Table) -> RelayConfig | None:
     return config
 
 
-def _parse_history(top: _Table, base: Path) -> HistoryConfig | None:
+def _parse_history(top: ConfigTable, base: Path) -> HistoryConfig | None:
     t = _optional_table(top, "history")
     if t is None:
         return None
@@ -364,7 +364,7 @@ def _parse_history(top: _Table, base: Path) -> HistoryConfig | None:
         interval=_duration(t, "interval", 3600.0),
         page_size=t.integer("page_size", default=100, low=1, high=100),
         pubsub_topics=topics,
-        state_dir=_resolve(base, t.string("state_dir")),
+        state_dir=resolve_path(base, t.string("state_dir")),
         timeout=_duration(t, "timeout", 30.0),
         retries=t.integer("retries", default=5, low=0, high=100),
     )
@@ -372,12 +372,12 @@ def _parse_history(top: _Table, base: Path) -> HistoryConfig | None:
     return config
 
 
-def _parse_archive(top: _Table, base: Path) -> ArchiveConfig | None:
+def _parse_archive(top: ConfigTable, base: Path) -> ArchiveConfig | None:
     t = _optional_table(top, "archive")
     if t is None:
         return None
-    archive_dir = _resolve(base, t.string("archive_dir", required=True))
-    torrent_dir = _resolve(base, t.string("torrent_dir", required=True))
+    archive_dir = resolve_path(base, t.string("archive_dir", required=True))
+    torrent_dir = resolve_path(base, t.string("torrent_dir", required=True))
     assert archive_dir is not None and torrent_dir is not None
     seed_listen = t.string("seed_listen", default="0.0.0.0:6881")
     parse_listen(seed_listen, t.where, "seed_listen")
@@ -399,10 +399,10 @@ def _parse_archive(top: _Table, base: Path) -> ArchiveConfig | None:
     return config
 
 
-def _parse_admin(top: _Table, base: Path) -> AdminConfig:
+def _parse_admin(top: ConfigTable, base: Path) -> AdminConfig:
     t = top.table("admin")
     token = t.string("token")
-    token_file = _resolve(base, t.string("token_file"))
+    token_file = resolve_path(base, t.string("token_file"))
     t.done()
     if token is not None and token_file is not None:
         raise ConfigError(f"{t.where}: give 'token' or 'token_file', not both")
@@ -418,7 +418,7 @@ def _parse_admin(top: _Table, base: Path) -> AdminConfig:
     return AdminConfig(token)
 
 
-def _parse_logging(top: _Table) -> LoggingConfig:
+def _parse_logging(top: ConfigTable) -> LoggingConfig:
     t = top.table("logging")
     level = t.string("level", default="info").lower()
     if level not in ("debug", "info", "warning", "error"):
@@ -435,7 +435,7 @@ def parse_config(
 ) -> BridgeConfig:
     """Validate a parsed TOML document (paths relative to ``base_dir``)."""
     base = Path(base_dir)
-    top = _Table(dict(data), origin)
+    top = ConfigTable(dict(data), origin)
     server = _parse_server(top)
     store = _parse_store(top, base)
     v1 = _parse_v1(top, base)
@@ -445,7 +445,7 @@ def parse_config(
     raw_communities = top._get("community") or []
     if not isinstance(raw_communities, list):
         raise top.error("community", "an array of tables ([[community]])", raw_communities)
-    communities = tuple(_parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
+    communities = tuple(parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
     if len({str(c.id) for c in communities}) != len(communities):
         raise ConfigError(f"{origin}: a community is configured twice")
     seen: dict[bytes, str] = {}

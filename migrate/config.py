@@ -166,7 +166,7 @@ class MigrateConfig:
 # -- parsing helpers ------------------------------------------------------------------------
 
 
-class _Table:
+class ConfigTable:
     """A TOML table being read: typed getters that name the key in their errors, and a
     final check that no unknown key is left."""
 
@@ -230,9 +230,9 @@ class _Table:
             raise self.error(key, "a list of strings", value)
         return tuple(value)
 
-    def table(self, key: str) -> _Table:
+    def table(self, key: str) -> ConfigTable:
         value = self._get(key)
-        return _Table({} if value is None else value, f"{self.where}.{key}")
+        return ConfigTable({} if value is None else value, f"{self.where}.{key}")
 
     def done(self) -> None:
         unknown = sorted(set(self.data) - self.used)
@@ -255,14 +255,14 @@ def _show(value: Any) -> str:
     return f"{_kind(value)} {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
-def _resolve(base: Path, value: str | None) -> str | None:
+def resolve_path(base: Path, value: str | None) -> str | None:
     if value is None or value == "":
         return value
     path = Path(value).expanduser()
     return str(path if path.is_absolute() else (base / path))
 
 
-def _resolve_store(base: Path, url: str) -> str:
+def resolve_store_url(base: Path, url: str) -> str:
     if url == "" or url.startswith(("postgresql://", "postgres://")):
         return url
     if url.startswith("sqlite:///"):
@@ -280,7 +280,7 @@ def _resolve_store(base: Path, url: str) -> str:
 
 
 def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
-    t = _Table(raw, f"[[source]] #{number}")
+    t = ConfigTable(raw, f"[[source]] #{number}")
     kind_text = t.string("kind", required=True)
     try:
         kind = SourceKind(kind_text)
@@ -299,7 +299,7 @@ def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
             raise t.error("dsn", "a PostgreSQL URL (postgresql://user@host/db)", dsn)
     elif kind is SourceKind.STORE_REST:
         url = t.string("url")
-        path = _resolve(base, t.string("path"))
+        path = resolve_path(base, t.string("path"))
         if (url is None) == (path is None):
             raise ConfigError(
                 f"{t.where}: give exactly one of 'url' (a live nwaku REST endpoint) or "
@@ -313,12 +313,12 @@ def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
             "start_time": t.integer("start_time", low=0),
             "end_time": t.integer("end_time", low=0),
             "page_size": t.integer("page_size", default=100, low=1, high=100),
-            "state_file": _resolve(base, t.string("state_file")),
+            "state_file": resolve_path(base, t.string("state_file")),
             "retries": t.integer("retries", default=5, low=0, high=100),
             "timeout": t.number("timeout", default=30.0),
         }
     else:
-        path = _resolve(base, t.string("path", required=True))
+        path = resolve_path(base, t.string("path", required=True))
     t.done()
     return SourceConfig(
         kind=kind, name=name, rank=number, dsn=dsn, path=path, url=url,
@@ -326,8 +326,8 @@ def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
     )  # fmt: skip
 
 
-def _parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
-    t = _Table(raw, f"[[community]] #{number}")
+def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
+    t = ConfigTable(raw, f"[[community]] #{number}")
     text = t.string("id", required=True)
     try:
         community = CommunityId.parse(text)
@@ -349,7 +349,7 @@ def _parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
         community_pubsub_topic(shard)
     except WakuLegacyError as exc:
         raise ConfigError(f"{t.where}: key 'shard': {exc}") from None
-    key_file = _resolve(base, t.string("key_file"))
+    key_file = resolve_path(base, t.string("key_file"))
     name = t.string("name")
     t.done()
     return CommunityConfig(community, channels, shard, key_file, name)
@@ -359,7 +359,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
                  ) -> MigrateConfig:  # fmt: skip
     """Validate a parsed TOML document (paths relative to ``base_dir``)."""
     base = Path(base_dir)
-    top = _Table(dict(data), origin)
+    top = ConfigTable(dict(data), origin)
 
     spark_t = top.table("spark")
     conf_t = spark_t.table("conf")
@@ -389,7 +389,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     raw_communities = top._get("community") or []
     if not isinstance(raw_communities, list):
         raise top.error("community", "an array of tables ([[community]])", raw_communities)
-    communities = tuple(_parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
+    communities = tuple(parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
     ids = [str(c.id) for c in communities]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{origin}: a community is configured twice")
@@ -420,15 +420,15 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     out_t = top._get("output")
     if out_t is None:
         raise ConfigError(f"{origin}: an [output] table is required")
-    out = _Table(out_t, "[output]")
-    store = _resolve_store(base, out.string("store", required=True).strip())
-    archive_dir = _resolve(base, out.string("archive_dir", required=True))
-    torrent_dir = _resolve(base, out.string("torrent_dir", required=True))
+    out = ConfigTable(out_t, "[output]")
+    store = resolve_store_url(base, out.string("store", required=True).strip())
+    archive_dir = resolve_path(base, out.string("archive_dir", required=True))
+    torrent_dir = resolve_path(base, out.string("torrent_dir", required=True))
     assert archive_dir is not None and torrent_dir is not None
-    work_dir = _resolve(base, out.string("work_dir")) or str(
+    work_dir = resolve_path(base, out.string("work_dir")) or str(
         Path(archive_dir).parent / ".migrate-work"
     )
-    quarantine_dir = _resolve(base, out.string("quarantine_dir")) or str(
+    quarantine_dir = resolve_path(base, out.string("quarantine_dir")) or str(
         Path(work_dir) / "quarantine"
     )
     output = OutputConfig(
@@ -437,7 +437,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
         torrent_dir=torrent_dir,
         quarantine_dir=quarantine_dir,
         work_dir=work_dir,
-        report=_resolve(base, out.string("report")),
+        report=resolve_path(base, out.string("report")),
     )
     out.done()
     top.done()
