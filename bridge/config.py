@@ -64,7 +64,6 @@ key (a typo must not silently switch a feature off).
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +78,7 @@ from waku_legacy.migrate.config import (
     CommunityConfig,
     ConfigTable,
     parse_community,
+    read_toml,
     resolve_path,
     resolve_store_url,
 )
@@ -471,14 +471,4 @@ def parse_config(
 def load_config(path: str | Path) -> BridgeConfig:
     """Read and validate a TOML config file."""
     path = Path(path)
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    try:
-        data = tomllib.loads(text.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return parse_config(data, base_dir=path.resolve().parent, origin=str(path))
+    return parse_config(read_toml(path), base_dir=path.resolve().parent, origin=str(path))

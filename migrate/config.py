@@ -444,8 +444,8 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     return MigrateConfig(spark, sources, communities, pipeline, output, origin)
 
 
-def load_config(path: str | Path) -> MigrateConfig:
-    """Read and validate a TOML config file."""
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML file; every failure is a ConfigError naming the file."""
     path = Path(path)
     try:
         text = path.read_bytes()
@@ -457,4 +457,10 @@ def load_config(path: str | Path) -> MigrateConfig:
         raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return parse_config(data, base_dir=path.resolve().parent, origin=str(path))
+    return data
+
+
+def load_config(path: str | Path) -> MigrateConfig:
+    """Read and validate a TOML config file."""
+    path = Path(path)
+    return parse_config(read_toml(path), base_dir=path.resolve().parent, origin=str(path))
