@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -71,3 +72,19 @@ def postgres_dsn() -> Iterator[str]:
         yield server.get_uri("postgres")
     finally:
         server.cleanup()
+
+
+@pytest.fixture(autouse=True)
+def _restore_package_logging() -> Iterator[None]:
+    """Tests that configure the service's logging (handlers, level, propagate=False) must not
+    leak it into later tests, whose caplog would then capture nothing."""
+    names = ("waku_legacy", "aiohttp.access")
+    saved = []
+    for name in names:
+        logger = logging.getLogger(name)
+        saved.append((logger, list(logger.handlers), logger.level, logger.propagate))
+    yield
+    for logger, handlers, level, propagate in saved:
+        logger.handlers = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate

@@ -230,17 +230,23 @@ class PostgresEnvelopeStore:
             "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = 'envelopes'::regclass"
         ).fetchone()  # type: ignore[misc]
         fractions = [i / parts for i in range(1, parts)]
+        sources = ["envelopes"]
         if estimate and estimate > sample_rows * 2:
             percent = min(100.0, 100.0 * sample_rows / estimate)
-            source = f"(SELECT id FROM envelopes TABLESAMPLE SYSTEM ({percent:.6f})) AS s"
-        else:
-            source = "envelopes"
-        (cuts,) = self._conn.execute(
-            f"SELECT percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY id) FROM {source}",
-            (fractions,),
-        ).fetchone()  # type: ignore[misc]
+            # SYSTEM samples whole pages: cheap on a big table, but it can come back with
+            # too few rows (or none) when the table spans few pages; the full scan follows.
+            sample = f"(SELECT id FROM envelopes TABLESAMPLE SYSTEM ({percent:.6f})) AS s"
+            sources.insert(0, sample)
+        unique: list[bytes] = []
+        for source in sources:
+            (cuts,) = self._conn.execute(
+                f"SELECT percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY id) FROM {source}",
+                (fractions,),
+            ).fetchone()  # type: ignore[misc]
+            unique = sorted({bytes(c) for c in (cuts or []) if c is not None})
+            if len(unique) == len(fractions):
+                break
         self._conn.rollback()
-        unique = sorted({bytes(c) for c in (cuts or []) if c is not None})
         edges: list[bytes | None] = [None, *unique, None]
         return list(itertools.pairwise(edges))
 
