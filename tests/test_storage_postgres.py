@@ -9,6 +9,7 @@ import uuid
 import psycopg
 import pytest
 
+from tests.conftest import dsn_for_database
 from waku_legacy.mailserver_compat.storage.postgres import (
     PostgresEnvelopeStore,
     PostgresSourceError,
@@ -34,7 +35,7 @@ def legacy_dsn(postgres_dsn: str):
     name = "ms_" + uuid.uuid4().hex[:12]
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    dsn = postgres_dsn.rsplit("/", 1)[0] + "/" + name
+    dsn = dsn_for_database(postgres_dsn, name)
     yield dsn
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.conftest import dsn_for_database
 from waku_legacy.store import (
     CursorNotFound,
     StoredMessage,
@@ -64,7 +65,7 @@ def store_url(request, tmp_path: Path):
     name = "st_" + uuid.uuid4().hex[:12]
     with psycopg.connect(base, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    yield base.rsplit("/", 1)[0] + "/" + name
+    yield dsn_for_database(base, name)
     with psycopg.connect(base, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
@@ -178,7 +179,7 @@ def test_postgres_columns_are_nwaku_hex(postgres_dsn: str) -> None:
     name = "hx_" + uuid.uuid4().hex[:12]
     with psycopg.connect(postgres_dsn, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    dsn = postgres_dsn.rsplit("/", 1)[0] + "/" + name
+    dsn = dsn_for_database(postgres_dsn, name)
     try:
         with open_store(dsn) as store:
             store.insert_messages(
