@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.files import MAX_KEY_FILE, read_small_text
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 
 # The migration owns the [[community]] format and its typed table reader; the bridge reads
@@ -407,12 +408,10 @@ def _parse_admin(top: ConfigTable, base: Path) -> AdminConfig:
     if token is not None and token_file is not None:
         raise ConfigError(f"{t.where}: give 'token' or 'token_file', not both")
     if token_file is not None:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(
-                f"{t.where}: key 'token_file': cannot read {token_file}: {exc}"
-            ) from exc
+        # A regular file of at most MAX_KEY_FILE bytes (/dev/zero or a huge file is refused).
+        token = read_small_text(
+            token_file, what=f"{t.where}: key 'token_file'", max_size=MAX_KEY_FILE
+        ).strip()
     if token is not None and len(token) < 16:
         raise ConfigError(f"{t.where}: the admin token must be at least 16 characters")
     return AdminConfig(token)

@@ -10,18 +10,16 @@ import coincurve
 
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
 from waku_legacy.errors import ConfigError, CryptoError
+from waku_legacy.files import MAX_KEY_FILE, read_small_text
 
 __all__ = ["load_node_key", "load_or_create_node_key", "write_node_key"]
 
 
 def load_node_key(path: str | os.PathLike[str]) -> coincurve.PrivateKey:
     file = Path(path)
-    try:
-        text = file.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        raise ConfigError(f"node key file {file} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"node key file {file} cannot be read: {exc}") from exc
+    # A regular file of at most MAX_KEY_FILE bytes: /dev/zero or a huge file is refused.
+    text = read_small_text(file, what="node key file", max_size=MAX_KEY_FILE, encoding="ascii")
+    text = text.strip()
     if text.startswith(("0x", "0X")):
         text = text[2:]
     if len(text) != 64:

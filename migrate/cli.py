@@ -81,20 +81,15 @@ def _with_master(data: dict[str, Any], master: str | None) -> dict[str, Any]:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    import tomllib
-
-    from waku_legacy.migrate.config import load_config, parse_config
+    from waku_legacy.migrate.config import load_config, parse_config, read_toml
 
     if args.master:
         path = Path(args.config)
-        try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-            config = load_config(path)  # raises the clear error
-        else:
-            config = parse_config(
-                _with_master(data, args.master), base_dir=path.resolve().parent, origin=str(path)
-            )
+        config = parse_config(
+            _with_master(read_toml(path), args.master),
+            base_dir=path.resolve().parent,
+            origin=str(path),
+        )
     else:
         config = load_config(args.config)
     _emit(args, _run(config, args))

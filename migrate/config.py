@@ -9,6 +9,7 @@
     kind = "mailserver-postgres"        # or mailserver-leveldb, envelope-dump, store-rest,
                                         # store-sqlite
     name = "ms-eu"                      # optional (default: "<kind>-<n>"); shown in the report
+                                        # and a directory name: letters, digits, . _ -
     dsn = "postgresql://user@host/db"   # mailserver-postgres
     path = "…"                          # mailserver-leveldb dir, envelope-dump file(s) (globs ok),
                                         # store-sqlite file, store-rest saved pages (dir or glob)
@@ -54,6 +55,13 @@ from pathlib import Path
 from typing import Any
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.files import (
+    MAX_CONFIG_FILE,
+    check_nesting,
+    check_path_component,
+    nesting_error,
+    read_small_text,
+)
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, community_pubsub_topic
 from waku_legacy.identity.topics import CommunityId, chat_topic
 
@@ -289,7 +297,10 @@ def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
             "kind", "one of " + ", ".join(k.value for k in SourceKind), kind_text
         ) from None
     t.where = f"[[source]] #{number} ({kind})"
-    name = t.string("name", default=f"{kind}-{number}")
+    # The name is a directory name under work_dir (saved REST pages): one safe component.
+    name = check_path_component(
+        t.string("name", default=f"{kind}-{number}"), where=t.where, key="name"
+    )
     partitions = t.integer("partitions", low=1, high=10_000)
     dsn = path = url = None
     rest: dict[str, Any] = {}
@@ -445,18 +456,18 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file; every failure is a ConfigError naming the file."""
+    """Read a TOML file; every failure is a ConfigError naming the file: not a regular file,
+    over :data:`~waku_legacy.files.MAX_CONFIG_FILE` bytes, not UTF-8, not TOML, or nested
+    more than :data:`~waku_legacy.files.MAX_NESTING` levels."""
     path = Path(path)
+    text = read_small_text(path, what="config file", max_size=MAX_CONFIG_FILE)
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    try:
-        data = tomllib.loads(text.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise nesting_error(str(path)) from None
+    check_nesting(data, what=str(path))
     return data
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.files import check_path_component
 from waku_legacy.migrate.config import SourceConfig, SourceKind
 from waku_legacy.migrate.records import (
     FORMAT_V1,
@@ -213,7 +214,13 @@ def _plan_rest(source: SourceConfig, base: Task, parts: int, work_dir: str) -> l
         n = max(1, source.partitions)
         cuts = [start + ((end - start + 1) * i) // n for i in range(n + 1)]
         slices = [(cuts[i], cuts[i + 1] - 1) for i in range(n) if cuts[i + 1] > cuts[i]]
-    state_root = source.state_file or os.path.join(work_dir, "rest-pages", source.name)
+    if source.state_file:
+        state_root = source.state_file
+    else:
+        # The name is checked by the config parser; a SourceConfig built in code gets the same
+        # rule, so the saved pages always stay under work_dir.
+        name = check_path_component(source.name, where=f"source {source.name!r}", key="name")
+        state_root = os.path.join(work_dir, "rest-pages", name)
     tasks = []
     for i, (a, b) in enumerate(slices):
         tasks.append(

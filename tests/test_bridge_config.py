@@ -3,6 +3,7 @@ and the [[community]] tables read by the migration's own parser."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -128,7 +129,7 @@ def test_errors_name_the_key(tmp_path, data, fragment):
 
 
 def test_file_errors(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read config file"):
+    with pytest.raises(ConfigError, match=r"config file: .*missing.toml does not exist"):
         load_config(tmp_path / "missing.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("[server\n")
@@ -191,3 +192,78 @@ def test_deploy_example_config_is_valid(tmp_path):
     assert config.history is not None and config.history.nodes == ("http://127.0.0.1:8646",)
     unit = (REPO_ROOT / "deploy" / "waku-legacy-bridge.service").read_text()
     assert "waku-legacy serve --config /etc/waku-legacy/bridge.toml" in unit
+
+
+# -- issue 10: hostile configs -------------------------------------------------------------
+
+
+def _token_config(tmp_path, token_file):
+    path = tmp_path / "bridge.toml"
+    path.write_text(f'[store]\nurl = "a.db"\n[admin]\ntoken_file = "{token_file}"\n')
+    return path
+
+
+@pytest.mark.timeout(30)
+def test_token_file_must_be_a_small_regular_file(tmp_path):
+    """token_file = "/dev/zero" used to read until memory ran out: every file the config
+    names is a regular file of bounded size, or a ConfigError naming the key."""
+    with pytest.raises(ConfigError, match=r"key 'token_file'.*not a regular file"):
+        load_config(_token_config(tmp_path, "/dev/zero"))
+    with pytest.raises(ConfigError, match=r"key 'token_file'.*is a directory"):
+        load_config(_token_config(tmp_path, str(tmp_path)))
+    big = tmp_path / "big.token"
+    big.write_text("t" * 5000)
+    with pytest.raises(ConfigError, match=r"key 'token_file'.*larger than the 4096-byte limit"):
+        load_config(_token_config(tmp_path, str(big)))
+    fifo = tmp_path / "token.fifo"
+    os.mkfifo(fifo)  # opening must not wait for a writer
+    with pytest.raises(ConfigError, match=r"key 'token_file'.*not a regular file"):
+        load_config(_token_config(tmp_path, str(fifo)))
+    ok = tmp_path / "ok.token"
+    ok.write_text("a-long-enough-admin-token\n")
+    assert load_config(_token_config(tmp_path, str(ok))).admin.token == "a-long-enough-admin-token"
+
+
+@pytest.mark.timeout(30)
+def test_community_key_file_must_be_a_small_regular_file(tmp_path, capsys):
+    """The community key_file (and any node key file) goes through the same reader."""
+    from waku_legacy.cli import main
+
+    (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
+    path = tmp_path / "bridge.toml"
+    for key_file, message in (("/dev/zero", "not a regular file"), (str(tmp_path), "directory")):
+        path.write_text(FULL.replace('key_file = "community.key"', f'key_file = "{key_file}"'))
+        assert main(["serve", "--config", str(path), "--check"]) == 2
+        err = capsys.readouterr().err
+        assert "key_file" in err and message in err and err.count("\n") == 1, err
+
+
+def test_deeply_nested_toml_is_a_config_error(tmp_path, capsys):
+    """`serve --config --check` with TOML nested past the parser's recursion, or deeper than
+    any config, exits 2 with one line naming the file."""
+    from waku_legacy.cli import main
+
+    path = tmp_path / "deep.toml"
+    for text in (
+        "a = " + "[" * 100_000 + "]" * 100_000,
+        "x = " + "{a = " * 5000 + "1" + "}" * 5000,
+        '[store]\nurl = "a.db"\n[server]\nlisten = ' + "[" * 100 + "]" * 100,
+    ):
+        path.write_text(text + "\n")
+        with pytest.raises(ConfigError, match="nested"):
+            load_config(path)
+        assert main(["serve", "--config", str(path), "--check"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("waku-legacy serve: error: ") and "nested" in err, err
+        assert err.count("\n") == 1
+
+
+def test_config_file_must_be_a_small_regular_file(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config("/dev/zero")
+    big = tmp_path / "big.toml"
+    big.write_text('[store]\nurl = "a.db"\n# ' + "x" * (2 * 1024 * 1024) + "\n")
+    with pytest.raises(ConfigError, match="larger than the 1048576-byte limit"):
+        load_config(big)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,7 @@ def test_mistakes_name_the_key(tmp_path: Path, change: tuple[str, str], message:
 
 
 def test_file_level_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read config file"):
+    with pytest.raises(ConfigError, match=r"config file: .*missing.toml does not exist"):
         load_config(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(_write(tmp_path, "[spark\nmaster="))
@@ -130,3 +131,95 @@ def test_file_level_errors(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="configured twice"):
         load_config(_write(tmp_path, two))
+
+
+# -- issue 10: hostile configs -------------------------------------------------------------
+
+REST_SOURCE = """
+[[source]]
+kind = "store-rest"
+url = "http://127.0.0.1:1"
+retries = 0
+name = {name}
+
+[output]
+store = ""
+archive_dir = "out/archives"
+torrent_dir = "out/torrents"
+work_dir = "out/work"
+"""
+
+
+@pytest.mark.parametrize(
+    "name", ["../../x", "..", ".", "a/b", "/etc", "x\\y", ".hidden", "-rf", "", "a b", "x" * 129]
+)
+def test_source_name_must_be_one_path_component(tmp_path: Path, name: str) -> None:
+    """A [[source]] name becomes a directory under work_dir (saved REST pages): anything that
+    is not one plain file-name component is a ConfigError naming the key."""
+    with pytest.raises(ConfigError, match=r"\[\[source\]\] #1 \(store-rest\): key 'name'"):
+        load_config(_write(tmp_path, REST_SOURCE.format(name=json.dumps(name))))
+
+
+def test_source_name_cannot_write_outside_work_dir(tmp_path: Path, capsys) -> None:
+    """`migrate` with name = "../../x" stops at the config (exit 2) and writes nothing
+    outside work_dir; a SourceConfig built in code gets the same rule when planned."""
+    from waku_legacy.cli import main
+    from waku_legacy.migrate.config import SourceConfig
+    from waku_legacy.migrate.sources import plan_source
+
+    root = tmp_path / "root"
+    root.mkdir()
+    path = _write(root, REST_SOURCE.format(name='"../../escaped"'))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["migrate", "--config", str(path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "key 'name'" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written outside
+    assert not (root / "out").exists()
+
+    source = SourceConfig(kind=SourceKind.STORE_REST, name="../../escaped", rank=1, url="http://x")
+    with pytest.raises(ConfigError, match="key 'name'"):
+        plan_source(source, 1, str(root / "out" / "work"))
+    ok = plan_source(source.__class__(kind=SourceKind.STORE_REST, name="ms-1.eu", rank=1,
+                                      url="http://x"), 1, str(root / "work"))  # fmt: skip
+    assert ok[0]["save_dir"].startswith(str(root / "work" / "rest-pages" / "ms-1.eu"))
+
+
+def test_deeply_nested_toml_is_a_config_error(tmp_path: Path) -> None:
+    """Nesting past the parser's recursion (RecursionError inside tomllib) and nesting the
+    parser survives but no config has (an error message would repr it) are both typed."""
+    for depth in (50, 100_000):
+        text = FULL.replace('master = "local[2]"', "master = " + "[" * depth + "]" * depth)
+        with pytest.raises(ConfigError, match="nested"):
+            load_config(_write(tmp_path, text))
+    inline = "x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n" + FULL
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(_write(tmp_path, inline))
+
+
+def test_config_file_must_be_a_small_regular_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config("/dev/zero")
+    big = FULL + "# " + "x" * (2 * 1024 * 1024) + "\n"
+    with pytest.raises(ConfigError, match="larger than the 1048576-byte limit"):
+        load_config(_write(tmp_path, big))
+
+
+def test_migrate_cli_reports_config_file_errors(tmp_path: Path, capsys) -> None:
+    """`migrate --config` (with and without --master) turns every config-file failure into
+    one line on stderr and exit code 2."""
+    from waku_legacy.cli import main
+
+    deep = _write(tmp_path, "a = " + "[" * 100_000 + "]" * 100_000)
+    for argv in (
+        ["migrate", "--config", str(deep)],
+        ["migrate", "--config", str(deep), "--master", "local[1]"],
+        ["migrate", "--config", str(tmp_path)],
+        ["migrate", "--config", str(tmp_path / "missing.toml"), "--master", "local[1]"],
+        ["migrate", "--config", "/dev/zero", "--master", "local[1]"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("waku-legacy migrate: error: ") and err.count("\n") == 1, err
