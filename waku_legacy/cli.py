@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
+import tomllib
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,17 +57,68 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+#: Exit code of an expected failure (bad input, bad config, a file that cannot be read).
+EXIT_ERROR = 2
+#: Exit code of an internal error: an exception no code path expected (a bug), EX_SOFTWARE.
+EXIT_INTERNAL = 70
+
+# Failures that come from what the command was given, not from a bug: the package's typed
+# errors, files that cannot be read (OSError names the path), input nested deeper than the
+# parsers can descend (RecursionError), and what decoders raise on malformed text or bytes
+# (ValueError and its subclasses json.JSONDecodeError, tomllib.TOMLDecodeError,
+# UnicodeDecodeError). Every one is a single line on stderr and exit code 2.
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    WakuLegacyError,
+    OSError,
+    RecursionError,
+    ValueError,
+)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line saying what went wrong, for an expected failure."""
+    if isinstance(exc, WakuLegacyError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if exc.filename is not None:
+            target = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+            return f"{exc.filename}{target}: {reason}"
+        return reason
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to process"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not {exc.encoding} text (byte {exc.start}: {exc.reason})"
+    if isinstance(exc, tomllib.TOMLDecodeError):
+        return f"not valid TOML: {exc}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON: {exc}"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"invalid input: {text or type(exc).__name__}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    prog = f"waku-legacy {args.command}"
     try:
         return int(args.func(args) or 0)
-    except WakuLegacyError as exc:
-        print(f"waku-legacy {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        print(f"waku-legacy {args.command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except EXPECTED_ERRORS as exc:
+        print(f"{prog}: error: {describe_error(exc)}", file=sys.stderr)
+        if os.environ.get("WAKU_LEGACY_TRACEBACK"):
+            traceback.print_exc()
+        return EXIT_ERROR
+    except Exception as exc:  # a bug: say so, and keep the traceback for the report
+        print(
+            f"{prog}: internal error (a bug, please report it with the traceback below): "
+            f"{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        traceback.print_exc()
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -103,12 +103,10 @@ def _read_jsonl(path: str) -> Iterator[Any]:
 
 def _private_key(path: str) -> Any:
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+    from waku_legacy.files import MAX_KEY_FILE, read_small_text
     from waku_legacy.identity.cli import parse_hex
 
-    try:
-        text = Path(path).read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the community key file {path}: {exc}") from exc
+    text = read_small_text(path, what="--community-key-file", max_size=MAX_KEY_FILE).strip()
     return private_key_from_bytes(parse_hex("--community-key-file", text))
 
 
@@ -319,7 +317,7 @@ def _fetch(args: argparse.Namespace) -> int:
         if args.magnet_message.endswith(".json"):
             try:
                 body = json.loads(raw)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
                 raise DecodeError("magnet-link message", f"not JSON ({exc})") from exc
             if isinstance(body, dict) and "body" in body:  # the file archive build writes
                 body = body["body"]

@@ -122,7 +122,7 @@ class ArchiveMessage:
     def from_json_line(cls, text: str, *, line: int | None = None) -> ArchiveMessage:
         try:
             obj = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             where = f"archive message (line {line})" if line is not None else "archive message"
             raise ArchiveDecodeError(where, f"not JSON: {exc}") from exc
         return cls.from_json(obj, line=line)
