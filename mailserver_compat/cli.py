@@ -107,6 +107,7 @@ def _setup_logging(verbose: bool) -> None:
 def _serve_command(args: argparse.Namespace) -> int:
     from waku_legacy.mailserver_compat.enode import Enode, EnodeError
     from waku_legacy.mailserver_compat.envelope_store import open_envelope_store
+    from waku_legacy.mailserver_compat.limits import V1Limits
     from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
     from waku_legacy.mailserver_compat.nodekey import load_or_create_node_key
 
@@ -132,6 +133,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         min_pow=args.min_pow,
         min_request_pow=args.min_request_pow,
         trusted_peers=frozenset(trusted),
+        limits=V1Limits.from_arguments(args),
     )
     store = open_envelope_store(args.store)
 
@@ -337,13 +339,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--password", help="request password (default status-offline-inbox)")
     serve.add_argument("--symmetric-key", help="request key, 32 bytes hex (instead of --password)")
     serve.add_argument(
-        "--rate-limit", type=float, default=1.0, help="seconds between requests per peer"
+        "--rate-limit",
+        type=float,
+        default=1.0,
+        help="seconds per fresh history request of a peer (cursor continuations are free)",
     )
     serve.add_argument("--max-message-size", type=int, default=1 << 20)
     serve.add_argument("--min-pow", type=float, default=0.001, help="PoW for live envelopes")
     serve.add_argument("--min-request-pow", type=float, default=0.0)
     serve.add_argument("--trusted", action="append", help="trusted peer (enode URL or pubkey hex)")
     serve.add_argument("--live-dump", help="append accepted live envelopes to this dump")
+    from waku_legacy.mailserver_compat.limits import V1Limits
+
+    V1Limits.add_arguments(serve.add_argument_group("limits (per peer and per source address)"))
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.set_defaults(func=_serve_command)
 

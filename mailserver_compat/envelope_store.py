@@ -8,6 +8,12 @@ topics (or, without topics, its bloom), at most ``limit`` of them, resuming afte
 envelope's cursor (even if nothing follows: the client then gets one empty last page);
 a page short of the limit ends with an empty cursor.
 
+Every query's work is bounded by ``max_scan``: a backend examines at most that many stored
+rows (matching or not) and, when it stops there, answers the rows found so far with the
+cursor of the last row examined (a partial page, ``StorePage.partial``), so a client that
+follows cursors, as status-go's does, simply continues. Without the bound a bloom-only
+request over a sparse topic read the whole table for one page.
+
 Order is the backend's status-go order: ascending DB key for LevelDB (status-go's default
 backend), the in-memory store and the v2 store; descending ``id`` for status-go's
 PostgreSQL backend (``ORDER BY id DESC``, ``id < cursor``), exactly what a status-go
@@ -56,10 +62,11 @@ _AFTER_CURSOR = b"\xff\xff\xff\xff\x00"  # every 40-byte key starting with a cur
 @dataclass(frozen=True, slots=True)
 class StorePage:
     """``envelopes``: ``(db_key, envelope_rlp)`` in the store's order; ``next_cursor``
-    empty when the query is exhausted."""
+    empty when the query is exhausted; ``partial``: the scan bound ended the page early."""
 
     envelopes: list[tuple[bytes, bytes]] = field(default_factory=list)
     next_cursor: bytes = b""
+    partial: bool = False
 
 
 class EnvelopeStore(Protocol):
@@ -72,9 +79,10 @@ class EnvelopeStore(Protocol):
         bloom: bytes | None = None,
         limit: int,
         cursor: bytes = b"",
+        max_scan: int | None = None,
     ) -> StorePage:
         """One page; ``topics`` (when non-empty) filter instead of ``bloom``; neither
-        means every envelope."""
+        means every envelope; at most ``max_scan`` rows examined (None: no bound)."""
         ...
 
 
@@ -105,15 +113,24 @@ def _topic_of(key: bytes, envelope_rlp: bytes) -> bytes:
     return Envelope.decode(envelope_rlp).topic  # old 36-byte keys carry no topic
 
 
-def page_from(rows: Iterable[tuple[bytes, bytes]], wanted: TopicFilter, limit: int) -> StorePage:
-    """Take up to ``limit`` matching rows from an ordered row stream (status-go paging)."""
+def page_from(
+    rows: Iterable[tuple[bytes, bytes]],
+    wanted: TopicFilter,
+    limit: int,
+    max_scan: int | None = None,
+) -> StorePage:
+    """Take up to ``limit`` matching rows from an ordered row stream (status-go paging),
+    examining at most ``max_scan`` rows (then a partial page ending at the last one)."""
     page: list[tuple[bytes, bytes]] = []
+    scanned = 0
     for key, value in rows:
-        if not wanted(_topic_of(key, value)):
-            continue
-        page.append((key, value))
-        if len(page) >= limit:
-            return StorePage(page, key[:CURSOR_SIZE])
+        scanned += 1
+        if wanted(_topic_of(key, value)):
+            page.append((key, value))
+            if len(page) >= limit:
+                return StorePage(page, key[:CURSOR_SIZE])
+        if max_scan is not None and scanned >= max_scan:
+            return StorePage(page, key[:CURSOR_SIZE], partial=True)
     return StorePage(page, b"")
 
 
@@ -168,12 +185,14 @@ class MemoryEnvelopeStore:
         bloom: bytes | None = None,
         limit: int,
         cursor: bytes = b"",
+        max_scan: int | None = None,
     ) -> StorePage:
         check_cursor(cursor)
         start = db_key_bound(lower)
         if cursor:
             start = max(start, cursor + _AFTER_CURSOR)
-        return page_from(self.scan(start, _upper_bound(upper)), TopicFilter(topics, bloom), limit)
+        rows = self.scan(start, _upper_bound(upper))
+        return page_from(rows, TopicFilter(topics, bloom), limit, max_scan)
 
 
 class LevelDBSource:
@@ -193,10 +212,11 @@ class LevelDBSource:
         bloom: bytes | None = None,
         limit: int,
         cursor: bytes = b"",
+        max_scan: int | None = None,
     ) -> StorePage:
         check_cursor(cursor)
         with contextlib.closing(self.db.query(lower, upper, cursor=cursor or None)) as rows:
-            return page_from(rows, TopicFilter(topics, bloom), limit)
+            return page_from(rows, TopicFilter(topics, bloom), limit, max_scan)
 
     def close(self) -> None:
         self.db.close()
@@ -220,19 +240,31 @@ class LegacyPostgresSource:
         bloom: bytes | None = None,
         limit: int,
         cursor: bytes = b"",
+        max_scan: int | None = None,
     ) -> StorePage:
         check_cursor(cursor)
         # status-go's upper DB key is NewDBKey(upper + 1, ...) compared with id <= upper.
+        lower_key, upper_key = db_key_bound(lower), _upper_bound(upper)
+        # The scan bound: the max_scan-th id of the range (newest first); rows below it are
+        # left for the next page.
+        boundary = None
+        if max_scan is not None:
+            boundary = self.db.scan_boundary(
+                lower_key, upper_key, cursor=cursor or None, max_scan=max_scan
+            )
         rows = self.db.query(
-            db_key_bound(lower),
-            _upper_bound(upper),
+            max(lower_key, boundary) if boundary is not None else lower_key,
+            upper_key,
             cursor=cursor or None,
             bloom=None if topics else bloom,
             topics=list(topics) or None,
             limit=limit,
         )
-        next_cursor = rows[-1][0][:CURSOR_SIZE] if len(rows) >= limit else b""
-        return StorePage(rows, next_cursor)
+        if len(rows) >= limit:
+            return StorePage(rows, rows[-1][0][:CURSOR_SIZE])
+        if boundary is not None:
+            return StorePage(rows, boundary[:CURSOR_SIZE], partial=True)
+        return StorePage(rows, b"")
 
     def close(self) -> None:
         self.db.close()
@@ -268,6 +300,7 @@ class V2StoreSource:
         bloom: bytes | None = None,
         limit: int,
         cursor: bytes = b"",
+        max_scan: int | None = None,
     ) -> StorePage:
         check_cursor(cursor)
         # The store's upper key bound is inclusive: the last key of second ``upper``.
@@ -278,7 +311,7 @@ class V2StoreSource:
         )
         rows = self._rows(db_key_bound(lower), upper_key, list(topics), cursor)
         with contextlib.closing(rows):
-            return page_from(rows, TopicFilter(topics, bloom), limit)
+            return page_from(rows, TopicFilter(topics, bloom), limit, max_scan)
 
     def close(self) -> None:
         self.store.close()  # type: ignore[attr-defined]

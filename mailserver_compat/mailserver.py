@@ -10,19 +10,36 @@ Request handling follows status-go's ``mailserver.go``:
 2. apply the serving rules (:func:`~waku_legacy.mailserver_compat.request.normalize_request`:
    limit 0 -> 1000, > 1000 refused, upper 0 -> now + 60, bloom or topics required, topics
    override the bloom);
-3. rate limit: one request per peer per ``rate_limit`` seconds (trusted peers exempt);
-4. read one page from the store, send it in 0x7f packets each holding as many envelopes as
-   fit ``max_message_size`` (one envelope per packet for non-batch requests), then 0x7d
-   with the request id, the last envelope's hash and the next page's cursor.
+3. rate limit fresh requests with token buckets per peer (one token per ``rate_limit``
+   seconds, burst ``limits.request_burst``) and per source address (``limits.
+   address_request_*``: new node keys from one address share its budget); a request that
+   continues from a cursor this server handed the same peer for the same query is a page
+   of an answered request and spends nothing (status-go's client sends it as soon as the
+   previous page completes); trusted peers are exempt;
+4. read one page from the store, examining at most ``limits.scan_limit`` rows (a partial
+   page then ends with the cursor of the last row examined, and the client continues),
+   send it in 0x7f packets each holding as many envelopes as fit ``max_message_size`` (one
+   envelope per packet for non-batch requests), then 0x7d with the request id, the last
+   envelope's hash and the next page's cursor.
 
 Any failure in 1-3 is answered with a 0x7d ``ERROR=`` report naming the problem; a payload
 so broken that no request id can be read from it ends the session (SUBPROTOCOL_ERROR).
 Either way the failure is logged and the server keeps serving its other peers.
 
-Live envelopes (0x01) are checked as status-go's ``validateAndAdd`` does (not from the
-future beyond 10 s, not expired, not over the size limit, PoW at least the requirement
-this node advertises), de-duplicated through a bounded seen set, and handed to the sink.
-0x7f packets are only taken from trusted peers (status-go ignores them from others).
+Live envelopes (0x01) are rate limited per peer and per source address (``limits.live_*``)
+and checked by :func:`validate_live_envelope`, the rules of status-go's ``Waku.add``
+(a TTL above 0, not sent more than 10 s in the future, not expired, not over the size
+limit, PoW, adjusted for a future send time, at least the requirement this node
+advertises), de-duplicated through a bounded seen set, and only then handed to the sink:
+the sink (the v1 store of ``v1 serve --live-dump``, the bridge's store and archives) never
+sees an envelope that failed them. Every refusal is logged with its reason, counted in
+``stats`` (``refused_<kind>_<reason>``) and :attr:`MailServer.refusals`, and passed to the
+``on_refusal`` hook. 0x7f packets are only taken from trusted peers (status-go ignores
+them from others): trusted history is delivered as is.
+
+Connections: at most ``limits.max_peers`` (handshakes included), ``limits.
+max_peers_per_address`` per address and ``limits.max_pending_handshakes`` handshakes at
+once; a connection over a cap is closed before any handshake work.
 """
 
 from __future__ import annotations
@@ -31,7 +48,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +63,7 @@ from waku_legacy.mailserver_compat.cursor import CURSOR_SIZE
 from waku_legacy.mailserver_compat.enode import Enode
 from waku_legacy.mailserver_compat.envelope import Envelope
 from waku_legacy.mailserver_compat.envelope_store import EnvelopeStore, StorePage
+from waku_legacy.mailserver_compat.limits import RateLimiter, V1Limits, address_key, allow_all
 from waku_legacy.mailserver_compat.pow import pow_of
 from waku_legacy.mailserver_compat.request import (
     MessagesRequest,
@@ -55,6 +73,7 @@ from waku_legacy.mailserver_compat.request import (
     normalize_request,
 )
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
+    ConnectionLimits,
     PeerDisconnected,
     RlpxPeer,
     listen,
@@ -75,6 +94,7 @@ from waku_legacy.mailserver_compat.waku_protocol import (
 )
 
 __all__ = [
+    "LiveRefusal",
     "LiveSink",
     "MailServer",
     "MailServerConfig",
@@ -83,12 +103,16 @@ __all__ = [
     "RateLimiter",
     "RequestRejected",
     "SeenSet",
+    "V1Limits",
     "bundle_envelopes",
+    "validate_live_envelope",
 ]
 
 log = logging.getLogger("waku_legacy.mailserver")
 
 SYNC_ALLOWANCE = 10  # status-go DefaultSyncAllowance, seconds
+ENVELOPE_HEADER_LENGTH = 20  # status-go EnvelopeHeaderLength: size() = 20 + len(data)
+_ISSUED_CURSORS = 100_000  # cursors remembered for continuations (oldest forgotten first)
 _LIST_HEADER_MAX = 9  # an RLP list header is at most 9 bytes
 
 
@@ -98,9 +122,10 @@ class MailServerConfig:
 
     ``symmetric_key``: the request key (None: PBKDF2 of status-go's default password
     ``status-offline-inbox``); ``decrypt_with_node_key``: also open requests encrypted to
-    this node's key; ``rate_limit``: seconds between two requests of one peer (0 = off);
-    ``trusted_peers``: 64-byte public keys exempt from the rate limit whose 0x7f envelopes
-    are accepted; ``min_pow``: advertised and enforced for live envelopes.
+    this node's key; ``rate_limit``: seconds per fresh request of one peer (0 = off;
+    ``limits.request_burst`` may be sent at once); ``trusted_peers``: 64-byte public keys
+    exempt from the rate limits whose 0x7f envelopes are accepted; ``min_pow``: advertised
+    and enforced for live envelopes; ``limits``: the per-peer and per-address limits.
     """
 
     symmetric_key: bytes | None = None
@@ -113,36 +138,60 @@ class MailServerConfig:
     confirmations: bool = False
     seen_capacity: int = 100_000
     client_id: str = "waku-legacy-mailserver/v0.1.0"
+    limits: V1Limits = field(default_factory=V1Limits)
 
 
 class RequestRejected(Exception):
-    """A request answered with an error report (``request_id`` known) or a disconnect."""
+    """A request answered with an error report (``request_id`` known) or a disconnect;
+    ``code`` is the refusal's metric label."""
 
-    def __init__(self, request_id: bytes | None, message: str) -> None:
+    def __init__(self, request_id: bytes | None, message: str, code: str = "invalid") -> None:
         super().__init__(message)
         self.request_id = request_id
         self.message = message
+        self.code = code
 
 
-class RateLimiter:
-    """One request per peer per ``interval`` seconds (status-go's ``rateLimiter``)."""
+@dataclass(frozen=True, slots=True)
+class LiveRefusal:
+    """Why a live envelope was not accepted: ``code`` (a metric label) and status-go's
+    ``description``."""
 
-    def __init__(self, interval: float, *, max_peers: int = 100_000) -> None:
-        self.interval = interval
-        self._last: OrderedDict[bytes, float] = OrderedDict()
-        self._max_peers = max_peers
+    code: str
+    description: str
 
-    def allow(self, peer: bytes, now: float) -> bool:
-        if self.interval <= 0:
-            return True
-        last = self._last.get(peer)
-        if last is not None and now - last < self.interval:
-            return False
-        self._last[peer] = now
-        self._last.move_to_end(peer)
-        while len(self._last) > self._max_peers:
-            self._last.popitem(last=False)
-        return True
+
+def validate_live_envelope(
+    raw: bytes,
+    envelope: Envelope,
+    *,
+    now: int,
+    min_pow: float,
+    max_message_size: int,
+) -> LiveRefusal | None:
+    """The rules a Waku v1 node applies before accepting a live envelope (status-go
+    ``Waku.add``), plus a TTL above 0 (a zero TTL made PoW free). ``None``: accept."""
+    if envelope.ttl <= 0:
+        return LiveRefusal("zero_ttl", "envelope with zero TTL")
+    if envelope.expiry < envelope.ttl:
+        # status-go's uint32 ``expiry - ttl`` wraps around: a send time in the far future.
+        return LiveRefusal("in_future", "envelope created in the future")
+    sent = envelope.expiry - envelope.ttl
+    if sent > now + SYNC_ALLOWANCE:
+        return LiveRefusal("in_future", "envelope created in the future")
+    if envelope.expiry < now:
+        return LiveRefusal("expired", "expired envelope")
+    if len(raw) > max_message_size or ENVELOPE_HEADER_LENGTH + len(envelope.data) > (
+        max_message_size
+    ):
+        return LiveRefusal("oversized", "huge messages are not allowed")
+    if min_pow > 0:
+        # status-go recomputes the PoW of an envelope sent ahead of now over the longer
+        # lifetime, plus one second for latency.
+        extra = sent - now + 1 if sent > now else 0
+        if pow_of(envelope, extra_ttl=extra) < min_pow:
+            return LiveRefusal("low_pow", "envelope with low PoW received")
+    return None
 
 
 class SeenSet:
@@ -207,6 +256,13 @@ def _request_id_of(payload: bytes) -> bytes | None:
 class PreparedRequest:
     request: MessagesRequest
     received_at: float
+    query_key: tuple[object, ...] = ()
+
+
+def _query_of(request: MessagesRequest) -> tuple[object, ...]:
+    """What a continuation must repeat: the range and the selection, as sent."""
+    return (request.lower, request.upper, tuple(sorted(request.topics)),
+            b"" if request.topics else request.bloom)  # fmt: skip
 
 
 @dataclass
@@ -220,8 +276,18 @@ class MailServerCore:
 
     def __post_init__(self) -> None:
         self.symmetric_key = self.config.symmetric_key or default_request_key()
-        self.rate_limiter = RateLimiter(self.config.rate_limit)
+        limits = self.limits = self.config.limits
+        self.rate_limiter = RateLimiter(self.config.rate_limit, burst=limits.request_burst)
+        self.address_rate_limiter = RateLimiter(
+            rate=limits.address_request_rate, burst=limits.address_request_burst
+        )
+        self.live_limiter = RateLimiter(rate=limits.live_rate, burst=limits.live_burst)
+        self.address_live_limiter = RateLimiter(
+            rate=limits.address_live_rate, burst=limits.address_live_burst
+        )
         self.seen = SeenSet(self.config.seen_capacity)
+        # (peer, cursor handed out) -> the query it continues; one use each.
+        self._issued: OrderedDict[tuple[bytes, bytes], tuple[object, ...]] = OrderedDict()
 
     def is_trusted(self, peer: bytes) -> bool:
         return peer in self.config.trusted_peers
@@ -238,8 +304,9 @@ class MailServerCore:
 
     # -- requests ----------------------------------------------------------------------
 
-    def prepare(self, peer: bytes, payload: bytes) -> PreparedRequest:
-        """Decode, validate and rate-limit one 0x7e payload; raises :class:`RequestRejected`."""
+    def prepare(self, peer: bytes, payload: bytes, address: str = "") -> PreparedRequest:
+        """Decode, validate and rate-limit one 0x7e payload from ``peer`` (its public key)
+        at ``address`` (its source address); raises :class:`RequestRejected`."""
         now = self.clock()
         try:
             request = decode_p2p_request(
@@ -260,14 +327,42 @@ class MailServerCore:
                 raise RequestRejected(
                     request.request_id,
                     f"PoW too low: {envelope_pow:.6g} < {self.config.min_request_pow}",
+                    "low_pow",
                 )
+        asked = _query_of(request)
         try:
             request = normalize_request(request, now=int(now))
         except DecodeError as exc:
             raise RequestRejected(request.request_id, f"request is invalid: {exc.reason}") from exc
-        if not self.is_trusted(peer) and not self.rate_limiter.allow(peer, now):
-            raise RequestRejected(request.request_id, "rate limit exceeded")
-        return PreparedRequest(request, now)
+        if self.is_trusted(peer) or self._continues(peer, request.cursor, asked):
+            return PreparedRequest(request, now, asked)
+        failed = allow_all(
+            [(self.rate_limiter, peer), (self.address_rate_limiter, address_key(address))], now
+        )
+        if failed >= 0:
+            raise RequestRejected(
+                request.request_id,
+                "rate limit exceeded",
+                "peer_rate_limit" if failed == 0 else "address_rate_limit",
+            )
+        return PreparedRequest(request, now, asked)
+
+    def _continues(self, peer: bytes, cursor: bytes, asked: tuple[object, ...]) -> bool:
+        """Is this the next page of a query this server answered for ``peer``? (The
+        cursor is used up; a forged or repeated cursor is a fresh request.)"""
+        if not cursor:
+            return False
+        issued = self._issued.get((peer, cursor))
+        if issued != asked:
+            return False
+        del self._issued[(peer, cursor)]
+        return True
+
+    def _issue(self, peer: bytes, cursor: bytes, asked: tuple[object, ...]) -> None:
+        self._issued[(peer, cursor)] = asked
+        self._issued.move_to_end((peer, cursor))
+        while len(self._issued) > _ISSUED_CURSORS:
+            self._issued.popitem(last=False)
 
     def query(self, prepared: PreparedRequest) -> StorePage:
         request = prepared.request
@@ -278,12 +373,14 @@ class MailServerCore:
             bloom=request.bloom or None,
             limit=request.limit,
             cursor=request.cursor,
+            max_scan=self.limits.scan_limit,
         )
 
     def response(
-        self, prepared: PreparedRequest, page: StorePage
+        self, prepared: PreparedRequest, page: StorePage, peer: bytes | None = None
     ) -> tuple[list[list[bytes]], RequestComplete]:
-        """The 0x7f bundles and the 0x7d completion for one page."""
+        """The 0x7f bundles and the 0x7d completion for one page (its next cursor is
+        remembered as ``peer``'s continuation of this query)."""
         envelopes = [raw for _, raw in page.envelopes]
         if prepared.request.batch:
             bundles = bundle_envelopes(envelopes, self.config.max_message_size)
@@ -295,25 +392,44 @@ class MailServerCore:
             last_envelope_hash=last_hash,
             cursor=page.next_cursor,
         )
+        if peer is not None and page.next_cursor:
+            self._issue(peer, page.next_cursor, prepared.query_key)
         return bundles, complete
 
     # -- live envelopes ----------------------------------------------------------------
 
+    def live_refusal(self, raw: bytes, envelope: Envelope, now: int) -> LiveRefusal | None:
+        """Why a live envelope breaks the v1 rules (``None``: it passes them)."""
+        return validate_live_envelope(
+            raw,
+            envelope,
+            now=now,
+            min_pow=self.config.min_pow,
+            max_message_size=self.config.max_message_size,
+        )
+
     def check_live(self, raw: bytes, envelope: Envelope, now: int) -> str | None:
         """Why a live envelope is not accepted (``None``: accept)."""
-        sent = envelope.sent_time
-        if sent > now + SYNC_ALLOWANCE:
-            return "envelope created in the future"
-        if envelope.expiry < now:
-            return "expired envelope"
-        if len(raw) > self.config.max_message_size:
-            return "huge messages are not allowed"
-        if self.config.min_pow > 0 and pow_of(envelope) < self.config.min_pow:
-            return "envelope with low PoW received"
-        return None
+        refusal = self.live_refusal(raw, envelope, now)
+        return None if refusal is None else refusal.description
+
+    def admit_live(self, peer: bytes, address: str, now: float, count: int = 1) -> str | None:
+        """Spend ``count`` live-envelope tokens of ``peer`` and its address; the refusal
+        code when either is out of them (trusted peers are not limited)."""
+        if self.is_trusted(peer):
+            return None
+        failed = allow_all(
+            [(self.live_limiter, peer), (self.address_live_limiter, address_key(address))],
+            now,
+            count,
+        )
+        if failed < 0:
+            return None
+        return "peer_rate_limit" if failed == 0 else "address_rate_limit"
 
 
 LiveSink = Callable[[bytes, Envelope, bytes], Awaitable[None] | None]
+RefusalHook = Callable[[str, str], None]  # (kind: live/request/connection, reason code)
 
 
 class MailServer:
@@ -326,15 +442,20 @@ class MailServer:
         config: MailServerConfig | None = None,
         *,
         sink: LiveSink | None = None,
-        handshake_timeout: float = 5.0,
+        handshake_timeout: float | None = None,
         ping_interval: float = 15.0,
         read_timeout: float = 30.0,
+        on_refusal: RefusalHook | None = None,
     ) -> None:
         self.core = MailServerCore(store, node_key, config or MailServerConfig())
         self.config = self.core.config
         self.node_key = node_key
         self.sink = sink
-        self.handshake_timeout = handshake_timeout
+        self.on_refusal = on_refusal
+        self.refusals: Counter[tuple[str, str]] = Counter()
+        self.handshake_timeout = (
+            self.config.limits.handshake_timeout if handshake_timeout is None else handshake_timeout
+        )
         self.ping_interval = ping_interval
         self.read_timeout = read_timeout
         self._server: asyncio.Server | None = None
@@ -349,6 +470,21 @@ class MailServer:
             "live_rejected": 0,
             "peers_dropped": 0,
         }
+
+    def _refuse(self, kind: str, code: str, who: str, detail: str) -> None:
+        """Count, log and report one refusal (a live envelope, a request, a connection)."""
+        self.refusals[(kind, code)] += 1
+        name = f"refused_{kind}_{code}"
+        self.stats[name] = self.stats.get(name, 0) + 1
+        log.info("mailserver: %s refused from %s (%s): %s", kind, who, code, detail)
+        if self.on_refusal is not None:
+            try:
+                self.on_refusal(kind, code)
+            except Exception:  # a metrics hook must not break serving
+                log.exception("mailserver: refusal hook failed")
+
+    def _connection_refused(self, address: str, code: str) -> None:
+        self._refuse("connection", code, address, "closed before the handshake")
 
     @property
     def enode(self) -> Enode:
@@ -371,6 +507,12 @@ class MailServer:
             max_message_size=self.config.max_message_size,
             ping_interval=self.ping_interval,
             read_timeout=self.read_timeout,
+            limits=ConnectionLimits(
+                max_peers=self.config.limits.max_peers,
+                max_per_address=self.config.limits.max_peers_per_address,
+                max_pending=self.config.limits.max_pending_handshakes,
+            ),
+            on_refused=self._connection_refused,
         )
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = host, sockname[1]
@@ -414,9 +556,10 @@ class MailServer:
     async def _handle_request(self, peer: WakuPeer, payload: bytes) -> None:
         self.stats["requests"] += 1
         try:
-            prepared = self.core.prepare(peer.remote_public_key, payload)
+            prepared = self.core.prepare(peer.remote_public_key, payload, peer.rlpx.host)
         except RequestRejected as exc:
             self.stats["request_errors"] += 1
+            self._refuse("request", exc.code, peer.name, exc.message)
             if exc.request_id is None:
                 log.warning("mailserver: peer %s: unreadable request: %s", peer.name, exc)
                 await peer.disconnect(DisconnectReason.SUBPROTOCOL_ERROR, exc.message)
@@ -441,14 +584,14 @@ class MailServer:
                 RequestComplete.failure(request.request_id, f"store query failed: {exc}")
             )
             return
-        bundles, complete = self.core.response(prepared, page)
+        bundles, complete = self.core.response(prepared, page, peer.remote_public_key)
         for bundle in bundles:
             await peer.send(PacketCode.P2P_MESSAGE, encode_envelope_list(bundle))
         await peer.send_request_complete(complete)
         self.stats["envelopes_sent"] += len(page.envelopes)
         log.info(
             "mailserver: peer %s: request %s (%s, %d..%d, limit %d): %d envelopes in %d "
-            "packets, next cursor %s",
+            "packets%s, next cursor %s",
             peer.name,
             request.request_id.hex()[:16],
             request.form.value,
@@ -457,6 +600,7 @@ class MailServer:
             request.limit,
             len(page.envelopes),
             len(bundles),
+            " (scan limit reached)" if page.partial else "",
             page.next_cursor.hex() or "none",
         )
 
@@ -468,7 +612,9 @@ class MailServer:
             await result
 
     async def _handle_live(self, peer: WakuPeer, event: EnvelopesReceived) -> None:
-        now = int(self.core.clock())
+        clock = self.core.clock()
+        now = int(clock)
+        key = peer.remote_public_key
         rejections: list[EnvelopeRejection] = []
         for raw in event.envelopes:
             try:
@@ -482,11 +628,19 @@ class MailServer:
             digest = keccak256(raw)
             if digest in self.core.seen:
                 continue
-            problem = self.core.check_live(raw, envelope, now)
-            if problem is not None:
+            limited = self.core.admit_live(key, peer.rlpx.host, clock)
+            refusal = (
+                LiveRefusal(limited, "rate limit exceeded")
+                if limited is not None
+                else self.core.live_refusal(raw, envelope, now)
+            )
+            if refusal is not None:
                 self.stats["live_rejected"] += 1
-                rejections.append(EnvelopeRejection(digest, 1, problem))
-                log.debug("mailserver: peer %s: envelope dropped: %s", peer.name, problem)
+                rejections.append(EnvelopeRejection(digest, 1, refusal.description))
+                self._refuse(
+                    "live", refusal.code, peer.name,
+                    f"envelope {digest.hex()[:16]}: {refusal.description}",
+                )  # fmt: skip
                 continue
             self.core.seen.add(digest)
             self.stats["live_accepted"] += 1

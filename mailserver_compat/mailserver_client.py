@@ -115,6 +115,7 @@ class MailServerClient:
         # status-go bundles under its own MaxMessageSize (1 MiB by default, at most 10 MiB):
         # accept the largest it may be configured with.
         max_message_size: int = DEFAULT_MAX_ENVELOPE_SIZE,
+        local_host: str | None = None,
     ) -> None:
         self.enode = enode
         self.node_key = node_key or generate_private_key()
@@ -124,6 +125,7 @@ class MailServerClient:
         self.rate_limit_wait = rate_limit_wait
         self.handshake_timeout = handshake_timeout
         self.max_message_size = max_message_size
+        self.local_host = local_host
         self._peer: WakuPeer | None = None
         self._pace = 0.0  # seconds between requests, learnt from rate-limit replies
 
@@ -137,6 +139,7 @@ class MailServerClient:
                 status=status,
                 handshake_timeout=self.handshake_timeout,
                 max_message_size=self.max_message_size,
+                local_host=self.local_host,
             )
         return self._peer
 

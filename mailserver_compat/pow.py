@@ -2,8 +2,11 @@
 
 ``PoW = 2**leading_zero_bits(keccak256(rlp([expiry, ttl, topic, data]) || nonce_be8))
 / (len(rlp([expiry, ttl, topic, data])) * ttl)`` — status-go's ``CalculatePoW``, including
-the float arithmetic order (divide by the length, then by the TTL). A zero TTL divides by
-zero: Go's float64 gives +Inf, and so does :func:`pow_of`.
+the float arithmetic order (divide by the length, then by the TTL). A zero TTL would divide
+by zero (Go's float64 gives +Inf, which made a ttl-0 envelope pass any PoW requirement for
+free): an envelope that lives no time proves no work, so :func:`pow_of` gives it 0.
+``extra_ttl`` is status-go's adjustment for an envelope sent slightly in the future: its PoW
+is computed over ``ttl + (sent - now + 1)`` seconds.
 
 Sealing searches nonces upwards from 0 and keeps the first whose PoW reaches the target,
 as status-go's ``Seal`` does. status-go estimates the needed bits from ``20 + len(data)``
@@ -48,19 +51,22 @@ def leading_zero_bits(digest: bytes) -> int:
 
 
 def _pow_from(zero_bits: int, rlp_length: int, ttl: int) -> float:
-    if ttl == 0:
-        return math.inf
+    if ttl <= 0 or rlp_length <= 0:
+        return 0.0  # no lifetime (or nothing hashed): no proof of work
     value = math.ldexp(1.0, zero_bits)
     value /= float(rlp_length)
     value /= float(ttl)
     return value
 
 
-def pow_of(envelope: Envelope) -> float:
-    """The envelope's proof of work, exactly as status-go computes it."""
+def pow_of(envelope: Envelope, *, extra_ttl: int = 0) -> float:
+    """The envelope's proof of work as status-go computes it (0 for a zero TTL);
+    ``extra_ttl`` seconds are added to the TTL (status-go's ``calculatePoW(diff)``)."""
     prefix = envelope.rlp_without_nonce()
     digest = keccak256(prefix + _NONCE.pack(envelope.nonce))
-    return _pow_from(leading_zero_bits(digest), len(prefix), envelope.ttl)
+    if envelope.ttl <= 0:
+        return 0.0
+    return _pow_from(leading_zero_bits(digest), len(prefix), envelope.ttl + max(0, extra_ttl))
 
 
 def required_leading_zero_bits(target_pow: float, rlp_length: int, ttl: int) -> int:
@@ -137,6 +143,8 @@ def seal(
     envelope = Envelope(expiry=expiry, ttl=ttl, topic=topic, data=data, nonce=0)
     if not target_pow > 0:  # also catches NaN
         return envelope
+    if ttl <= 0:
+        raise PowError(f"PoW target {target_pow} is unreachable with a zero TTL")
     prefix = envelope.rlp_without_nonce()
     bits = required_leading_zero_bits(target_pow, len(prefix), ttl)
     if bits > 256:

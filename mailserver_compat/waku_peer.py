@@ -122,8 +122,10 @@ async def connect(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     ping_interval: float = PING_INTERVAL,
     read_timeout: float = READ_TIMEOUT,
+    local_host: str | None = None,
 ) -> WakuPeer:
-    """Dial ``enode`` and complete RLPx and the waku/1 status exchange."""
+    """Dial ``enode`` (from ``local_host`` when given) and complete RLPx and the waku/1
+    status exchange."""
     rlpx = await dial(
         enode.host,
         enode.port,
@@ -134,6 +136,7 @@ async def connect(
         max_message_size=max_message_size,
         ping_interval=ping_interval,
         read_timeout=read_timeout,
+        local_host=local_host,
     )
     peer = WakuPeer(rlpx, status or StatusOptions(pow_requirement=0.0, light_node=True))
     try:

@@ -23,6 +23,7 @@ from waku_legacy.crypto.secp256k1 import generate_private_key, public_key_of
 from waku_legacy.mailserver_compat.bloom import topics_to_bloom
 from waku_legacy.mailserver_compat.envelope import Envelope
 from waku_legacy.mailserver_compat.envelope_store import MemoryEnvelopeStore
+from waku_legacy.mailserver_compat.limits import V1Limits
 from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
 from waku_legacy.mailserver_compat.mailserver_client import (
     HistoryQuery,
@@ -389,6 +390,7 @@ async def test_rate_limit_error_reply_and_trusted_exemption(history, caplog) -> 
         MemoryEnvelopeStore(history),
         rate_limit=60.0,
         trusted_peers=frozenset({public_key_of(trusted_key)[1:]}),
+        limits=V1Limits(request_burst=1),
     )
     try:
         peer = await _waku_peer(server)

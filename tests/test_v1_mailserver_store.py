@@ -20,6 +20,7 @@ from waku_legacy.mailserver_compat.envelope_store import (
     V2StoreSource,
     open_envelope_store,
 )
+from waku_legacy.mailserver_compat.limits import V1Limits
 from waku_legacy.mailserver_compat.mailserver import (
     MailServerConfig,
     MailServerCore,
@@ -234,7 +235,9 @@ def test_core_prepare_defaults_and_response(history) -> None:
     core = MailServerCore(
         MemoryEnvelopeStore(history),
         generate_private_key(),
-        MailServerConfig(rate_limit=5.0, max_message_size=2048),
+        MailServerConfig(
+            rate_limit=5.0, max_message_size=2048, limits=V1Limits(request_burst=1)
+        ),
         clock=lambda: clock[0],
     )
     prepared = core.prepare(b"peer", _plain(b"\x01" * 32, upper=0))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import rlp
 from Crypto.Hash import keccak as pycryptodome_keccak
@@ -130,8 +128,15 @@ def test_pow_hand_derived() -> None:
     assert leading_zero_bits(digest) == zeros
 
 
-def test_pow_zero_ttl_is_infinite_like_go() -> None:
-    assert pow_of(Envelope(expiry=1, ttl=0, topic=b"abcd", data=b"", nonce=0)) == math.inf
+def test_pow_zero_ttl_proves_no_work() -> None:
+    # Go's float64 division gives +Inf, which let a ttl-0 envelope pass any PoW requirement
+    # without work (issue 10 item 2): a zero lifetime proves nothing.
+    for nonce in range(64):
+        envelope = Envelope(expiry=1, ttl=0, topic=b"abcd", data=b"x" * 100, nonce=nonce)
+        assert pow_of(envelope) == 0.0
+    assert pow_of(Envelope(expiry=10, ttl=5, topic=b"abcd", data=b"", nonce=0)) > 0
+    with pytest.raises(PowError, match="zero TTL"):
+        seal(100, 0, b"abcd", b"data", 0.001)
 
 
 def test_leading_zero_bits() -> None:

@@ -6,6 +6,11 @@ go-ethereum). A background task reads the socket: it answers pings, sends a ping
 ``ping_interval`` seconds, disconnects with READ_TIMEOUT after ``read_timeout`` seconds of
 silence, and queues capability messages for :meth:`RlpxPeer.recv`. Every failure ends in
 one logged line and, whenever the keys allow, a Disconnect frame with the reason.
+
+:func:`listen` enforces :class:`ConnectionLimits`: connections (handshaking ones included),
+connections per source address (IPv6 by /64) and handshakes in progress. A connection over
+a cap is closed as soon as it is accepted, before any ECIES work, and reported to
+``on_refused(address, reason)``.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import coincurve
 
 from waku_legacy.errors import WakuLegacyError
+from waku_legacy.mailserver_compat.limits import address_key
 from waku_legacy.mailserver_compat.rlpx import p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.rlpx.events import (
@@ -30,6 +38,7 @@ from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
 
 __all__ = [
     "HANDSHAKE_TIMEOUT",
+    "ConnectionLimits",
     "PeerDisconnected",
     "RlpxPeer",
     "dial",
@@ -75,6 +84,7 @@ class RlpxPeer:
         self.read_timeout = read_timeout
         peername = writer.get_extra_info("peername")
         self.address = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.host: str = str(peername[0]) if peername else ""
         self._messages: asyncio.Queue[MessageReceived | None] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self.ended: PeerDisconnected | None = None
@@ -244,13 +254,15 @@ async def dial(
     max_message_size: int | None = None,
     ping_interval: float = PING_INTERVAL,
     read_timeout: float = READ_TIMEOUT,
+    local_host: str | None = None,
 ) -> RlpxPeer:
-    """Connect, handshake and exchange Hellos; raises :class:`PeerDisconnected` or
-    ``OSError`` (connection refused and the like)."""
+    """Connect (from ``local_host`` when given), handshake and exchange Hellos; raises
+    :class:`PeerDisconnected` or ``OSError`` (connection refused and the like)."""
     kwargs = {} if max_message_size is None else {"max_message_size": max_message_size}
     connection = Connection(private_key, protocols, remote_public_key=remote_public_key, **kwargs)
+    local = {} if local_host is None else {"local_addr": (local_host, 0)}
     reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(host, port, limit=1 << 24), handshake_timeout
+        asyncio.open_connection(host, port, limit=1 << 24, **local), handshake_timeout
     )
     peer = RlpxPeer(
         connection, reader, writer, ping_interval=ping_interval, read_timeout=read_timeout
@@ -261,6 +273,46 @@ async def dial(
 
 
 PeerHandler = Callable[[RlpxPeer], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Caps of a listener (``None``: no cap)."""
+
+    max_peers: int | None = None  # connections, handshaking ones included
+    max_per_address: int | None = None  # connections from one address (IPv6: one /64)
+    max_pending: int | None = None  # handshakes in progress
+
+
+class _ConnectionCounts:
+    def __init__(self, limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.pending = 0
+        self.per_address: Counter[str] = Counter()
+
+    def refusal(self, key: str) -> str | None:
+        limits = self.limits
+        if limits.max_peers is not None and self.total >= limits.max_peers:
+            return "too_many_peers"
+        if limits.max_per_address is not None and self.per_address[key] >= limits.max_per_address:
+            return "too_many_from_address"
+        if limits.max_pending is not None and self.pending >= limits.max_pending:
+            return "too_many_handshakes"
+        return None
+
+    def open(self, key: str) -> None:
+        self.total += 1
+        self.pending += 1
+        self.per_address[key] += 1
+
+    def close(self, key: str, *, pending: bool) -> None:
+        self.total -= 1
+        if pending:
+            self.pending -= 1
+        self.per_address[key] -= 1
+        if self.per_address[key] <= 0:
+            del self.per_address[key]
 
 
 async def listen(
@@ -275,14 +327,38 @@ async def listen(
     max_message_size: int | None = None,
     ping_interval: float = PING_INTERVAL,
     read_timeout: float = READ_TIMEOUT,
+    limits: ConnectionLimits | None = None,
+    on_refused: Callable[[str, str], None] | None = None,
 ) -> asyncio.Server:
     """Accept RLPx peers; ``handler(peer)`` runs per established peer in its own task.
 
     A failing handshake or a handler that raises only ends that peer's connection (with a
-    Disconnect and a log line): the server keeps serving everyone else.
+    Disconnect and a log line): the server keeps serving everyone else. A connection over
+    one of ``limits`` is closed at once (no handshake work) and reported to ``on_refused``.
     """
+    counts = _ConnectionCounts(limits or ConnectionLimits())
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        host = str(peername[0]) if peername else ""
+        key = address_key(host)
+        refusal = counts.refusal(key)
+        if refusal is not None:
+            transport = writer.transport
+            transport.abort()  # no handshake work, no lingering socket
+            log.info("rlpx: refused a connection from %s: %s", host, refusal.replace("_", " "))
+            if on_refused is not None:
+                on_refused(host, refusal)
+            return
+        counts.open(key)
+        pending = True
+        try:
+            pending = await _serve(reader, writer)
+        finally:
+            counts.close(key, pending=pending)
+
+    async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Run one connection; returns whether it ended still handshaking."""
         kwargs = {} if max_message_size is None else {"max_message_size": max_message_size}
         connection = Connection(private_key, protocols, listen_port=listen_port or 0, **kwargs)
         peer = RlpxPeer(
@@ -292,10 +368,11 @@ async def listen(
             await peer._establish(handshake_timeout)
         except PeerDisconnected as exc:
             log.info("rlpx: handshake with %s failed: %s", peer.address, exc)
-            return
+            return True
         except asyncio.CancelledError:
             await peer._shutdown()
-            return
+            return True
+        counts.pending -= 1
         try:
             await handler(peer)
         except PeerDisconnected:
@@ -312,5 +389,6 @@ async def listen(
                 await peer.disconnect(DisconnectReason.REQUESTED, "handler finished")
             else:
                 await peer._shutdown()
+        return False
 
     return await asyncio.start_server(on_connect, host, port, limit=1 << 24)

@@ -183,6 +183,28 @@ class PostgresEnvelopeStore:
         self._conn.rollback()
         return [(bytes(i), bytes(d)) for i, d in rows]
 
+    def scan_boundary(
+        self,
+        lower_key: bytes,
+        upper_key: bytes,
+        *,
+        cursor: bytes | None = None,
+        max_scan: int,
+    ) -> bytes | None:
+        """The ``max_scan``-th id of :meth:`query`'s range in its order (newest first), or
+        ``None`` when the range holds fewer rows: a page that stops there examined at most
+        ``max_scan`` rows (an index-only walk of the ``id`` index)."""
+        where = ["id >= %s", "id < %s" if cursor else "id <= %s"]
+        args: list[Any] = [bytes(lower_key), bytes(cursor) if cursor else bytes(upper_key)]
+        args.append(max(0, max_scan - 1))
+        sql = (
+            f"SELECT id FROM envelopes WHERE {' AND '.join(where)} "
+            "ORDER BY id DESC OFFSET %s LIMIT 1"
+        )
+        row = self._conn.execute(sql, args).fetchone()
+        self._conn.rollback()
+        return None if row is None else bytes(row[0])
+
     def iter_id_range(
         self, start: bytes | None = None, stop: bytes | None = None, *, batch_size: int = 5000
     ) -> Iterator[tuple[bytes, bytes]]:
