@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import coincurve
@@ -39,6 +38,7 @@ from waku_legacy.archive import (
     SessionConfig,
     build_community_archives,
     build_magnet_message,
+    finish_interrupted_build,
     load_torrent,
     read_index,
 )
@@ -63,6 +63,7 @@ log = logging.getLogger("waku_legacy.bridge.archive")
 
 NS = 1_000_000_000
 DAY = 86_400
+RECONCILE_RETRY = 300.0  # seconds between attempts to finish an interrupted build
 T = TypeVar("T")
 
 
@@ -203,6 +204,10 @@ class CommunityArchiver:
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
+        # Why the archives cannot be served as they are (an interrupted build that could not
+        # be finished, files the torrent does not match, a failed run); None when healthy.
+        self.degraded: str | None = None
+        self.retry_at = clock.time()
 
     # -- state ------------------------------------------------------------------------------
 
@@ -226,6 +231,49 @@ class CommunityArchiver:
             return load_torrent(self.layout.torrent).magnet_uri
         except (OSError, WakuLegacyError):
             return None
+
+    def _degrade(self, reason: str) -> None:
+        self.degraded = reason
+        self.retry_at = self.clock.time() + RECONCILE_RETRY
+        log.error("archives degraded", extra=fields(community=self.name, error=reason))
+
+    async def reconcile(self) -> bool:
+        """Finish an interrupted build: data, index, torrent and magnet-link message agree
+        afterwards (the torrent is rebuilt from the files when it does not describe them).
+        False (and ``degraded`` set) when that is not possible."""
+        async with self.lock:
+            try:
+                report = await asyncio.to_thread(
+                    finish_interrupted_build, self.config.archive_dir, self.config.torrent_dir,
+                    self.community.id, flavour=self.config.flavour, community_key=self.key,
+                    pubsub_topic=self.community.pubsub_topic,
+                    clock_ms=int(self.clock.time() * 1000),
+                )  # fmt: skip
+            except (WakuLegacyError, OSError) as exc:
+                self._degrade(f"cannot finish the interrupted archive build: {exc}")
+                return False
+        if report.torrent_rebuilt:
+            self.next_publish = self.clock.time()  # members must learn the new link
+        if report.changed:
+            log.warning(
+                "finished an interrupted archive build",
+                extra=fields(**report.to_json()),  # names the community
+            )
+        self.degraded = None
+        return True
+
+    async def seed_current(self) -> bool:
+        """Reconcile, then seed the community's torrent (when there is one)."""
+        if not await self.reconcile():
+            return False
+        if self.seeder is None or not self.layout.torrent.exists():
+            return True
+        try:
+            await self.seeder.seed(str(self.layout.torrent))
+        except (WakuLegacyError, OSError) as exc:
+            self._degrade(f"cannot seed {self.layout.torrent}: {exc}")
+            return False
+        return True
 
     # -- one run ----------------------------------------------------------------------------
 
@@ -258,6 +306,7 @@ class CommunityArchiver:
                 if report.torrent_path and self.seeder is not None:
                     await self.seeder.seed(report.torrent_path)
                     run.seeded = True
+                self.degraded = None
                 if report.archives_added and report.magnet_uri:
                     run.published = await self.publish(report.magnet_uri)
                 self.metrics.archive_runs.inc(1, self.name, "ok")
@@ -272,6 +321,7 @@ class CommunityArchiver:
             except Exception as exc:
                 run.error = str(exc) if isinstance(exc, WakuLegacyError) else type(exc).__name__
                 self.metrics.archive_runs.inc(1, self.name, "error")
+                self._degrade(f"archive run failed: {run.error}")
                 log.error("archive run failed", exc_info=True, extra=fields(community=self.name))
             return run
 
@@ -325,6 +375,7 @@ class CommunityArchiver:
             "magnetUri": self.magnet_uri(),
             "lastPublished": self.last_published,
             "canPublish": self.key is not None and self.relay is not None,
+            "degraded": self.degraded,
             "seeding": None if seed is None else {
                 "infoHash": seed.info_hash, "state": seed.state, "peers": seed.peers,
                 "uploaded": seed.uploaded,
@@ -348,16 +399,15 @@ class ArchiveScheduler:
         self.seeder = seeder
 
     async def seed_existing(self) -> None:
-        """At start: seed the torrents built before (by an earlier run or the migration)."""
-        if self.seeder is None:
-            return
+        """At start: finish any interrupted build, then seed the torrents built before (by an
+        earlier run or the migration). A torrent that does not match its files is never seeded.
+        """
         for archiver in self.archivers.values():
-            path = archiver.layout.torrent
-            if Path(path).exists():
-                try:
-                    await self.seeder.seed(str(path))
-                except WakuLegacyError as exc:
-                    log.error("cannot seed", extra=fields(community=archiver.name, error=str(exc)))
+            await archiver.seed_current()
+
+    def degraded(self) -> dict[str, str]:
+        """community -> why its archives cannot be served as they are."""
+        return {a.name: a.degraded for a in self.archivers.values() if a.degraded}
 
     async def trigger(self, name: str | None) -> list[RunReport]:
         targets = list(self.archivers.values()) if name is None else [self.archivers[name]]
@@ -367,6 +417,10 @@ class ArchiveScheduler:
         await self.seed_existing()
         while True:
             for archiver in self.archivers.values():
+                if archiver.degraded:
+                    # neither runs nor publishes a link to files that do not match it; retry
+                    if archiver.retry_at > self.clock.time() or not await archiver.seed_current():
+                        continue
                 try:
                     due = archiver.next_due()
                 except WakuLegacyError as exc:
@@ -374,11 +428,14 @@ class ArchiveScheduler:
                     continue
                 if due <= self.clock.time():
                     await archiver.run("schedule" if archiver.last_run else "start")
-                if archiver.next_publish <= self.clock.time():
+                if not archiver.degraded and archiver.next_publish <= self.clock.time():
                     await archiver.publish()
+            healthy = [a for a in self.archivers.values() if not a.degraded]
             wake = min(
-                [a.next_publish for a in self.archivers.values()]
-                + [a.next_due() for a in self.archivers.values() if _safe(a.next_due)]
+                [a.next_publish for a in healthy]
+                + [a.retry_at for a in self.archivers.values() if a.degraded]
+                + [a.next_due() for a in healthy if _safe(a.next_due)]
+                + [self.clock.time() + RECONCILE_RETRY]
             )
             await self.clock.sleep_until(max(wake, self.clock.time() + 0.001))
 

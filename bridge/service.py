@@ -33,7 +33,8 @@ from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, See
 from waku_legacy.bridge.clock import Clock, SystemClock
 from waku_legacy.bridge.config import BridgeConfig
 from waku_legacy.bridge.history import HistoryPuller
-from waku_legacy.bridge.http_api import VERSION, make_app
+from waku_legacy.bridge.http_api import VERSION, make_runner
+from waku_legacy.bridge.http_guard import HttpLimits
 from waku_legacy.bridge.live import LiveBridge
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
@@ -128,13 +129,10 @@ class BridgeService:
             StoreAccess, config.store.url, readers=config.server.reader_threads
         )
         self._session = aiohttp.ClientSession()
-        app = make_app(self)
-        self._runner = web.AppRunner(
-            app,
-            handle_signals=False,
-            access_log=None,
+        self._runner = make_runner(
+            self, HttpLimits.from_config(config.server),
             shutdown_timeout=config.server.shutdown_timeout,
-        )
+        )  # fmt: skip
         await self._runner.setup()
         site = web.TCPSite(self._runner, config.server.host, config.server.port)
         try:
@@ -186,6 +184,7 @@ class BridgeService:
         ms_config = MailServerConfig(
             rate_limit=v1.rate_limit, min_pow=v1.min_pow,
             trusted_peers=frozenset(v1.trusted_peers), seen_capacity=v1.seen_capacity,
+            limits=v1.limits,
         )  # fmt: skip
         self.mailserver = MailServer(
             V2StoreSource(self.store.stores), key, ms_config, sink=self.live.on_v1_envelope
@@ -303,11 +302,17 @@ class BridgeService:
             protocols.append({"Waku v1 mailserver": "Ready" if up else self.state})
         if self.config.relay is not None:
             protocols.append({"Relay publisher": "Ready" if self.relay else self.state})
+        node = self.state
         if self.archive is not None:
-            protocols.append(
-                {"Archives": "Ready" if self.seeder or not self.seed_enabled else self.state}
-            )
-        return self.state, protocols
+            archives = "Ready" if self.seeder or not self.seed_enabled else self.state
+            degraded = self.archive.degraded()
+            if degraded and node == "Ready":
+                # an interrupted build that could not be finished, a torrent the files do not
+                # match: the node answers, but its archives are not served (503 from /health)
+                node = archives = "Degraded"
+                archives += ": " + "; ".join(f"{name}: {why}" for name, why in degraded.items())
+            protocols.append({"Archives": archives})
+        return node, protocols
 
     def info(self) -> dict[str, Any]:
         host = self.config.server.host

@@ -49,7 +49,12 @@ Seeding and fetching (libtorrent, imported lazily)
 
 from __future__ import annotations
 
-from waku_legacy.archive.build import BuildReport, build_community_archives
+from waku_legacy.archive.build import (
+    BuildReport,
+    FinishReport,
+    build_community_archives,
+    finish_interrupted_build,
+)
 from waku_legacy.archive.encode import (
     PIECE_LENGTH,
     DecodedArchive,
@@ -136,6 +141,7 @@ __all__ = [
     "FetchOptions",
     "FetchResult",
     "FetchedArchive",
+    "FinishReport",
     "Flavour",
     "IndexEntry",
     "PlannedArchive",
@@ -159,6 +165,7 @@ __all__ = [
     "encode_index",
     "fetch_archives",
     "fetch_from_magnet_message",
+    "finish_interrupted_build",
     "index_entry_for",
     "load_torrent",
     "magnet_uri",

@@ -17,8 +17,14 @@ from typing import Any
 import coincurve
 
 from waku_legacy.archive.encode import EncodedArchive, Flavour
+from waku_legacy.archive.errors import ArchiveCorrupted
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
-from waku_legacy.archive.magnet import build_magnet_message, relay_publish_body, relay_publish_path
+from waku_legacy.archive.magnet import (
+    build_magnet_message,
+    relay_publish_body,
+    relay_publish_path,
+    verify_magnet_message,
+)
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.partition import MAX_ARCHIVE_BYTES, WEEK_SECONDS, plan_archives
 from waku_legacy.archive.store import (
@@ -27,13 +33,19 @@ from waku_legacy.archive.store import (
     repair_store,
     write_last_end,
 )
-from waku_legacy.archive.torrent import ANNOUNCE_LIST, TorrentInfo, build_torrent
-from waku_legacy.errors import ConfigError
+from waku_legacy.archive.torrent import (
+    ANNOUNCE_LIST,
+    TorrentInfo,
+    build_torrent,
+    describe_mismatch,
+    load_torrent,
+)
+from waku_legacy.errors import ConfigError, CryptoError, DecodeError
 from waku_legacy.identity.shards import DEFAULT_NON_PROTECTED_PUBSUB_TOPIC
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import status_archive_pb2
 
-__all__ = ["BuildReport", "build_community_archives"]
+__all__ = ["BuildReport", "FinishReport", "build_community_archives", "finish_interrupted_build"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -159,24 +171,154 @@ def build_community_archives(
         report.torrent_path = str(torrent.path)
         if community_key is not None:
             clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
-            message = build_magnet_message(
-                community_key, torrent.magnet_uri, clock, pubsub_topic=pubsub_topic
-            )
-            write_atomic(layout.magnet_message_pb, message.SerializeToString(), fault=fault,
-                         step="magnet-pb", fsync=fsync)  # fmt: skip
-            body = {
-                "pubsubTopic": pubsub_topic,
-                "path": relay_publish_path(pubsub_topic),
-                "body": relay_publish_body(message),
-            }
-            write_atomic(
-                layout.magnet_message_json,
-                (json.dumps(body, indent=2, sort_keys=True) + "\n").encode(),
-                fault=fault, step="magnet-json", fsync=fsync,
+            report.magnet_message_paths = _write_magnet_message(
+                layout, community_key, torrent.magnet_uri, clock, pubsub_topic,
+                fault=fault, fsync=fsync,
             )  # fmt: skip
-            report.magnet_message_paths = [
-                str(layout.magnet_message_pb),
-                str(layout.magnet_message_json),
-            ]
     report.seconds = time.monotonic() - started
+    return report
+
+
+def _write_magnet_message(
+    layout: CommunityLayout,
+    community_key: coincurve.PrivateKey,
+    magnet_uri: str,
+    clock_ms: int,
+    pubsub_topic: str,
+    *,
+    fault: FaultHook,
+    fsync: bool,
+) -> list[str]:
+    """``0x<id>.magnet-message.pb`` and ``.json`` next to the torrent (both atomic)."""
+    message = build_magnet_message(community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic)
+    write_atomic(layout.magnet_message_pb, message.SerializeToString(), fault=fault,
+                 step="magnet-pb", fsync=fsync)  # fmt: skip
+    body = {
+        "pubsubTopic": pubsub_topic,
+        "path": relay_publish_path(pubsub_topic),
+        "body": relay_publish_body(message),
+    }
+    write_atomic(
+        layout.magnet_message_json,
+        (json.dumps(body, indent=2, sort_keys=True) + "\n").encode(),
+        fault=fault, step="magnet-json", fsync=fsync,
+    )  # fmt: skip
+    return [str(layout.magnet_message_pb), str(layout.magnet_message_json)]
+
+
+@dataclass(slots=True)
+class FinishReport:
+    """What :func:`finish_interrupted_build` found and did (all False/None: it was consistent)."""
+
+    community: str
+    repaired_bytes: int = 0  # torn tail truncated from data
+    removed_tmp_index: bool = False
+    torrent_problem: str | None = None  # why the torrent was rebuilt
+    torrent_rebuilt: bool = False
+    magnet_message_problem: str | None = None  # why the magnet-link message was rewritten
+    magnet_message_rewritten: bool = False
+    info_hash: str | None = None
+    magnet_uri: str | None = None
+    torrent_path: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.repaired_bytes or self.removed_tmp_index or self.torrent_rebuilt
+            or self.magnet_message_rewritten
+        )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _magnet_message_problem(layout: CommunityLayout, magnet_uri: str) -> str | None:
+    """None when both magnet-link message files carry ``magnet_uri`` (signed, decodable)."""
+    from waku_legacy.archive.magnet import magnet_message_from_json
+
+    try:
+        from_pb = verify_magnet_message(layout.magnet_message_pb.read_bytes(), layout.community)
+        body = json.loads(layout.magnet_message_json.read_bytes())
+        from_json = verify_magnet_message(magnet_message_from_json(body["body"]), layout.community)
+    except FileNotFoundError as exc:
+        return f"{exc.filename} does not exist"
+    except (OSError, ValueError, KeyError, TypeError, DecodeError, CryptoError) as exc:
+        return f"unreadable ({exc})"
+    pairs = ((layout.magnet_message_pb, from_pb), (layout.magnet_message_json, from_json))
+    for path, link in pairs:
+        if link.magnet_uri != magnet_uri:
+            return f"{path} carries {link.magnet_uri}, not the torrent's {magnet_uri}"
+    return None
+
+
+def finish_interrupted_build(
+    archive_dir: str | os.PathLike[str],
+    torrent_dir: str | os.PathLike[str],
+    community: CommunityId | str,
+    *,
+    flavour: Flavour | str = Flavour.STATUS_GO,
+    community_key: coincurve.PrivateKey | None = None,
+    pubsub_topic: str = DEFAULT_NON_PROTECTED_PUBSUB_TOPIC,
+    clock_ms: int | None = None,
+    announce_list: Sequence[str] = ANNOUNCE_LIST,
+    fault: FaultHook = no_fault,
+    fsync: bool = True,
+) -> FinishReport:
+    """Make ``data``, ``index``, the .torrent and the magnet-link message agree again.
+
+    A build killed between its steps can leave a torn ``data`` tail, a new index beside an
+    old (or no) torrent, or a magnet-link message naming an older torrent. The index is the
+    record of what is archived; the torrent and the message are derived from data + index, so
+    they are rebuilt when they disagree (compared piece by piece, not by date). Archives are
+    never added or removed here. Raises ArchiveCorrupted when it cannot be finished (data
+    shorter than the index accounts for, an unreadable index, a torrent without archives).
+    """
+    flavour = Flavour.parse(flavour)
+    layout = CommunityLayout.of(archive_dir, community, torrent_dir)
+    report = FinishReport(layout.name)
+    if community_key is not None:
+        if community_key.public_key.format(compressed=True) != layout.community.public_key:
+            raise ConfigError(f"the community key given is not the key of {layout.community}")
+    if not layout.root.exists() and not layout.torrent.exists():
+        return report  # nothing built yet
+    status = repair_store(layout, flavour, fault=fault, fsync=fsync)
+    report.repaired_bytes = status.torn_tail
+    report.removed_tmp_index = status.stale_tmp_index
+    if not status.index.entries:
+        if layout.torrent.exists():
+            raise ArchiveCorrupted(
+                "archive store",
+                f"{layout.torrent} exists but {layout.index} holds no archives: the torrent "
+                "cannot be rebuilt (restore the archive folder, or remove the torrent)",
+            )
+        return report
+    problem: str | None
+    if not layout.torrent.exists():
+        problem = f"{layout.torrent} does not exist"
+    else:
+        try:
+            problem = describe_mismatch(layout, load_torrent(layout.torrent))
+        except DecodeError as exc:
+            problem = f"it does not load ({exc})"
+    if problem is not None:
+        report.torrent_problem = problem
+        torrent = build_torrent(
+            layout.archive_dir, torrent_dir, layout.community, flavour=flavour,
+            announce_list=announce_list, fault=fault, fsync=fsync,
+        )  # fmt: skip
+        report.torrent_rebuilt = True
+        magnet_uri = torrent.magnet_uri
+    else:
+        magnet_uri = load_torrent(layout.torrent).magnet_uri
+    report.info_hash = load_torrent(layout.torrent).info_hash
+    report.magnet_uri = magnet_uri
+    report.torrent_path = str(layout.torrent)
+    if community_key is not None:
+        problem = _magnet_message_problem(layout, magnet_uri)
+        if problem is not None:
+            report.magnet_message_problem = problem
+            clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
+            _write_magnet_message(layout, community_key, magnet_uri, clock, pubsub_topic,
+                                  fault=fault, fsync=fsync)  # fmt: skip
+            report.magnet_message_rewritten = True
     return report

@@ -94,7 +94,13 @@ class Seeder:
         item = _Seeding(handle, torrent, path, path.stat().st_mtime_ns)
         self._seeding[torrent.name] = item
         if wait:
-            self.wait_seeding(torrent.name, timeout=wait)
+            try:
+                self.wait_seeding(torrent.name, timeout=wait)
+            except SeederError:
+                # never leave a torrent the files do not match in the session: it would sit
+                # there "downloading" (and announce itself) instead of seeding
+                self.stop(torrent.name)
+                raise
         return self._stats(item)
 
     def wait_seeding(self, name: str, *, timeout: float = 30.0) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "TorrentInfo",
     "build_info_dict",
     "build_torrent",
+    "describe_mismatch",
     "load_torrent",
     "magnet_uri",
     "parse_magnet_uri",
@@ -211,6 +212,32 @@ def build_torrent(
         data_length=info["files"][0]["length"],
         index_length=info["files"][1]["length"],
     )
+
+
+def describe_mismatch(layout: CommunityLayout, torrent: TorrentFile) -> str | None:
+    """None when ``torrent`` describes the community's current ``data`` and ``index`` exactly
+    (name, files, lengths, every piece hash); otherwise what disagrees, for an error message."""
+    if torrent.name != layout.name:
+        return f"it is named {torrent.name!r}, not {layout.name!r}"
+    files = []
+    for name, path in (("data", layout.data), ("index", layout.index)):
+        try:
+            files.append((name, path.stat().st_size))
+        except FileNotFoundError:
+            return f"{path} does not exist"
+    if torrent.files != tuple(files):
+        return (
+            f"it lists files {list(torrent.files)} but {layout.root} holds "
+            f"data {files[0][1]} bytes and index {files[1][1]} bytes"
+        )
+    pieces = piece_hashes([layout.data, layout.index], torrent.piece_length)
+    if pieces != torrent.pieces:
+        bad = next(
+            i for i in range(len(pieces) // 20) if pieces[i * 20 : i * 20 + 20] !=
+            torrent.piece_hash(i)
+        )  # fmt: skip
+        return f"piece {bad} of the files does not match its SHA-1 in the torrent"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
