@@ -12,10 +12,18 @@
     listen = "0.0.0.0:30303"
     node_key_file = "nodekey"                # created when missing
     min_pow = 0.001                          # advertised and enforced for live envelopes
-    rate_limit = "1s"                        # one history request per peer per interval
+    rate_limit = "1s"                        # a fresh history request per peer per interval
     trusted_peers = ["<128 hex public key>"] # exempt from the rate limit; their 0x7f accepted
     live_window = "5m"                       # v2 messages younger than this are offered live
     seen_capacity = 100000                   # bounded seen-cache (loops and repeats)
+
+    [v1.limits]                              # optional: mailserver_compat.limits.V1Limits
+    request_burst = 10                       # fresh requests per peer at once (pages are free)
+    address_request_rate = 5                 # fresh requests per second per source address
+    live_rate = 20                           # live envelopes per second per peer (also
+    address_live_rate = 50                   #   *_burst); per address (IPv6: per /64)
+    max_peers = 500                          # connections; max_peers_per_address = 16,
+    scan_limit = 5000                        #   max_pending_handshakes = 64; rows per request
 
     [relay]                                  # optional: the nwaku node to publish through
     url = "http://127.0.0.1:8646"            # its REST API (POST /relay/v1/messages/{topic})
@@ -72,6 +80,7 @@ from typing import Any
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.files import MAX_KEY_FILE, read_small_text
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
+from waku_legacy.mailserver_compat.limits import V1Limits
 
 # The migration owns the [[community]] format and its typed table reader; the bridge reads
 # the same tables the same way.
@@ -156,6 +165,7 @@ class V1Config:
     trusted_peers: tuple[bytes, ...] = ()
     live_window: float = 300.0
     seen_capacity: int = 100_000
+    limits: V1Limits = field(default_factory=V1Limits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +339,7 @@ def _parse_v1(top: ConfigTable, base: Path) -> V1Config | None:
         trusted_peers=trusted,
         live_window=_duration(t, "live_window", 300.0),
         seen_capacity=t.integer("seen_capacity", default=100_000, low=100, high=10_000_000),
+        limits=V1Limits.from_mapping(t._get("limits"), f"{t.where}.limits"),
     )
     t.done()
     return config
