@@ -137,7 +137,10 @@ class V1Limits:
     address_live_burst: int = 500
     max_peers: int = 500
     max_peers_per_address: int = 16
-    max_pending_handshakes: int = 64
+    max_pending_handshakes: int = 256
+    max_pending_handshakes_per_address: int = 4
+    address_connect_rate: float = 2.0
+    address_connect_burst: int = 20
     handshake_timeout: float = 5.0
     scan_limit: int = 5000
 
@@ -152,6 +155,11 @@ class V1Limits:
         "max_peers": _Knob(int, 1, "connected peers (handshaking included)"),
         "max_peers_per_address": _Knob(int, 1, "connections from one address (IPv6: /64)"),
         "max_pending_handshakes": _Knob(int, 1, "connections still handshaking"),
+        "max_pending_handshakes_per_address": _Knob(
+            int, 1, "connections still handshaking from one address"
+        ),
+        "address_connect_rate": _Knob(float, 0, "new connections per second per address"),
+        "address_connect_burst": _Knob(int, 1, "new connections an address may open at once"),
         "handshake_timeout": _Knob(float, 0.1, "seconds for the RLPx and waku handshakes"),
         "scan_limit": _Knob(int, 1, "store rows one request may examine (partial page)"),
     }

@@ -38,8 +38,9 @@ sees an envelope that failed them. Every refusal is logged with its reason, coun
 them from others): trusted history is delivered as is.
 
 Connections: at most ``limits.max_peers`` (handshakes included), ``limits.
-max_peers_per_address`` per address and ``limits.max_pending_handshakes`` handshakes at
-once; a connection over a cap is closed before any handshake work.
+max_peers_per_address`` per address, ``limits.max_pending_handshakes`` handshakes at once
+(``..._per_address`` from one address) and ``limits.address_connect_rate`` new connections
+a second per address; a connection over a cap is closed before any handshake work.
 """
 
 from __future__ import annotations
@@ -511,6 +512,9 @@ class MailServer:
                 max_peers=self.config.limits.max_peers,
                 max_per_address=self.config.limits.max_peers_per_address,
                 max_pending=self.config.limits.max_pending_handshakes,
+                max_pending_per_address=self.config.limits.max_pending_handshakes_per_address,
+                connect_rate=self.config.limits.address_connect_rate,
+                connect_burst=self.config.limits.address_connect_burst,
             ),
             on_refused=self._connection_refused,
         )

@@ -440,6 +440,33 @@ def test_validate_live_envelope_size_rule_is_status_go_size() -> None:
         assert (refusal and refusal.code) == code
 
 
+async def test_stalled_handshakes_and_reconnect_loops_from_one_address_are_capped() -> None:
+    from waku_legacy.mailserver_compat.limits import V1Limits
+
+    limits = V1Limits(max_pending_handshakes_per_address=2, address_connect_rate=0.01,
+                      address_connect_burst=5, handshake_timeout=3.0)  # fmt: skip
+    server = await _server(MemoryEnvelopeStore(), MailServerConfig(limits=limits))
+    try:
+        stalled = [await asyncio.open_connection(server.host, server.port, local_addr=(h, 0))
+                   for h in ("127.0.0.9", "127.0.0.9", "127.0.0.9")]  # fmt: skip
+        assert await _read_or_closed(stalled[2][0], 2) == b""  # the third: closed at once
+        assert server.refusals[("connection", "too_many_handshakes_from_address")] == 1
+        # Others still get in while those two stall.
+        writer = await _handshake(server, "127.0.0.10")
+        assert writer is not None
+        writer.close()
+        for _ in range(4):  # 4 more connections from .10 (5 in all): the burst
+            writer = await _handshake(server, "127.0.0.10")
+            assert writer is not None
+            writer.close()
+        assert await _handshake(server, "127.0.0.10") is None  # reconnecting in a loop
+        assert server.refusals[("connection", "connecting_too_often")] == 1
+        for _, w in stalled:
+            w.close()
+    finally:
+        await server.close()
+
+
 # -- configuration ----------------------------------------------------------------------------
 
 
@@ -455,3 +482,12 @@ def test_limits_from_config_and_cli_with_errors_naming_the_key() -> None:
         V1Limits.from_mapping({"max_peer": 3})
     assert address_key("2001:db8::1") == address_key("2001:db8::ffff") == "2001:db8::/64"
     assert address_key("::ffff:10.0.0.1") == "10.0.0.1"
+
+
+def test_v1_serve_limit_options_are_checked(tmp_path, capsys) -> None:
+    from waku_legacy.cli import main
+
+    args = ["v1", "serve", "--store", "memory:", "--listen", "127.0.0.1:0",
+            "--node-key-file", str(tmp_path / "nodekey")]  # fmt: skip
+    assert main([*args, "--max-peers-per-address", "0"]) == 2
+    assert "--max-peers-per-address must be at least 1" in capsys.readouterr().err

@@ -8,9 +8,11 @@ silence, and queues capability messages for :meth:`RlpxPeer.recv`. Every failure
 one logged line and, whenever the keys allow, a Disconnect frame with the reason.
 
 :func:`listen` enforces :class:`ConnectionLimits`: connections (handshaking ones included),
-connections per source address (IPv6 by /64) and handshakes in progress. A connection over
-a cap is closed as soon as it is accepted, before any ECIES work, and reported to
-``on_refused(address, reason)``.
+connections per source address (IPv6 by /64), handshakes in progress (in all and per
+address, so stalled handshakes from a few hosts cannot hold every slot) and new connections
+per second per address (a token bucket: reconnecting in a loop cannot buy ECIES work). A
+connection over a cap is closed as soon as it is accepted, before any ECIES work, and
+reported to ``on_refused(address, reason)``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import coincurve
 
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.mailserver_compat.limits import address_key
+from waku_legacy.mailserver_compat.limits import RateLimiter, address_key
 from waku_legacy.mailserver_compat.rlpx import p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.rlpx.events import (
@@ -282,6 +284,9 @@ class ConnectionLimits:
     max_peers: int | None = None  # connections, handshaking ones included
     max_per_address: int | None = None  # connections from one address (IPv6: one /64)
     max_pending: int | None = None  # handshakes in progress
+    max_pending_per_address: int | None = None  # handshakes in progress from one address
+    connect_rate: float = 0.0  # new connections per second per address (0: no limit)
+    connect_burst: int = 1
 
 
 class _ConnectionCounts:
@@ -290,8 +295,10 @@ class _ConnectionCounts:
         self.total = 0
         self.pending = 0
         self.per_address: Counter[str] = Counter()
+        self.pending_per_address: Counter[str] = Counter()
+        self.connects = RateLimiter(rate=limits.connect_rate, burst=limits.connect_burst)
 
-    def refusal(self, key: str) -> str | None:
+    def refusal(self, key: str, now: float) -> str | None:
         limits = self.limits
         if limits.max_peers is not None and self.total >= limits.max_peers:
             return "too_many_peers"
@@ -299,20 +306,36 @@ class _ConnectionCounts:
             return "too_many_from_address"
         if limits.max_pending is not None and self.pending >= limits.max_pending:
             return "too_many_handshakes"
+        if (
+            limits.max_pending_per_address is not None
+            and self.pending_per_address[key] >= limits.max_pending_per_address
+        ):
+            return "too_many_handshakes_from_address"
+        if not self.connects.allow(key, now):
+            return "connecting_too_often"
         return None
 
     def open(self, key: str) -> None:
         self.total += 1
         self.pending += 1
         self.per_address[key] += 1
+        self.pending_per_address[key] += 1
+
+    def established(self, key: str) -> None:
+        self.pending -= 1
+        self._drop(self.pending_per_address, key)
 
     def close(self, key: str, *, pending: bool) -> None:
         self.total -= 1
         if pending:
-            self.pending -= 1
-        self.per_address[key] -= 1
-        if self.per_address[key] <= 0:
-            del self.per_address[key]
+            self.established(key)
+        self._drop(self.per_address, key)
+
+    @staticmethod
+    def _drop(counter: Counter[str], key: str) -> None:
+        counter[key] -= 1
+        if counter[key] <= 0:
+            del counter[key]
 
 
 async def listen(
@@ -342,7 +365,7 @@ async def listen(
         peername = writer.get_extra_info("peername")
         host = str(peername[0]) if peername else ""
         key = address_key(host)
-        refusal = counts.refusal(key)
+        refusal = counts.refusal(key, asyncio.get_running_loop().time())
         if refusal is not None:
             transport = writer.transport
             transport.abort()  # no handshake work, no lingering socket
@@ -353,11 +376,13 @@ async def listen(
         counts.open(key)
         pending = True
         try:
-            pending = await _serve(reader, writer)
+            pending = await _serve(reader, writer, key)
         finally:
             counts.close(key, pending=pending)
 
-    async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _serve(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: str
+    ) -> bool:
         """Run one connection; returns whether it ended still handshaking."""
         kwargs = {} if max_message_size is None else {"max_message_size": max_message_size}
         connection = Connection(private_key, protocols, listen_port=listen_port or 0, **kwargs)
@@ -372,7 +397,7 @@ async def listen(
         except asyncio.CancelledError:
             await peer._shutdown()
             return True
-        counts.pending -= 1
+        counts.established(key)
         try:
             await handler(peer)
         except PeerDisconnected:
