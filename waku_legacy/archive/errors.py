@@ -15,6 +15,7 @@ __all__ = [
     "SeederError",
     "StaleMagnetMessage",
     "TorrentError",
+    "UnexpectedTorrentLayout",
 ]
 
 
@@ -36,6 +37,11 @@ class ArchiveCorrupted(ArchiveDecodeError):
 
 class TorrentError(ArchiveError):
     """A torrent that cannot be built, loaded or checked."""
+
+
+class UnexpectedTorrentLayout(ArchiveDecodeError):
+    """A torrent that is not a community history archive: not one ``0x<id>`` folder holding
+    exactly ``data`` and ``index`` (refused before anything of it is written or read)."""
 
 
 class SeederError(ArchiveError):

@@ -40,6 +40,7 @@ from waku_legacy.archive.session import SessionConfig, make_session, parse_peer
 from waku_legacy.archive.store import ArchiveIndex, read_archive_bytes
 from waku_legacy.archive.torrent import (
     TorrentFile,
+    check_archive_torrent_layout,
     load_torrent,
     parse_magnet_uri,
     torrent_from_info_bytes,
@@ -235,6 +236,8 @@ def fetch_archives(
         known_torrent: TorrentFile | None = None
     else:
         known_torrent = load_torrent(text)
+        # refused before libtorrent sees it: nothing of a hostile torrent is ever written
+        check_archive_torrent_layout(known_torrent, community)
         params = lt.add_torrent_params()
         params.ti = lt.torrent_info(lt.bdecode(known_torrent.metainfo_bytes()))
     params.save_path = str(save)
@@ -273,14 +276,10 @@ def fetch_archives(
 
         info = handle.torrent_file()
         torrent = known_torrent or torrent_from_info_bytes(bytes(info.info_section()))
-        if torrent.name != str(community):
-            raise FetchError(
-                f"the torrent is named {torrent.name!r}, not after the community {community}"
-            )
-        data_offset, data_length = torrent.file_span("data")
+        # Metadata from peers: still in upload mode, nothing requested or written yet.
+        check_archive_torrent_layout(torrent, community)
+        _, data_length = torrent.file_span("data")
         index_offset, index_length = torrent.file_span("index")
-        if data_offset != 0:
-            raise FetchError("the torrent's first file is not data")
         num_pieces = torrent.piece_count
         priorities = [0] * num_pieces
         index_pieces = list(torrent.pieces_of(index_offset, index_length))
@@ -303,7 +302,7 @@ def fetch_archives(
             raise FetchTimeout(f"index of {community} did not arrive in {options.data_timeout} s")
         report("index", len(index_pieces), len(index_pieces))
         _flush(session, handle, options.data_timeout)
-        root = save / torrent.name
+        root = save / str(community)  # checked above: the torrent's one folder
         if options.verify_pieces:
             _verify_pieces(torrent, root, index_pieces)
         index_bytes = (root / "index").read_bytes()

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.archive.bencode import bdecode, bencode, decode_at
+from waku_legacy.archive.bencode import MAX_TORRENT_BYTES, bdecode, bencode, decode_at
 from waku_legacy.archive.encode import PIECE_LENGTH, Flavour
-from waku_legacy.archive.errors import ArchiveDecodeError, TorrentError
+from waku_legacy.archive.errors import ArchiveDecodeError, TorrentError, UnexpectedTorrentLayout
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
 from waku_legacy.archive.store import inspect_store
+from waku_legacy.errors import LimitExceeded
 from waku_legacy.identity.topics import CommunityId
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "TorrentInfo",
     "build_info_dict",
     "build_torrent",
+    "check_archive_torrent_layout",
     "describe_mismatch",
     "load_torrent",
     "magnet_uri",
@@ -49,7 +51,13 @@ ANNOUNCE_LIST: tuple[str, ...] = (
     "udp://tracker.openbittorrent.com:6969/announce",
 )
 DEFAULT_CREATED_BY = "waku-legacy"
-_READ_PIECES = 64  # pieces read per system call while hashing
+_READ_BYTES = 8 * 1024 * 1024  # read per system call while hashing (whole pieces, at least one)
+# BitTorrent clients use 16 KiB .. 16 MiB pieces; status-go 100 KiB. Anything outside is refused
+# (a huge one would also make hashing buffers huge).
+MIN_PIECE_LENGTH = 1024
+MAX_PIECE_LENGTH = 64 * 1024 * 1024
+MAX_FILE_LENGTH = 1 << 50  # far beyond any archive; keeps sums and offsets sane
+ARCHIVE_TORRENT_FILES = ("data", "index")  # a history-archive torrent holds these, nothing else
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +75,7 @@ class TorrentInfo:
 def piece_hashes(paths: Sequence[Path], piece_length: int = PIECE_LENGTH) -> bytes:
     """SHA-1 of every piece of the files' concatenation (BEP 3 ``pieces``)."""
     out = bytearray()
-    buffer = bytearray(piece_length * _READ_PIECES)
+    buffer = bytearray(piece_length * max(1, _READ_BYTES // piece_length))
     view = memoryview(buffer)
     sha1 = hashlib.sha1
     partial = None  # running hash of a piece that straddles two files
@@ -299,33 +307,123 @@ def _info_span(data: bytes) -> tuple[int, int]:
     raise ArchiveDecodeError(".torrent", "has no info dictionary")
 
 
+def _field(info: dict[bytes, Any], key: bytes, kind: type, what: str) -> Any:
+    if key not in info:
+        raise ArchiveDecodeError(what, f"has no {key.decode()!r}")
+    value = info[key]
+    if not isinstance(value, kind):
+        raise ArchiveDecodeError(
+            what, f"{key.decode()!r} is {_kind(value)}, not {_kind_name(kind)}"
+        )
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {int: "an integer", bytes: "a string", list: "a list", dict: "a dictionary"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _kind_name(kind: type) -> str:
+    return {int: "an integer", bytes: "a string", list: "a list", dict: "a dictionary"}[kind]
+
+
+def _text(value: bytes, what: str, field_name: str) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ArchiveDecodeError(what, f"{field_name} is not UTF-8") from None
+
+
+def _length(value: Any, what: str, field_name: str) -> int:
+    if not isinstance(value, int):
+        raise ArchiveDecodeError(what, f"{field_name} is {_kind(value)}, not an integer")
+    if value < 0:
+        raise ArchiveDecodeError(what, f"{field_name} {value} is negative")
+    if value > MAX_FILE_LENGTH:
+        raise LimitExceeded(what, f"{field_name} {value} is over {MAX_FILE_LENGTH}")
+    return value
+
+
+def _parse_files(info: dict[bytes, Any], name: str, what: str) -> tuple[tuple[str, int], ...]:
+    if b"files" not in info:
+        return (
+            (
+                name,
+                _length(_field(info, b"length", int, what), what, "length"),
+            ),
+        )
+    if b"length" in info:
+        raise ArchiveDecodeError(what, "has both 'length' and 'files'")
+    files = _field(info, b"files", list, what)
+    if not files:
+        raise ArchiveDecodeError(what, "'files' is empty")
+    out = []
+    for number, entry in enumerate(files):
+        label = f"files[{number}]"
+        if not isinstance(entry, dict):
+            raise ArchiveDecodeError(what, f"{label} is {_kind(entry)}, not a dictionary")
+        length = _length(entry.get(b"length"), what, f"{label} length")
+        path = entry.get(b"path")
+        if not isinstance(path, list) or not path:
+            raise ArchiveDecodeError(what, f"{label} path is not a non-empty list")
+        parts = []
+        for part in path:
+            if not isinstance(part, bytes) or not part:
+                raise ArchiveDecodeError(what, f"{label} path has an empty or non-string part")
+            parts.append(_text(part, what, f"{label} path"))
+        out.append(("/".join(parts), length))
+    return tuple(out)
+
+
 def _torrent_from_info(
     info_bytes: bytes, metainfo: dict[bytes, Any], trackers: Sequence[str]
 ) -> TorrentFile:
-    info = bdecode(info_bytes, what="torrent info dictionary")
+    what = "torrent info dictionary"
+    info = bdecode(info_bytes, what=what)
     if not isinstance(info, dict):
-        raise ArchiveDecodeError(".torrent", "info is not a dictionary")
-    try:
-        name = info[b"name"].decode("utf-8")
-        piece_length = int(info[b"piece length"])
-        pieces = bytes(info[b"pieces"])
-        files = tuple(
-            ("/".join(p.decode("utf-8") for p in f[b"path"]), int(f[b"length"]))
-            for f in info.get(b"files", [])
-        ) or ((name, int(info[b"length"])),)
-    except (KeyError, TypeError, AttributeError, UnicodeDecodeError, ValueError) as exc:
-        raise ArchiveDecodeError(".torrent", f"info dictionary is incomplete ({exc!r})") from exc
-    if piece_length <= 0 or len(pieces) % 20:
-        raise ArchiveDecodeError(".torrent", "bad piece length or pieces field")
+        raise ArchiveDecodeError(what, f"is {_kind(info)}, not a dictionary")
+    name = _text(_field(info, b"name", bytes, what), what, "name")
+    piece_length = _field(info, b"piece length", int, what)
+    if not MIN_PIECE_LENGTH <= piece_length <= MAX_PIECE_LENGTH:
+        raise ArchiveDecodeError(
+            what, f"piece length {piece_length} is outside {MIN_PIECE_LENGTH}..{MAX_PIECE_LENGTH}"
+        )
+    pieces = _field(info, b"pieces", bytes, what)
+    if len(pieces) % 20:
+        raise ArchiveDecodeError(what, f"'pieces' is {len(pieces)} bytes, not a multiple of 20")
+    files = _parse_files(info, name, what)
     total = sum(length for _, length in files)
     if len(pieces) // 20 != -(-total // piece_length):
         raise ArchiveDecodeError(
-            ".torrent", f"{len(pieces) // 20} piece hashes for {total} bytes of files"
+            what, f"{len(pieces) // 20} piece hashes for {total} bytes of files"
         )
     return TorrentFile(
         metainfo, info, info_bytes, hashlib.sha1(info_bytes).hexdigest(), name,
         piece_length, pieces, files, tuple(trackers),
     )  # fmt: skip
+
+
+def check_archive_torrent_layout(torrent: TorrentFile, community: CommunityId) -> None:
+    """Refuse a torrent that is not a history archive of ``community``.
+
+    status-go's archive torrent is one folder named ``0x<community id>`` holding exactly the
+    files ``data`` and ``index`` (in that order). Anything else -- another name, a single-file
+    torrent, more or other files, ``..`` or absolute paths -- is refused here, before a byte of
+    it is written or read, with :class:`UnexpectedTorrentLayout`.
+    """
+    expected = str(community)
+    if torrent.name != expected:
+        raise UnexpectedTorrentLayout(
+            "history-archive torrent", f"it is named {torrent.name!r}, not {expected!r}"
+        )
+    names = tuple(name for name, _ in torrent.files)
+    if names != ARCHIVE_TORRENT_FILES or torrent.info.get(b"files") is None:
+        shown = ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+        raise UnexpectedTorrentLayout(
+            "history-archive torrent",
+            f"its files are [{shown}], not exactly {expected}/data and {expected}/index",
+        )
 
 
 def torrent_from_info_bytes(info_bytes: bytes, trackers: Sequence[str] = ()) -> TorrentFile:
@@ -336,16 +434,35 @@ def torrent_from_info_bytes(info_bytes: bytes, trackers: Sequence[str] = ()) -> 
 def load_torrent(source: str | os.PathLike[str] | bytes) -> TorrentFile:
     """Parse and check a .torrent (ours or status-go's): v1 info with pieces; the info-hash is
     the SHA-1 of the info dictionary's exact bytes."""
-    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    data = source if isinstance(source, bytes) else _read_torrent_file(Path(source))
     metainfo = bdecode(data, what=".torrent")
     if not isinstance(metainfo, dict) or not isinstance(metainfo.get(b"info"), dict):
         raise ArchiveDecodeError(".torrent", "has no info dictionary")
     start, end = _info_span(data)
     trackers: list[str] = []
-    for tier in metainfo.get(b"announce-list", []) or []:
+    tiers = metainfo.get(b"announce-list", [])
+    if not isinstance(tiers, list):
+        raise ArchiveDecodeError(".torrent", f"'announce-list' is {_kind(tiers)}, not a list")
+    for tier in tiers:
         for url in tier if isinstance(tier, list) else []:
             if isinstance(url, bytes) and url.decode("utf-8", "replace") not in trackers:
                 trackers.append(url.decode("utf-8", "replace"))
     if not trackers and isinstance(metainfo.get(b"announce"), bytes):
         trackers.append(metainfo[b"announce"].decode("utf-8", "replace"))
     return _torrent_from_info(data[start:end], metainfo, trackers)
+
+
+def _read_torrent_file(path: Path) -> bytes:
+    """The bytes of a .torrent file (bounded), or a TorrentError saying why not."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_TORRENT_BYTES + 1)
+    except IsADirectoryError:
+        raise TorrentError(f"torrent {path} is a directory, not a .torrent file") from None
+    except FileNotFoundError:
+        raise TorrentError(f"torrent {path} does not exist") from None
+    except OSError as exc:
+        raise TorrentError(f"cannot read torrent {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TORRENT_BYTES:
+        raise LimitExceeded(f"torrent {path}", f"over {MAX_TORRENT_BYTES} bytes")
+    return data
