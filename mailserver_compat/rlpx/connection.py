@@ -68,12 +68,16 @@ def encode_code(code: int) -> bytes:
 
 def decode_code(frame: bytes) -> tuple[int, int]:
     """``(message code, bytes used)`` from the start of a frame body."""
+    if not frame:
+        raise RlpxDecodeError("RLPx message code", "empty frame body")
     first = frame[0]
     if first < 0x80:
         return first, 1
     length = first - 0x80
+    if length > 8 or len(frame) < 1 + length:  # checked first: frame[1] must exist below
+        raise RlpxDecodeError("RLPx message code", f"not a canonical RLP integer (0x{first:02x})")
     non_canonical = length and (frame[1:2] == b"\x00" or (length == 1 and frame[1] < 0x80))
-    if length > 8 or len(frame) < 1 + length or non_canonical:
+    if non_canonical:
         raise RlpxDecodeError("RLPx message code", f"not a canonical RLP integer (0x{first:02x})")
     return int.from_bytes(frame[1 : 1 + length], "big"), 1 + length
 
