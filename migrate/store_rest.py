@@ -126,7 +126,7 @@ def parse_page(body: bytes, number: int = 0) -> RestPage:
         raise StoreRestError(f"store page {number} is over {MAX_RESPONSE_BYTES} bytes")
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise StoreRestError(f"store page {number} is not JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise StoreRestError(f"store page {number} is not a JSON object")
