@@ -184,10 +184,12 @@ def magnet_message_from_json(body: Any) -> waku_message_pb2.WakuMessage:
     """Inverse of :func:`relay_publish_body` (e.g. a message read back from a REST store)."""
     if not isinstance(body, dict):
         raise MagnetMessageError("magnet-link message", "JSON body is not an object")
+    if not isinstance(body.get("contentTopic"), str):
+        raise MagnetMessageError("magnet-link message", "'contentTopic' must be a string")
     try:
         message = waku_message_pb2.WakuMessage(
             payload=base64.b64decode(body["payload"], validate=True),
-            content_topic=str(body["contentTopic"]),
+            content_topic=body["contentTopic"],
         )
         if "version" in body:
             message.version = int(body["version"])
@@ -195,7 +197,7 @@ def magnet_message_from_json(body: Any) -> waku_message_pb2.WakuMessage:
             message.timestamp = int(body["timestamp"])
         if "meta" in body:
             message.meta = base64.b64decode(body["meta"], validate=True)
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, OverflowError) as exc:  # Overflow: int(1e400)
         raise MagnetMessageError("magnet-link message", f"bad JSON body ({exc!r})") from exc
     return message
 
