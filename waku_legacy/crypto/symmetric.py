@@ -7,6 +7,7 @@ key (65356 iterations, not 65536: a long-standing status-go constant).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 
@@ -28,8 +29,13 @@ GCM_TAG_SIZE = 16
 PBKDF2_ITERATIONS = 65356
 
 
+@functools.lru_cache(maxsize=4096)
 def key_from_password(password: str) -> bytes:
-    """32-byte key: PBKDF2-HMAC-SHA256(password, empty salt, 65356 iterations)."""
+    """32-byte key: PBKDF2-HMAC-SHA256(password, empty salt, 65356 iterations).
+
+    Cached (bounded): the passwords are chat ids, derived again for every magnet-link
+    message checked and every envelope opened, and one derivation costs ~20 ms of CPU.
+    """
     return hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), b"", PBKDF2_ITERATIONS, 32)
 
 
