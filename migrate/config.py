@@ -200,6 +200,8 @@ class ConfigTable:
             return default
         if not isinstance(value, str):
             raise self.error(key, "a string", value)
+        if "\x00" in value:  # never meant; and a path or URL with one fails deep inside the OS
+            raise self.error(key, "a string without NUL characters", value)
         return value
 
     def integer(
@@ -236,6 +238,8 @@ class ConfigTable:
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.error(key, "a list of strings", value)
+        if any("\x00" in v for v in value):
+            raise self.error(key, "a list of strings without NUL characters", value)
         return tuple(value)
 
     def table(self, key: str) -> ConfigTable:
@@ -465,6 +469,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except ValueError as exc:  # tomllib: an integer of more than 4300 digits
+        raise ConfigError(f"{path}: not a usable TOML value: {str(exc)[:200]}") from exc
     except RecursionError:
         raise nesting_error(str(path)) from None
     check_nesting(data, what=str(path))
