@@ -4,6 +4,13 @@
     listen = "127.0.0.1:8645"
     reader_threads = 2                       # store queries run on these threads (0: inline)
     shutdown_timeout = "30s"                 # grace for in-flight requests and writes
+    max_connections = 1000                   # open connections; more are answered 503, closed
+    max_connections_per_address = 64         # per client IP address
+    header_timeout = "10s"                   # from a request's first byte to its last header
+    idle_timeout = "30s"                     # keep-alive: no request for this long -> closed
+    body_timeout = "10s"                     # to receive a request body
+    requests_per_second = 50                 # per client IP address (0: no budget); cursor
+    request_burst = 200                      #   continuations of answered pages are free
 
     [store]
     url = "sqlite:///var/lib/waku-legacy/store.sqlite3"   # or postgresql://…, or a path
@@ -148,6 +155,13 @@ class ServerConfig:
     port: int = 8645
     reader_threads: int = 2
     shutdown_timeout: float = 30.0
+    max_connections: int = 1000
+    max_connections_per_address: int = 64
+    header_timeout: float = 10.0
+    idle_timeout: float = 30.0
+    body_timeout: float = 10.0
+    requests_per_second: float = 50.0  # 0: no per-address request budget
+    request_burst: int = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +278,15 @@ def _pubsub_topic(t: ConfigTable, key: str, value: str) -> str:
     return value
 
 
+def _rate(t: ConfigTable, key: str, default: float) -> float:
+    value = t._get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise t.error(key, "a non-negative number (0: off)", value)
+    return float(value)
+
+
 def _parse_server(top: ConfigTable) -> ServerConfig:
     t = top.table("server")
     host, port = parse_listen(t.string("listen", default="127.0.0.1:8645"), t.where, "listen")
@@ -272,6 +295,15 @@ def _parse_server(top: ConfigTable) -> ServerConfig:
         port=port,
         reader_threads=t.integer("reader_threads", default=2, low=0, high=64),
         shutdown_timeout=_duration(t, "shutdown_timeout", 30.0),
+        max_connections=t.integer("max_connections", default=1000, low=1, high=1_000_000),
+        max_connections_per_address=t.integer(
+            "max_connections_per_address", default=64, low=1, high=1_000_000
+        ),
+        header_timeout=_duration(t, "header_timeout", 10.0),
+        idle_timeout=_duration(t, "idle_timeout", 30.0),
+        body_timeout=_duration(t, "body_timeout", 10.0),
+        requests_per_second=_rate(t, "requests_per_second", 50.0),
+        request_burst=t.integer("request_burst", default=200, low=1, high=1_000_000),
     )
     t.done()
     return config

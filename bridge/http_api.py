@@ -12,24 +12,40 @@
     POST /admin/v1/archive                      (bearer token) run every community's now
 
 Errors are ``text/plain`` reasons with nwaku's status codes (400 bad request, 401/403
-admin auth, 404, 405, 500 internal, 503 unavailable); a failure is logged with its
-traceback for operators and answered without one.
+admin auth, 404, 405, 408 body too slow, 429 request budget, 500 internal, 503
+unavailable); a failure is logged with its traceback for operators and answered without one.
+
+Limits (:mod:`waku_legacy.bridge.http_guard`, ``[server]`` in the config): connection caps,
+header/idle/body timeouts, and a request budget per client address in which the
+continuation of a page answered to that address (its cursor) is free.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Protocol
 
 from aiohttp import web
 
+from waku_legacy.bridge.http_guard import (
+    ConnectionGuard,
+    GuardedHandler,
+    GuardedRunner,
+    HttpLimits,
+    RefusalLog,
+    RequestBudget,
+    retry_after,
+)
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import CONTENT_TYPE, BridgeMetrics
 from waku_legacy.bridge.rest_store import (
+    LegacyCursor,
+    LegacyCursorCache,
     RestError,
     parse_legacy_query,
     parse_v3_query,
@@ -38,8 +54,10 @@ from waku_legacy.bridge.rest_store import (
     store_error_status,
 )
 from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.errors import WakuLegacyError
+from waku_legacy.store.rest_json import parse_hash
 
-__all__ = ["BridgeBackend", "make_app"]
+__all__ = ["BridgeBackend", "make_app", "make_runner"]
 
 log = logging.getLogger("waku_legacy.bridge.http")
 
@@ -47,6 +65,8 @@ VERSION = "waku-legacy-bridge/0.1.0"
 JSON = "application/json"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID = web.RequestKey("request_id", str)
+NEXT_CURSOR = web.RequestKey("next_cursor", object)  # a store page's continuation key
+UNBUDGETED = frozenset({"/health", "/metrics"})  # constant work: probes and scrapes
 
 
 class BridgeBackend(Protocol):
@@ -80,16 +100,86 @@ def _route_name(request: web.Request) -> str:
     return resource.canonical
 
 
-def _make_middleware(backend: BridgeBackend) -> Callable[..., Awaitable[web.StreamResponse]]:
+def _continuation(request: web.Request) -> Hashable | None:
+    """The key under which a store request continues an answered page (its cursor)."""
+    try:
+        if request.path == "/store/v3/messages":
+            text = request.query.get("cursor")
+            return None if not text else ("v3", parse_hash(text, "cursor"))
+        if request.path == "/store/v1/messages":
+            cursor = parse_legacy_query(request.query).cursor
+            return None if cursor is None else _legacy_key(cursor)
+    except (WakuLegacyError, UnicodeError):
+        return None
+    return None
+
+
+def _legacy_key(cursor: LegacyCursor) -> Hashable:
+    return ("v1", cursor.pubsub_topic, cursor.sender_time, cursor.digest)
+
+
+def _make_middleware(
+    backend: BridgeBackend, limits: HttpLimits, refused: RefusalLog
+) -> Callable[..., Awaitable[web.StreamResponse]]:
+    budget = RequestBudget(limits.requests_per_second, limits.request_burst)
+
+    def admit(request: web.Request, address: str) -> None:
+        if not budget.enabled or request.path in UNBUDGETED:
+            return
+        key = _continuation(request)
+        if key is not None and budget.continues(address, key):
+            return  # the next page of one this address was answered: never refused
+        wait = budget.take(address)
+        if wait > 0:
+            refused("rate_limit", address, path=request.path)
+            seconds = retry_after(wait)
+            raise RestError(
+                429,
+                f"request budget of {address} exhausted ({limits.requests_per_second:g}/s, "
+                f"burst {limits.request_burst}); retry after {seconds} s "
+                "(continuing a page with its cursor is always allowed)",
+                {"Retry-After": seconds},
+            )
+
+    async def read_body(request: web.Request, address: str) -> None:
+        """Receive the body (bounded by client_max_size) within body_timeout."""
+        if not request.body_exists:
+            return
+        try:
+            async with asyncio.timeout(limits.body_timeout):
+                await request.read()
+        except TimeoutError:
+            refused("body_timeout", address)
+            raise RestError(
+                408, f"the request body did not arrive within {limits.body_timeout:g} s"
+            ) from None
+
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         request[REQUEST_ID] = request_id
+        protocol = request.protocol
+        guarded = isinstance(protocol, GuardedHandler)
+        if guarded:
+            protocol.request_started()
+        address = request.remote or "unknown"
         try:
-            response = await handler(request)
+            try:
+                await read_body(request, address)
+                admit(request, address)
+                response = await handler(request)
+            finally:
+                if guarded:
+                    protocol.request_finished()
+            next_cursor = request.get(NEXT_CURSOR)
+            if next_cursor is not None:
+                budget.issued(address, next_cursor)
         except RestError as exc:
             response = _text(exc.status, exc.reason)
+            response.headers.update(exc.headers)
+            if exc.status == 408:
+                response.force_close()  # the rest of the body is not waited for
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
@@ -128,40 +218,80 @@ def _make_middleware(backend: BridgeBackend) -> Callable[..., Awaitable[web.Stre
     return middleware
 
 
+def _unauthorized(reason: str) -> web.HTTPUnauthorized:
+    return web.HTTPUnauthorized(
+        reason=reason, headers={"WWW-Authenticate": 'Bearer realm="waku-legacy admin"'}
+    )
+
+
 def _check_admin(request: web.Request, token: str | None) -> None:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
     if not header or scheme.lower() != "bearer" or not given.strip():
-        raise web.HTTPUnauthorized(
-            reason="admin endpoints need 'Authorization: Bearer <token>'",
-            headers={"WWW-Authenticate": 'Bearer realm="waku-legacy admin"'},
-        )
+        raise _unauthorized("admin endpoints need 'Authorization: Bearer <token>'")
+    try:
+        # Header bytes that are not UTF-8 arrive as surrogate escapes: no token has them.
+        given_bytes = given.strip().encode("utf-8")
+    except UnicodeEncodeError:
+        raise _unauthorized("the bearer token is not valid UTF-8") from None
     if token is None:
         raise web.HTTPForbidden(reason="the admin API is disabled (no [admin] token configured)")
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+    if not hmac.compare_digest(given_bytes, token.encode()):
         raise web.HTTPForbidden(reason="wrong admin token")
 
 
-def make_app(backend: BridgeBackend) -> web.Application:
+def make_runner(
+    backend: BridgeBackend, limits: HttpLimits, *, shutdown_timeout: float
+) -> web.AppRunner:
+    """The HTTP API behind its limits: connection caps, header/idle/body timeouts, budget."""
+    refused = RefusalLog(backend.metrics)
+    return GuardedRunner(
+        make_app(backend, limits=limits, refused=refused),
+        guard=ConnectionGuard(limits, refused),
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=shutdown_timeout,
+        keepalive_timeout=limits.idle_timeout,  # aiohttp: idle and first-request timeout
+        # Bodies are read by the middleware (within body_timeout); what is left after a 408
+        # or 413 is drained only this long before the connection closes (aiohttp: 10 s).
+        lingering_time=0.5,
+    )
+
+
+def make_app(
+    backend: BridgeBackend,
+    *,
+    limits: HttpLimits | None = None,
+    refused: RefusalLog | None = None,
+) -> web.Application:
     metrics = backend.metrics
     store = backend.store
+    limits = limits or HttpLimits()
+    refused = refused or RefusalLog(metrics)
+    legacy_cursors = LegacyCursorCache()
 
     async def store_v3(request: web.Request) -> web.Response:
         query = parse_v3_query(request.query)
         started = time.perf_counter()
+        cursors: list[bytes | None] = []
         try:
-            body = await store.read(run_v3_query, query, request[REQUEST_ID])
+            body = await store.read(run_v3_query, query, request[REQUEST_ID], cursor_out=cursors)
         finally:
             metrics.store_query_latency.observe(time.perf_counter() - started, "v3")
+        if cursors and cursors[0] is not None:
+            request[NEXT_CURSOR] = ("v3", cursors[0])
         return _json_bytes(body)
 
     async def store_v1(request: web.Request) -> web.Response:
         query = parse_legacy_query(request.query)
         started = time.perf_counter()
+        cursors: list[LegacyCursor | None] = []
         try:
-            body = await store.read(run_legacy_query, query)
+            body = await store.read(run_legacy_query, query, legacy_cursors, cursor_out=cursors)
         finally:
             metrics.store_query_latency.observe(time.perf_counter() - started, "v1")
+        if cursors and cursors[0] is not None:
+            request[NEXT_CURSOR] = _legacy_key(cursors[0])
         return _json_bytes(body)
 
     async def health(request: web.Request) -> web.Response:
@@ -200,7 +330,9 @@ def make_app(backend: BridgeBackend) -> web.Application:
         _check_admin(request, backend.admin_token)
         return web.json_response({"runs": await backend.trigger_archive(None)})
 
-    app = web.Application(middlewares=[_make_middleware(backend)], client_max_size=64 * 1024)
+    app = web.Application(
+        middlewares=[_make_middleware(backend, limits, refused)], client_max_size=64 * 1024
+    )
     app.router.add_get("/store/v3/messages", store_v3)
     app.router.add_get("/store/v1/messages", store_v1)
     app.router.add_get("/health", health)

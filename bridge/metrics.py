@@ -281,3 +281,13 @@ class BridgeMetrics:
             p + "v1_mailserver_events", "Waku v1 mailserver counters", ("event",)
         )
         self.pending_writes = r.gauge(p + "store_pending_writes", "Store writes in flight")
+        self.http_refused = r.counter(
+            p + "http_refused_total",
+            "HTTP connections closed or requests refused by a limit, by reason",
+            ("reason",),
+        )
+        self.http_connections = r.gauge(p + "http_connections", "Open HTTP connections")
+        self.store_write_failures = r.counter(
+            p + "store_write_failures_total",
+            "Failed store writes of bridged messages (retried; nothing accepted is dropped)",
+        )

@@ -39,16 +39,23 @@ import base64
 import binascii
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from waku_legacy.errors import InvalidTopic, WakuLegacyError
+from waku_legacy.errors import DecodeError, InvalidTopic, WakuLegacyError
 from waku_legacy.identity.message_hash import store_v2_digest
 from waku_legacy.identity.shards import NamespacedContentTopic, parse_pubsub_topic
-from waku_legacy.store import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, CursorNotFound, MessageStore
+from waku_legacy.store import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    CursorNotFound,
+    InvalidQuery,
+    MessageStore,
+)
 from waku_legacy.store.rest_json import (
-    RestJsonError,
     parse_hash,
     parse_hashes,
     response_json_bytes,
@@ -57,6 +64,7 @@ from waku_legacy.store.types import StoredMessage, StoreError
 
 __all__ = [
     "MAX_CONTENT_TOPICS",
+    "LegacyCursorCache",
     "LegacyQuery",
     "RestError",
     "V3Query",
@@ -73,7 +81,11 @@ _TRUE = {"y", "yes", "true", "1", "on"}
 _FALSE = {"n", "no", "false", "0", "off"}
 _MULTIADDR = re.compile(r"/(ip4|ip6|dns|dns4|dns6|dnsaddr)/[^/]+(/[a-z0-9-]+/[^/]+)*")
 _NAMED_PUBSUB = re.compile(r"/waku/2/[^/\s]+(/[^/\s]+)+")
-_LEGACY_CURSOR_SCAN = 10_000  # messages at one timestamp searched for a legacy cursor
+# Messages at one timestamp searched for a legacy cursor this server did not hand out
+# recently (cursors it did are found by hash, see LegacyCursorCache): a forged cursor costs
+# at most this many rows.
+LEGACY_CURSOR_SCAN = 500
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Params(Protocol):
@@ -84,10 +96,11 @@ class Params(Protocol):
 class RestError(WakuLegacyError):
     """An HTTP error answer: ``status`` and a reason for the client."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.headers = dict(headers or {})
 
 
 def _bad(reason: str) -> RestError:
@@ -153,8 +166,21 @@ def _include_data(text: str | None) -> bool:
     raise _bad(f"'includeData' must be true or false, got {text[:40]!r}")
 
 
+def _check_characters(kind: str, text: str) -> None:
+    """Control characters (NUL above all: PostgreSQL text cannot hold it) and text that is
+    not UTF-8 are refused here, the same for every store backend."""
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        raise _bad(f"{kind} {text[:80]!r} holds the control character {bad.group()!r}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(f"{kind} {text[:80]!r} is not valid UTF-8") from None
+
+
 def check_pubsub_topic(text: str) -> str:
     """A Waku v2 pubsub topic: a static shard (canonical) or a named ``/waku/2/…`` topic."""
+    _check_characters("pubsub topic", text)
     if text.startswith("/waku/2/rs/"):
         try:
             parse_pubsub_topic(text)
@@ -170,6 +196,7 @@ def check_pubsub_topic(text: str) -> str:
 
 
 def check_content_topic(text: str) -> str:
+    _check_characters("content topic", text)
     try:
         NamespacedContentTopic.parse(text)
     except InvalidTopic as exc:
@@ -213,7 +240,7 @@ def parse_v3_query(params: Params | Mapping[str, str]) -> V3Query:
     try:
         cursor = None if cursor_text is None else parse_hash(cursor_text, "cursor")
         hashes = () if hashes_text is None else tuple(parse_hashes(hashes_text, "hashes"))
-    except RestJsonError as exc:
+    except DecodeError as exc:  # RestJsonError, LimitExceeded (over 100 hashes), ...
         raise _bad(str(exc)) from None
     if cursor is not None and cursor == bytes(32):
         raise _bad("malformed cursor: all zeroes cursor hash")
@@ -234,8 +261,15 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-def run_v3_query(store: MessageStore, query: V3Query, request_id: str) -> bytes:
-    """One page as nwaku's ``StoreQueryResponse`` JSON (runs on a store thread)."""
+def run_v3_query(
+    store: MessageStore,
+    query: V3Query,
+    request_id: str,
+    *,
+    cursor_out: list[bytes | None] | None = None,
+) -> bytes:
+    """One page as nwaku's ``StoreQueryResponse`` JSON (runs on a store thread); the page's
+    cursor (None when no more follow) is appended to ``cursor_out`` when given."""
     try:
         page = store.query(
             pubsub_topic=query.pubsub_topic,
@@ -250,6 +284,8 @@ def run_v3_query(store: MessageStore, query: V3Query, request_id: str) -> bytes:
         )
     except CursorNotFound as exc:
         raise _bad(f"malformed cursor: {exc}") from None
+    if cursor_out is not None:
+        cursor_out.append(page.cursor)
     return response_json_bytes(
         request_id, page.messages, include_data=query.include_data, cursor=page.cursor
     )
@@ -312,23 +348,70 @@ def parse_legacy_query(params: Params | Mapping[str, str]) -> LegacyQuery:
     )
 
 
-def _find_legacy_cursor(store: MessageStore, cursor: LegacyCursor) -> bytes:
-    """The hash of the message a legacy cursor names (pubsub topic, time, digest)."""
+class LegacyCursorCache:
+    """Legacy cursors this server handed out recently -> the message hash each names, so
+    that paging finds its place with one primary-key lookup (bounded; thread-safe: pages
+    are answered on the store's reader threads)."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[str, int, bytes], bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, key: tuple[str, int, bytes], message_hash: bytes) -> None:
+        with self._lock:
+            self._items[key] = message_hash
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def get(self, key: tuple[str, int, bytes]) -> bytes | None:
+        with self._lock:
+            return self._items.get(key)
+
+
+def _legacy_key(cursor: LegacyCursor) -> tuple[str, int, bytes]:
+    return (cursor.pubsub_topic, cursor.sender_time, cursor.digest)
+
+
+def _find_legacy_cursor(
+    store: MessageStore, cursor: LegacyCursor, known: LegacyCursorCache | None = None
+) -> bytes:
+    """The hash of the message a legacy cursor names (pubsub topic, time, digest).
+
+    A cursor this server handed out is found by its hash; any other is searched for among
+    at most :data:`LEGACY_CURSOR_SCAN` messages with its pubsub topic and time (a forged
+    cursor must not make the server read thousands of rows)."""
+    remembered = None if known is None else known.get(_legacy_key(cursor))
+    if remembered is not None:
+        m = store.get_message(remembered)
+        if (
+            m is not None
+            and m.pubsub_topic == cursor.pubsub_topic
+            and m.timestamp == cursor.sender_time
+        ):
+            return m.message_hash
     after: bytes | None = None
     scanned = 0
-    while scanned < _LEGACY_CURSOR_SCAN:
+    while scanned < LEGACY_CURSOR_SCAN:
         page = store.query(
             pubsub_topic=cursor.pubsub_topic, start_time=cursor.sender_time,
-            end_time=cursor.sender_time, cursor=after, limit=MAX_PAGE_SIZE,
+            end_time=cursor.sender_time, cursor=after,
+            limit=min(MAX_PAGE_SIZE, LEGACY_CURSOR_SCAN - scanned),
         )  # fmt: skip
         for m in page.messages:
             if store_v2_digest(m.content_topic, m.payload) == cursor.digest:
                 return m.message_hash
         scanned += len(page.messages)
         if page.cursor is None:
-            break
+            raise _bad(
+                "cursor not found: no stored message has this pubsubTopic, senderTime and digest"
+            )
         after = page.cursor
-    raise _bad("cursor not found: no stored message has this pubsubTopic, senderTime and digest")
+    raise _bad(
+        f"cursor not found among the first {LEGACY_CURSOR_SCAN} messages with this "
+        "pubsubTopic and senderTime; page with cursors this server returned"
+    )
 
 
 def legacy_message_json(m: StoredMessage) -> dict[str, Any]:
@@ -344,24 +427,39 @@ def legacy_message_json(m: StoredMessage) -> dict[str, Any]:
     return out
 
 
-def run_legacy_query(store: MessageStore, query: LegacyQuery) -> bytes:
-    cursor_hash = None if query.cursor is None else _find_legacy_cursor(store, query.cursor)
+def run_legacy_query(
+    store: MessageStore,
+    query: LegacyQuery,
+    known: LegacyCursorCache | None = None,
+    *,
+    cursor_out: list[LegacyCursor | None] | None = None,
+) -> bytes:
+    """One legacy page as JSON; its cursor is remembered in ``known`` and appended to
+    ``cursor_out`` (None when no more follow)."""
+    cursor_hash = None
+    if query.cursor is not None:
+        cursor_hash = _find_legacy_cursor(store, query.cursor, known)
     page = store.query(
         pubsub_topic=query.pubsub_topic, content_topics=query.content_topics,
         start_time=query.start_time, end_time=query.end_time, cursor=cursor_hash,
         ascending=query.ascending, limit=query.page_size,
     )  # fmt: skip
     out: dict[str, Any] = {"messages": [legacy_message_json(m) for m in page.messages]}
+    next_cursor = None
     if page.cursor is not None:
         last = next(m for m in page.messages if m.message_hash == page.cursor)
+        digest = store_v2_digest(last.content_topic, last.payload)
+        next_cursor = LegacyCursor(last.pubsub_topic, last.timestamp, last.timestamp, digest)
+        if known is not None:
+            known.put(_legacy_key(next_cursor), last.message_hash)
         out["cursor"] = {
             "pubsubTopic": last.pubsub_topic,
             "senderTime": last.timestamp,
             "storeTime": last.timestamp,
-            "digest": {
-                "data": base64.b64encode(store_v2_digest(last.content_topic, last.payload)).decode()
-            },
+            "digest": {"data": base64.b64encode(digest).decode()},
         }
+    if cursor_out is not None:
+        cursor_out.append(next_cursor)
     return _dumps(out)
 
 
@@ -369,6 +467,8 @@ def store_error_status(exc: BaseException) -> RestError:
     """The answer for a store failure while serving (never the exception text of a driver)."""
     if isinstance(exc, RestError):
         return exc
+    if isinstance(exc, InvalidQuery):  # refused by the store itself, the same on every backend
+        return RestError(400, str(exc))
     if isinstance(exc, StoreError):
         return RestError(503, "the store cannot answer right now; retry later")
     return RestError(500, "internal error")

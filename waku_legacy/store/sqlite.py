@@ -169,7 +169,10 @@ class SqliteMessageStore(MessageStore):
         limit: int = DEFAULT_PAGE_SIZE,
         include_data: bool = True,
     ) -> QueryPage:
-        check_query(cursor=cursor, limit=limit, hashes=hashes)
+        check_query(
+            cursor=cursor, limit=limit, hashes=hashes,
+            pubsub_topic=pubsub_topic, content_topics=content_topics,
+        )  # fmt: skip
         where: list[str] = []
         args: list[Any] = []
         if cursor is not None:

@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_PAGE_SIZE",
     "MAX_PAGE_SIZE",
     "CursorNotFound",
+    "InvalidQuery",
     "MessageStore",
     "QueryPage",
     "StoreError",
@@ -31,6 +32,22 @@ class StoreError(WakuLegacyError):
 
 class CursorNotFound(StoreError):
     """A query cursor (a message hash) that the store does not hold."""
+
+
+class InvalidQuery(StoreError):
+    """A query no backend can answer as asked (a topic no store can hold, a bad limit or
+    hash): refused the same way by every backend, before it reaches the database."""
+
+
+def _bad_topic_reason(topic: str) -> str | None:
+    """Why ``topic`` cannot be a stored topic (None when it can be)."""
+    if "\x00" in topic:
+        return "holds a NUL character"
+    try:
+        topic.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not encodable as UTF-8"
+    return None
 
 
 class StoredMessage(NamedTuple):
@@ -143,16 +160,29 @@ def check_query(
     cursor: bytes | None,
     limit: int,
     hashes: Sequence[bytes],
+    pubsub_topic: str | None = None,
+    content_topics: Sequence[str] = (),
 ) -> None:
+    """Refuse (:class:`InvalidQuery`) what no backend can answer; every backend calls this
+    first, so SQLite and PostgreSQL refuse the same queries with the same error."""
     if cursor is not None and len(cursor) != HASH_SIZE:
-        raise StoreError(f"a store cursor is a {HASH_SIZE}-byte message hash, got {len(cursor)}")
+        raise InvalidQuery(
+            f"a store cursor is a {HASH_SIZE}-byte message hash, got {len(cursor)}"
+        )
     if cursor is not None and cursor == bytes(HASH_SIZE):
-        raise StoreError("an all-zero store cursor is not a message hash")
+        raise InvalidQuery("an all-zero store cursor is not a message hash")
     if limit < 1:
-        raise StoreError(f"page size must be at least 1, got {limit}")
+        raise InvalidQuery(f"page size must be at least 1, got {limit}")
     for h in hashes:
         if len(h) != HASH_SIZE:
-            raise StoreError(f"a message hash is {HASH_SIZE} bytes, got {len(h)}")
+            raise InvalidQuery(f"a message hash is {HASH_SIZE} bytes, got {len(h)}")
+    for kind, topic in (
+        *((("pubsub topic", pubsub_topic),) if pubsub_topic is not None else ()),
+        *(("content topic", t) for t in content_topics),
+    ):
+        reason = _bad_topic_reason(topic)
+        if reason is not None:
+            raise InvalidQuery(f"the {kind} {topic[:80]!r} {reason}")
 
 
 def envelope_cursor_bounds(

@@ -1,0 +1,302 @@
+"""Limits of the bridge's HTTP side: connections, timeouts and a per-address request budget.
+
+aiohttp closes a connection that sends no complete request within its keep-alive timeout
+(``idle_timeout`` here, counted from the connection's start and from the end of each
+answer), but it has no header timeout separate from that, no connection cap and no budget.
+This module adds them:
+
+- :class:`GuardedServer` makes aiohttp's protocol handlers count connections: over
+  ``max_connections`` open connections, or ``max_connections_per_address`` from one IP
+  address, a new connection is answered ``503`` and closed before anything is read. A
+  request head (first byte to last header) must arrive within ``header_timeout`` or the
+  connection is closed (slowloris); the request body within ``body_timeout`` (see the
+  middleware in :mod:`waku_legacy.bridge.http_api`).
+- :class:`RequestBudget`: a token bucket per client address (``requests_per_second``, burst
+  ``request_burst``; bounded memory). A request that continues a page this server answered
+  to the same address (its ``cursor`` is that page's cursor) costs nothing: paging at full
+  speed is never refused, a flood of fresh queries is (``429`` with ``Retry-After``).
+
+Every refusal is counted in ``waku_legacy_http_refused_total{reason}`` and logged (at most
+one line per reason and address every ``LOG_EVERY`` seconds, so a flood cannot flood logs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from waku_legacy.bridge.logs import fields
+from waku_legacy.bridge.metrics import BridgeMetrics
+
+__all__ = [
+    "ConnectionGuard",
+    "GuardedHandler",
+    "GuardedRunner",
+    "GuardedServer",
+    "HttpLimits",
+    "RefusalLog",
+    "RequestBudget",
+]
+
+log = logging.getLogger("waku_legacy.bridge.http")
+
+LOG_EVERY = 10.0
+_REFUSED_BODY = b"too many connections; retry later\n"
+_REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+    b"Retry-After: 1\r\nContent-Length: %d\r\n\r\n%s" % (len(_REFUSED_BODY), _REFUSED_BODY)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    max_connections: int = 1000
+    max_connections_per_address: int = 64
+    header_timeout: float = 10.0
+    idle_timeout: float = 30.0
+    body_timeout: float = 10.0
+    requests_per_second: float = 50.0  # 0: no budget
+    request_burst: int = 200
+
+    @classmethod
+    def from_config(cls, server: Any) -> HttpLimits:
+        return cls(**{name: getattr(server, name) for name in cls.__dataclass_fields__})
+
+
+class RefusalLog:
+    """Counts every refusal; logs one line per (reason, address) per ``every`` seconds."""
+
+    def __init__(self, metrics: BridgeMetrics, *, every: float = LOG_EVERY, size: int = 4096):
+        self.metrics = metrics
+        self.every = every
+        self.size = size
+        self._last: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+    def __call__(self, reason: str, address: str, **extra: Any) -> None:
+        self.metrics.http_refused.inc(1, reason)
+        now = time.monotonic()
+        key = (reason, address)
+        last = self._last.get(key)
+        if last is not None and now - last < self.every:
+            return
+        self._last[key] = now
+        self._last.move_to_end(key)
+        while len(self._last) > self.size:
+            self._last.popitem(last=False)
+        log.warning("http refused", extra=fields(reason=reason, address=address, **extra))
+
+
+def peer_address(transport: Any) -> str:
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    if isinstance(peer, tuple | list) and peer:
+        return str(peer[0])
+    return str(peer or "unknown")
+
+
+class ConnectionGuard:
+    """Open connections, in total and per address (one per event loop; not thread-safe)."""
+
+    def __init__(self, limits: HttpLimits, refused: RefusalLog) -> None:
+        self.limits = limits
+        self.refused = refused
+        self.total = 0
+        self.by_address: dict[str, int] = {}
+
+    def admit(self, address: str) -> bool:
+        limits = self.limits
+        if self.total >= limits.max_connections:
+            self.refused("connections", address, open=self.total)
+            return False
+        if self.by_address.get(address, 0) >= limits.max_connections_per_address:
+            self.refused("address_connections", address, open=self.by_address[address])
+            return False
+        self.total += 1
+        self.by_address[address] = self.by_address.get(address, 0) + 1
+        self.refused.metrics.http_connections.set(self.total)
+        return True
+
+    def release(self, address: str) -> None:
+        self.total -= 1
+        left = self.by_address.get(address, 1) - 1
+        if left > 0:
+            self.by_address[address] = left
+        else:
+            self.by_address.pop(address, None)
+        self.refused.metrics.http_connections.set(self.total)
+
+
+class GuardedHandler(RequestHandler):
+    """aiohttp's protocol handler, counted by a :class:`ConnectionGuard`, with a header
+    timeout (a request head that takes longer than ``header_timeout`` closes the
+    connection)."""
+
+    guard: ConnectionGuard
+
+    def __init__(self, *args: Any, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard = guard
+        self.address = "unknown"
+        self.admitted = False
+        self.busy = False  # a request of this connection is being handled
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.address = peer_address(transport)
+        if not self.guard.admit(self.address):
+            try:
+                transport.write(_REFUSED)  # type: ignore[attr-defined]
+            finally:
+                transport.close()
+            return
+        self.admitted = True
+        # aiohttp's keep-alive timer (idle_timeout) starts now: a connection that sends
+        # nothing is closed by it; the header timer starts with a request's first byte.
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if not self.admitted:
+            return
+        self.admitted = False
+        self._stop_head_timer()
+        self.guard.release(self.address)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.admitted:
+            return
+        super().data_received(data)
+        if self._messages:  # a whole request head arrived
+            self._stop_head_timer()
+        elif data and not self.busy and self._head_timer is None:
+            self._start_head_timer()  # the first bytes of a request head
+
+    def request_started(self) -> None:
+        self.busy = True
+        self._stop_head_timer()
+
+    def request_finished(self) -> None:
+        self.busy = False
+
+    def _start_head_timer(self) -> None:
+        self._head_timer = self._loop.call_later(
+            self.guard.limits.header_timeout, self._head_timed_out
+        )
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.busy or self._messages or self.transport is None:
+            return
+        self.guard.refused("header_timeout", self.address)
+        self.force_close()
+
+
+class GuardedServer(web.Server):
+    """``web.Server`` whose connections are :class:`GuardedHandler`s."""
+
+    def __init__(self, *args: Any, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard = guard
+
+    def __call__(self) -> RequestHandler:
+        return GuardedHandler(self, loop=self._loop, guard=self.guard, **self._kwargs)
+
+
+class GuardedRunner(web.AppRunner):
+    """An ``AppRunner`` serving through a :class:`GuardedServer`."""
+
+    def __init__(self, app: web.Application, *, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.guard = guard
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        return GuardedServer(
+            server.request_handler, request_factory=server.request_factory,
+            handler_cancellation=server.handler_cancellation, loop=server._loop,
+            guard=self.guard, **server._kwargs,
+        )  # fmt: skip
+
+
+# -- the per-address request budget -------------------------------------------------------------
+
+
+class RequestBudget:
+    """Token buckets per key (a client address) plus free continuations of answered pages.
+
+    Memory is bounded: at most ``max_keys`` buckets (least recently used first out; a bucket
+    that was evicted starts full again, which only ever favours the client) and at most
+    ``max_continuations`` remembered cursors."""
+
+    def __init__(
+        self,
+        rate: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 100_000,
+        max_continuations: int = 100_000,
+        continuation_ttl: float = 600.0,
+    ) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.clock = clock
+        self.max_keys = max_keys
+        self.max_continuations = max_continuations
+        self.continuation_ttl = continuation_ttl
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._continuations: OrderedDict[tuple[str, Hashable], float] = OrderedDict()
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0
+
+    def take(self, key: str) -> float:
+        """0.0 when a request of ``key`` may go ahead (one token taken), else the seconds
+        until a token will be available."""
+        if not self.enabled:
+            return 0.0
+        now = self.clock()
+        tokens, last = self._buckets.pop(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) * self.rate)
+        wait = 0.0
+        if tokens >= 1.0:
+            tokens -= 1.0
+        else:
+            wait = (1.0 - tokens) / self.rate
+        self._buckets[key] = (tokens, now)
+        while len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)
+        return wait
+
+    def issued(self, key: str, cursor: Hashable) -> None:
+        """A page answered to ``key`` carried ``cursor``: its continuation will be free."""
+        if not self.enabled:
+            return
+        item = (key, cursor)
+        self._continuations.pop(item, None)
+        self._continuations[item] = self.clock() + self.continuation_ttl
+        while len(self._continuations) > self.max_continuations:
+            self._continuations.popitem(last=False)
+
+    def continues(self, key: str, cursor: Hashable) -> bool:
+        """Is this the (first) continuation of a page answered to ``key``? (Consumes it.)"""
+        expiry = self._continuations.pop((key, cursor), None)
+        return expiry is not None and expiry >= self.clock()
+
+
+def retry_after(seconds: float) -> str:
+    return str(max(1, math.ceil(seconds)))
