@@ -26,6 +26,7 @@ bridge seals goes into the mailserver's own seen set, so a v1 peer echoing it ba
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable
 
@@ -58,25 +59,54 @@ log = logging.getLogger("waku_legacy.bridge.live")
 
 
 class BatchWriter:
-    """Collects store rows and writes them in batches on the store's writer thread."""
+    """Collects store rows and writes them in batches on the store's writer thread.
 
-    def __init__(self, store: StoreAccess, *, max_batch: int = 1000) -> None:
+    Nothing accepted is dropped: a batch whose write fails stays at the head of the queue
+    and is retried with exponential backoff (``retry_delay`` doubling up to
+    ``max_retry_delay``) until the store takes it; every failed attempt is counted in
+    ``waku_legacy_store_write_failures_total`` and logged. Rows are inserted idempotently,
+    so a retry after a write that did land stores nothing twice. :meth:`flush` returns when
+    every row added before it is in the store (not merely handed to a writer)."""
+
+    def __init__(
+        self,
+        store: StoreAccess,
+        *,
+        max_batch: int = 1000,
+        metrics: BridgeMetrics | None = None,
+        retry_delay: float = 0.1,
+        max_retry_delay: float = 30.0,
+    ) -> None:
         self.store = store
         self.max_batch = max_batch
+        self.metrics = metrics
+        self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
         self._pending: list[StoredMessage] = []
         self._wakeup = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self.written = 0
+        self._added = 0  # rows ever added
+        self._done = 0  # rows ever written (in order)
+        self._progress = asyncio.Condition()
+        self.written = 0  # rows new to the store
+        self.failures = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="live-batch-writer")
 
     def add(self, row: StoredMessage) -> None:
         self._pending.append(row)
+        self._added += 1
         self._wakeup.set()
 
+    @property
+    def backlog(self) -> int:
+        """Rows accepted and not yet in the store (queued or being written)."""
+        return self._added - self._done
+
     async def _run(self) -> None:
+        delay = self.retry_delay
         while True:
             if not self._pending:
                 if self._closing:
@@ -84,24 +114,51 @@ class BatchWriter:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            batch = self._pending[: self.max_batch]
             try:
                 self.written += await self.store.insert(batch)
-            except Exception:
-                log.error("storing bridged messages failed", exc_info=True,
-                          extra=fields(rows=len(batch)))  # fmt: skip
+            except Exception as exc:
+                self.failures += 1
+                if self.metrics is not None:
+                    self.metrics.store_write_failures.inc()
+                log.error(
+                    "storing bridged messages failed; retrying",
+                    exc_info=not isinstance(exc, WakuLegacyError),
+                    extra=fields(rows=len(batch), retry_in=round(delay, 3), error=str(exc)),
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_retry_delay)
+                continue
+            delay = self.retry_delay
+            del self._pending[: len(batch)]
+            async with self._progress:
+                self._done += len(batch)
+                self._progress.notify_all()
 
     async def flush(self) -> None:
-        while self._pending:
-            await asyncio.sleep(0.005)
+        """Wait until every row added so far is in the store."""
+        target = self._added
+        async with self._progress:
+            await self._progress.wait_for(lambda: self._done >= target)
 
-    async def close(self) -> None:
-        """Write what is pending, then stop."""
+    async def close(self, timeout: float | None = None) -> None:
+        """Write what is pending (retrying while the store fails), then stop; with a
+        ``timeout``, give up after it (the rows still unwritten are counted in the log)."""
         self._closing = True
         self._wakeup.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        except TimeoutError:
+            log.error(
+                "the store did not take the bridged messages before shutdown",
+                extra=fields(rows=self.backlog, failures=self.failures),
+            )
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._task = None
 
 
 class LiveBridge:
@@ -123,14 +180,14 @@ class LiveBridge:
         self.relay = relay
         self.live_window = live_window
         self.seen = SeenSet(seen_capacity)
-        self.writer = BatchWriter(store)
+        self.writer = BatchWriter(store, metrics=metrics)
         self.mailserver: MailServer | None = None
 
     def start(self) -> None:
         self.writer.start()
 
-    async def close(self) -> None:
-        await self.writer.close()
+    async def close(self, timeout: float | None = None) -> None:
+        await self.writer.close(timeout)
 
     # -- v1 -> v2 ---------------------------------------------------------------------------
 

@@ -267,7 +267,7 @@ class BridgeService:
             await self._runner.cleanup()  # in-flight requests finish (shutdown_timeout)
             self._runner = None
         if self.live is not None:
-            await self.live.close()  # buffered v1 envelopes reach the store
+            await self.live.close(timeout)  # buffered v1 envelopes reach the store
         if self.relay is not None:
             await self.relay.close(timeout=min(timeout, 10.0))
         if self.store is not None:
