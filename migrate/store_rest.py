@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from waku_legacy.errors import WakuLegacyError
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.files import read_small_file
 from waku_legacy.store.rest_json import parse_hash
 
 __all__ = [
@@ -190,8 +191,8 @@ def fetch_pages(
     directory = Path(save_dir) if save_dir is not None else None
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
-        for saved in sorted(directory.glob(_PAGE_GLOB)):
-            page = pager.on_response(saved.read_bytes())
+        for number, saved in enumerate(sorted(directory.glob(_PAGE_GLOB)), start=1):
+            page = pager.on_response(read_page_file(saved, number))
             yield page
         if pager.done:
             return
@@ -230,4 +231,14 @@ def iter_saved_pages(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[
     """Saved store responses, one JSON document per file, in the order given."""
     for number, path in enumerate(paths, start=1):
         path = Path(path)
-        yield path, parse_page(path.read_bytes(), number)
+        yield path, parse_page(read_page_file(path, number), number)
+
+
+def read_page_file(path: str | os.PathLike[str], number: int) -> bytes:
+    """A saved page's bytes: a regular file of at most MAX_RESPONSE_BYTES (a FIFO, a
+    device or a huge file under the configured path is refused before it is read)."""
+    try:
+        return read_small_file(path, what=f"saved store page {number}",
+                               max_size=MAX_RESPONSE_BYTES)  # fmt: skip
+    except ConfigError as exc:
+        raise StoreRestError(str(exc)) from None

@@ -223,3 +223,30 @@ def test_migrate_cli_reports_config_file_errors(tmp_path: Path, capsys) -> None:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("waku-legacy migrate: error: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.timeout(30)
+def test_saved_rest_pages_are_small_regular_files(tmp_path: Path) -> None:
+    """A store-rest source's saved pages (a path the config names) are read through the
+    bounded reader: a FIFO, a device or an oversized page is a StoreRestError."""
+    import os
+
+    from waku_legacy.migrate.store_rest import (
+        MAX_RESPONSE_BYTES,
+        StoreRestError,
+        iter_saved_pages,
+    )
+
+    fifo = tmp_path / "page-000001.json"
+    os.mkfifo(fifo)  # would block forever (no writer) if opened for a plain read
+    for path, message in (
+        (fifo, "not a regular file"),
+        (Path("/dev/zero"), "not a regular file"),
+    ):
+        with pytest.raises(StoreRestError, match=message):
+            list(iter_saved_pages([path]))
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(MAX_RESPONSE_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(StoreRestError, match="larger than"):
+        list(iter_saved_pages([big]))
