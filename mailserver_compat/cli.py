@@ -231,10 +231,15 @@ def _pull_command(args: argparse.Namespace) -> int:
     state_file = _state_path(args.out, args.state)
     cursor = b""
     if state_file.exists():
+        from waku_legacy.files import MAX_CONFIG_FILE, read_small_text
+
+        text = read_small_text(state_file, what="pull state", max_size=MAX_CONFIG_FILE)
         try:
-            saved = json.loads(state_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            saved = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise ConfigError(f"pull state {state_file} is unreadable: {exc}") from exc
+        if not isinstance(saved, dict):
+            raise ConfigError(f"pull state {state_file} is not a JSON object")
         if saved.get("query") != identity:
             raise ConfigError(
                 f"pull state {state_file} belongs to another query; remove it or use --state"

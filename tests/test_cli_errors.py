@@ -137,3 +137,26 @@ def test_a_bug_is_an_internal_error_with_traceback(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("waku-legacy boom: internal error")
     assert "KeyError" in err and "Traceback (most recent call last)" in err
+
+
+@pytest.mark.timeout(30)
+def test_v1_pull_state_file_errors_exit_2(tmp_path: Path, capsys) -> None:
+    """`v1 pull --state FILE`: a state that is not a JSON object, nested too deeply, not a
+    regular file or too large is one line and exit 2 (a list used to be an AttributeError
+    traceback; /dev/zero an unbounded read)."""
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+
+    public = private_key_from_bytes(b"\x05" * 32).public_key.format(compressed=False)[1:]
+    enode = f"enode://{public.hex()}@127.0.0.1:1"
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP_JSON)
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    for state, fragment in ((listed, "not a JSON object"), (deep, "unreadable"),
+                            (Path("/dev/zero"), "not a regular file")):  # fmt: skip
+        code = _run([
+            "v1", "pull", "--enode", enode, "--from", "0", "--to", "10", "--topics", "01020304",
+            "--out", str(tmp_path / "out.dump"), "--state", str(state), "--retries", "0",
+        ])  # fmt: skip
+        assert code == 2
+        assert fragment in _one_line_error(capsys, "v1")
