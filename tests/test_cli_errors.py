@@ -160,3 +160,18 @@ def test_v1_pull_state_file_errors_exit_2(tmp_path: Path, capsys) -> None:
         ])  # fmt: skip
         assert code == 2
         assert fragment in _one_line_error(capsys, "v1")
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [('{"0x02": [1]}', "JSON object of objects"), (DEEP_JSON, "not JSON"), ("[]", "object")],
+)
+def test_fetch_record_file_errors_are_typed(tmp_path: Path, text: str, fragment: str) -> None:
+    """`fetch --record FILE` holding a community entry that is not an object used to fail
+    later with AttributeError; deep JSON with RecursionError."""
+    from waku_legacy.archive.output import FetchRecord
+
+    path = tmp_path / "record.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=fragment):
+        FetchRecord(path)

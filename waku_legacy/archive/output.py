@@ -87,10 +87,14 @@ class FetchRecord:
             self._data = json.loads(self.path.read_text())
         except FileNotFoundError:
             self._data = {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise ConfigError(f"fetch record {self.path} is not JSON: {exc}") from exc
-        if not isinstance(self._data, dict):
-            raise ConfigError(f"fetch record {self.path} must hold a JSON object")
+        if not isinstance(self._data, dict) or not all(
+            isinstance(entry, dict) for entry in self._data.values()
+        ):
+            raise ConfigError(
+                f"fetch record {self.path} must hold a JSON object of objects (one per community)"
+            )
 
     def fetched(self, community_id: str) -> set[str]:
         return set(self._data.get(community_id, {}).get("archives", []))
