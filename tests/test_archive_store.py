@@ -251,12 +251,18 @@ def test_corrupted_data_is_detected(tmp_path: Path) -> None:
     original = layout.data.read_bytes()
     index = read_index(layout.archive_dir, COMMUNITY)
 
-    # a payload byte: the archive still parses, the torrent's piece hashes no longer match
+    # a payload byte: the archive still parses, but its recorded SHA-256 and the torrent's
+    # piece hashes no longer match
     flipped = bytearray(original)
     flipped[index.entries[0].archive_length // 2] ^= 0xFF
     layout.data.write_bytes(bytes(flipped))
+    with pytest.raises(ArchiveCorrupted, match="SHA-256 recorded when it was written"):
+        verify_store(layout.archive_dir, COMMUNITY)
+    digests = layout.digests.read_bytes()
+    layout.digests.unlink()  # a store written before digests were recorded: the torrent tells
     with pytest.raises(ArchiveCorrupted, match="does not describe the current data"):
         verify_store(layout.archive_dir, COMMUNITY, torrent_dir=layout.torrent_dir)
+    layout.digests.write_bytes(digests)
 
     # the first bytes of the second archive: it no longer parses
     broken = bytearray(original)

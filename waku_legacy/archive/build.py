@@ -115,6 +115,7 @@ def build_community_archives(
     topics = tuple(bytes(t) for t in content_topics)
     report_progress = progress or (lambda stage, done, total: None)
 
+    layout.check_directories()
     layout.root.mkdir(parents=True, exist_ok=True)
     status = repair_store(layout, flavour, fault=fault, fsync=fsync)
     previous_end = last_end if last_end is not None else recorded_last_end(layout, status.index)

@@ -178,6 +178,7 @@ def _inspect(args: argparse.Namespace) -> int:
     from waku_legacy.archive.torrent import load_torrent
 
     layout = CommunityLayout.of(args.archive_dir, args.community, args.torrent_dir)
+    layout.check_directories(existing=True)  # nothing to inspect is an error, not "0 archives"
     status = inspect_store(layout, args.flavour)
     archives = [
         {
@@ -231,6 +232,9 @@ def _verify(args: argparse.Namespace) -> int:
         "dataLength": report.data_length,
         "torrentChecked": report.torrent_checked,
         "infoHash": report.info_hash,
+        "digestsChecked": report.digests_checked,
+        "checked": report.checked,
+        "notChecked": report.not_checked,
     }
     _emit(
         args,
@@ -239,7 +243,9 @@ def _verify(args: argparse.Namespace) -> int:
             f"ok: {report.archives} archives, {report.messages} messages, "
             f"{report.data_length} bytes of data"
             + (f", torrent {report.info_hash} matches" if report.torrent_checked else "")
-        ],
+        ]
+        + [f"checked: {line}" for line in report.checked]
+        + [f"NOT checked: {line}" for line in report.not_checked],
     )
     return 0
 
@@ -262,8 +268,11 @@ def _session_config(args: argparse.Namespace) -> Any:
 
 
 def _seed(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.layout import check_directory
     from waku_legacy.archive.seeder import Seeder
 
+    check_directory(Path(args.archive_dir), "--archive-dir", must_exist=True)
+    check_directory(Path(args.torrent_dir), "--torrent-dir", must_exist=True)
     deadline = time.monotonic() + args.duration if args.duration else None
     with Seeder(args.archive_dir, _session_config(args)) as seeder:
         print(

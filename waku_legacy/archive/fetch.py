@@ -34,6 +34,7 @@ from waku_legacy.archive.encode import (
     decode_index,
 )
 from waku_legacy.archive.errors import ArchiveCorrupted, FetchError, FetchTimeout
+from waku_legacy.archive.layout import check_directory
 from waku_legacy.archive.magnet import VerifiedMagnetLink, verify_magnet_message
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.session import SessionConfig, make_session, parse_peer
@@ -223,6 +224,7 @@ def fetch_archives(
     if isinstance(community, str):
         community = CommunityId.parse(community)
     save = Path(save_dir)
+    check_directory(save, "save directory", must_exist=False)
     save.mkdir(parents=True, exist_ok=True)
     report = progress or (lambda stage, done, total: None)
     started = time.monotonic()

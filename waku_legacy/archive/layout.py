@@ -2,9 +2,10 @@
 
 - ``<archive dir>/0x<id>/data``: the encoded archives back to back (append-only);
 - ``<archive dir>/0x<id>/index``: the serialized index (replaced atomically);
-- ``<archive dir>/.0x<id>.index.tmp`` and ``.0x<id>.state.json``: our temporary index and the
-  recorded last archive end, kept OUTSIDE the torrent folder because status-go builds its
-  torrent from every file in that folder;
+- ``<archive dir>/.0x<id>.index.tmp``, ``.0x<id>.state.json`` and ``.0x<id>.digests.json``:
+  our temporary index, the recorded last archive end and the SHA-256 of every archive as
+  written, kept OUTSIDE the torrent folder because status-go builds its torrent from every
+  file in that folder;
 - ``<torrent dir>/0x<id>.torrent`` plus ``0x<id>.magnet-message.pb`` / ``.json``.
 
 Every write step calls an optional fault hook with the step's name first; tests make it raise
@@ -15,15 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from waku_legacy.archive.errors import ArchiveError
 from waku_legacy.identity.topics import CommunityId
 
 __all__ = [
     "CommunityLayout",
     "FaultHook",
+    "check_directory",
     "fsync_dir",
     "no_fault",
     "write_atomic",
@@ -80,6 +84,36 @@ class CommunityLayout:
     def state(self) -> Path:
         return self.archive_dir / f".{self.name}.state.json"
 
+    @property
+    def digests(self) -> Path:
+        """SHA-256 of each archive's bytes as written (checked by verify without a torrent)."""
+        return self.archive_dir / f".{self.name}.digests.json"
+
+    def check_directories(self, *, existing: bool = False) -> None:
+        """ArchiveError naming the path when the folders or files are not what they should be:
+        the archive (and torrent) directory a file, ``data`` or ``index`` a directory; with
+        ``existing``, also when the archive directory or the community's folder is missing
+        (reading a store that is not there is a mistake, not an empty store)."""
+        check_directory(self.archive_dir, "archive directory", must_exist=existing)
+        if self.torrent_dir is not None:
+            check_directory(self.torrent_dir, "torrent directory", must_exist=False)
+        if existing and not self.root.is_dir():
+            check_directory(self.root, "community archive folder", must_exist=False)
+            raise ArchiveError(
+                f"no archives of {self.community} in {self.archive_dir}: {self.root} does not "
+                "exist (wrong --archive-dir or --community?)"
+            )
+        for path in (self.data, self.index):
+            try:
+                mode = path.stat().st_mode
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ArchiveError(f"cannot use {path}: {exc.strerror or exc}") from None
+            if not stat.S_ISREG(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+                raise ArchiveError(f"archive file {path} is {kind}; it must be a file")
+
     def _torrent_dir(self) -> Path:
         if self.torrent_dir is None:
             raise ValueError("no torrent directory given")
@@ -96,6 +130,24 @@ class CommunityLayout:
     @property
     def magnet_message_json(self) -> Path:
         return self._torrent_dir() / f"{self.name}.magnet-message.json"
+
+
+def check_directory(path: Path, what: str, *, must_exist: bool) -> None:
+    """ArchiveError naming ``path`` unless it is a directory (or absent, when allowed)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if must_exist:
+            raise ArchiveError(f"{what} {path} does not exist") from None
+        return
+    except NotADirectoryError:
+        raise ArchiveError(
+            f"{what} {path}: a part of the path is a file, not a directory"
+        ) from None
+    except OSError as exc:
+        raise ArchiveError(f"cannot use {what} {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        raise ArchiveError(f"{what} {path} is a file, not a directory")
 
 
 def fsync_dir(path: Path) -> None:

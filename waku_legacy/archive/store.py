@@ -4,7 +4,8 @@ Write order of one append (each step durable before the next):
 
 1. repair: a ``data`` file longer than the index accounts for (a crash after appending and
    before the index was replaced) is truncated back; a left-over temporary index is removed;
-2. append every new archive and its zero padding to ``data``; fsync;
+2. append every new archive and its zero padding to ``data``; fsync; record the SHA-256 of each
+   new archive (``.0x<id>.digests.json``, atomic, before the index points at them);
 3. write the new index to a temporary file, fsync, rename over ``index``, fsync the folder;
 4. record the new last archive end (a small state file, also atomic).
 
@@ -15,6 +16,7 @@ rewritten below the length the index accounts for: earlier pieces keep their SHA
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -47,6 +49,7 @@ __all__ = [
     "read_archive",
     "read_archive_bytes",
     "read_index",
+    "recorded_digests",
     "recorded_last_end",
     "repair_store",
     "write_last_end",
@@ -89,6 +92,10 @@ def _load_index(
         data = path.read_bytes()
     except FileNotFoundError:
         return ArchiveIndex((), 0)
+    except IsADirectoryError:
+        raise ArchiveError(f"archive index {path} is a directory; it must be a file") from None
+    except OSError as exc:
+        raise ArchiveError(f"cannot read archive index {path}: {exc.strerror or exc}") from None
     try:
         entries = decode_index(data, flavour=flavour, verify_keys=verify)
     except ArchiveCorrupted as exc:
@@ -117,9 +124,12 @@ def read_index(
 
 def read_archive_bytes(data_path: Path, entry: IndexEntry) -> bytes:
     """The ``size - padding`` bytes of one archive from a ``data`` file."""
-    with open(data_path, "rb") as handle:
-        handle.seek(entry.offset)
-        raw = handle.read(entry.archive_length)
+    try:
+        with open(data_path, "rb") as handle:
+            handle.seek(entry.offset)
+            raw = handle.read(entry.archive_length)
+    except OSError as exc:
+        raise ArchiveError(f"cannot read archive data {data_path}: {exc.strerror or exc}") from None
     if len(raw) != entry.archive_length:
         raise ArchiveCorrupted(
             "archive data",
@@ -162,6 +172,7 @@ class StoreStatus:
 
 def inspect_store(layout: CommunityLayout, flavour: Flavour | str) -> StoreStatus:
     """Compare ``index`` and ``data``; raises ArchiveCorrupted when data is missing bytes."""
+    layout.check_directories()
     index = _load_index(layout.index, Flavour.parse(flavour), verify=True)
     try:
         data_length = layout.data.stat().st_size
@@ -222,6 +233,38 @@ def write_last_end(
     write_atomic(layout.state, body.encode(), fault=fault, step="state", fsync=fsync)
 
 
+def recorded_digests(layout: CommunityLayout) -> dict[str, str]:
+    """archive id -> SHA-256 (hex) of its ``size - padding`` bytes, as written by this tool.
+
+    Empty for archives written before digests were recorded (or by another tool); an
+    unreadable file is an ArchiveCorrupted naming it.
+    """
+    try:
+        raw = layout.digests.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ArchiveError(f"cannot read {layout.digests}: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(raw)
+        table = doc["sha256"]
+        if not isinstance(table, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in table.items()
+        ):
+            raise ValueError("'sha256' is not a table of 64-hex-digit strings")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ArchiveCorrupted("archive digests", f"{layout.digests}: {exc}") from None
+    return dict(table)
+
+
+def _write_digests(
+    layout: CommunityLayout, table: dict[str, str], *, fault: FaultHook, fsync: bool
+) -> None:
+    body = {"community": layout.name, "sha256": dict(sorted(table.items()))}
+    write_atomic(layout.digests, (json.dumps(body, indent=1) + "\n").encode(), fault=fault,
+                 step="digests", fsync=fsync)  # fmt: skip
+
+
 @dataclass(slots=True)
 class AppendResult:
     added: list[IndexEntry] = field(default_factory=list)
@@ -275,6 +318,7 @@ def append_archives(
 
     offset = index.data_length
     new_entries: list[IndexEntry] = []
+    digests: dict[str, str] = {}
     created = not layout.data.exists()
     with open(layout.data, "ab") as handle:
         for number, archive in enumerate(fresh):
@@ -289,6 +333,7 @@ def append_archives(
             handle.flush()
             fault(f"data:append:{number}")
             new_entries.append(entry)
+            digests[entry.archive_id] = hashlib.sha256(archive.data).hexdigest()
             offset += entry.size
         fault("data:fsync")
         if fsync:
@@ -297,6 +342,11 @@ def append_archives(
         fsync_dir(layout.root)
 
     all_entries = (*index.entries, *new_entries)
+    # Digests go down before the index points at the archives: a kill in between leaves
+    # entries for archives the index does not list yet (pruned by the next write).
+    known = {e.archive_id for e in all_entries}
+    table = {k: v for k, v in recorded_digests(layout).items() if k in known}
+    _write_digests(layout, table | digests, fault=fault, fsync=fsync)
     write_atomic(
         layout.index,
         encode_index(all_entries),
