@@ -71,6 +71,21 @@ def test_fetch_refuses_a_hostile_torrent_file_before_writing(tmp_path: Path, cas
     assert outside.read_bytes() == b"x" * 100
 
 
+def test_fetch_refuses_an_oversized_index_before_downloading(tmp_path: Path) -> None:
+    from waku_legacy.archive.encode import MAX_INDEX_BYTES
+    from waku_legacy.errors import LimitExceeded
+
+    size = MAX_INDEX_BYTES + 1
+    pieces = b"\0" * 20 * (-(-(300 + size) // PIECE_LENGTH))
+    files = [{"length": 300, "path": ["data"]}, {"length": size, "path": ["index"]}]
+    source = tmp_path / "big-index.torrent"
+    source.write_bytes(bencode({"info": {"name": NAME, "piece length": PIECE_LENGTH,
+                                         "pieces": pieces, "files": files}}))  # fmt: skip
+    with pytest.raises(LimitExceeded, match="its index is"):
+        fetch_archives(source, COMMUNITY, tmp_path / "save", FetchOptions(session=LOOPBACK))
+    assert not (tmp_path / "save").exists() or list((tmp_path / "save").rglob("*")) == []
+
+
 @pytest.mark.parametrize(
     ("name", "files"),
     [

@@ -284,3 +284,39 @@ async def test_health_is_degraded_while_the_build_cannot_be_finished(tmp_path):
         assert archives.startswith("Degraded") and "truncated" in archives
     finally:
         await service.stop()
+
+
+@pytest.mark.torrent
+def test_seed_command_finishes_the_interrupted_build(tmp_path: Path, capsys) -> None:
+    """`waku-legacy seed` over a store killed between its index and its torrent: the torrent
+    is rebuilt from the files and seeded. (The old torrent still verifies against a prefix
+    of the new files, so libtorrent alone would seed it: the stale link stays current.)"""
+    from waku_legacy.cli import main
+
+    messages = make_messages(2, per_week=10)
+    _build(tmp_path, [m for m in messages if m.timestamp < T0 + W], now=T0 + W, clock_ms=1)
+    steps: list[str] = []
+    probe = tmp_path / "probe"
+    shutil.copytree(tmp_path, probe)
+    _build(probe, messages, now=T0 + 2 * W, clock_ms=2, fault=steps.append)
+    with pytest.raises(InjectedFault):  # killed after the index, before the torrent
+        _build(tmp_path, messages, now=T0 + 2 * W, clock_ms=2,
+               fault=_kill_at(steps.index("torrent:rename")))  # fmt: skip
+    argv = ["seed", "--archive-dir", str(tmp_path / "archives"), "--torrent-dir",
+            str(tmp_path / "torrents"), "--once", "--json", "--listen", "127.0.0.1:0",
+            "--no-trackers", "--no-utp"]  # fmt: skip
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert '"event": "repaired"' in err and '"torrent_rebuilt": true' in err
+    seeding = json.loads(out.splitlines()[-1])["torrents"]
+    report = verify_store(tmp_path / "archives", COMMUNITY, torrent_dir=tmp_path / "torrents")
+    assert [(t["infoHash"], t["state"]) for t in seeding] == [(report.info_hash, "seeding")]
+
+    # a store that cannot be repaired: one line per torrent on stderr, exit 2 with --once
+    data = tmp_path / "archives" / str(COMMUNITY) / "data"
+    with open(data, "r+b") as handle:
+        handle.truncate(100)
+    assert main(argv) == 2
+    _, err = capsys.readouterr()
+    assert '"event": "cannot-seed"' in err and "truncated" in err and "not seeded" in err

@@ -268,11 +268,33 @@ def _session_config(args: argparse.Namespace) -> Any:
 
 
 def _seed(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.errors import SeederError
     from waku_legacy.archive.layout import check_directory
     from waku_legacy.archive.seeder import Seeder
 
     check_directory(Path(args.archive_dir), "--archive-dir", must_exist=True)
     check_directory(Path(args.torrent_dir), "--torrent-dir", must_exist=True)
+
+    failed: set[str] = set()
+
+    def prepare(path: Path) -> None:
+        """Before seeding a new or changed torrent: finish the build it came from (a kill
+        between the index and the torrent leaves a torrent that no longer describes them)."""
+        from waku_legacy.archive.build import finish_interrupted_build
+
+        fixed = finish_interrupted_build(
+            args.archive_dir, args.torrent_dir, path.name[: -len(".torrent")],
+            flavour=args.flavour,
+        )  # fmt: skip
+        if fixed.changed:
+            print(json.dumps({"event": "repaired", **fixed.to_json()}), file=sys.stderr,
+                  flush=True)  # fmt: skip
+
+    def on_error(path: Path, exc: Exception) -> None:
+        failed.add(str(path))
+        event = {"event": "cannot-seed", "torrent": str(path), "error": str(exc)}
+        print(json.dumps(event), file=sys.stderr, flush=True)
+
     deadline = time.monotonic() + args.duration if args.duration else None
     with Seeder(args.archive_dir, _session_config(args)) as seeder:
         print(
@@ -281,7 +303,7 @@ def _seed(args: argparse.Namespace) -> int:
             flush=True,
         )
         while True:
-            stats = seeder.refresh(args.torrent_dir)
+            stats = seeder.refresh(args.torrent_dir, prepare=prepare, on_error=on_error)
             rows = [
                 {
                     "community": s.name,
@@ -301,8 +323,11 @@ def _seed(args: argparse.Namespace) -> int:
                         f"uploaded={r['uploaded']}",
                         flush=True,
                     )
+            if args.once and failed:
+                raise SeederError(f"not seeded: {', '.join(sorted(failed))} (see the lines above)")
             if args.once or (deadline is not None and time.monotonic() >= deadline):
                 return 0
+            failed.clear()
             time.sleep(args.interval)
 
 
@@ -468,6 +493,8 @@ def register(subparsers: Any) -> None:
     seed.add_argument("--duration", type=float, help="stop after this many seconds")
     seed.add_argument("--once", action="store_true", help="seed, report once and exit")
     seed.add_argument("--json", action="store_true", help="JSON lines")
+    seed.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go",
+                      help="archive format, for repairing an interrupted build")  # fmt: skip
     _add_session(seed, "0.0.0.0:6881")
     seed.set_defaults(func=_seed)
 

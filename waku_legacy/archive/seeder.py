@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from waku_legacy.archive.errors import SeederError
 from waku_legacy.archive.session import SessionConfig, make_session
 from waku_legacy.archive.torrent import TorrentFile, load_torrent
+from waku_legacy.errors import WakuLegacyError
 
 __all__ = ["SeedStats", "Seeder"]
 
@@ -128,8 +130,21 @@ class Seeder:
                 raise SeederError(f"seeding {name}: not seeding after {timeout:.0f} s")
             time.sleep(0.02)
 
-    def refresh(self, torrent_dir: str | os.PathLike[str]) -> list[SeedStats]:
-        """Seed every ``0x<id>.torrent`` in ``torrent_dir``, replacing changed ones."""
+    def refresh(
+        self,
+        torrent_dir: str | os.PathLike[str],
+        *,
+        prepare: Callable[[Path], None] | None = None,
+        on_error: Callable[[Path, WakuLegacyError], None] | None = None,
+    ) -> list[SeedStats]:
+        """Seed every ``0x<id>.torrent`` in ``torrent_dir``, replacing changed ones.
+
+        ``prepare(path)`` runs before a new or changed torrent is seeded (the seed command
+        finishes an interrupted build there: libtorrent alone accepts an old torrent whose
+        files grew, it only checks the bytes the torrent covers). Without ``on_error`` the
+        first torrent that cannot be seeded raises; with it, each failure is handed over and
+        the others are still seeded.
+        """
         out = []
         for path in sorted(Path(torrent_dir).glob("0x*.torrent")):
             name = path.name[: -len(".torrent")]
@@ -137,7 +152,14 @@ class Seeder:
             if current is not None and current.mtime_ns == path.stat().st_mtime_ns:
                 out.append(self._stats(current))
                 continue
-            out.append(self.seed(path))
+            try:
+                if prepare is not None:
+                    prepare(path)
+                out.append(self.seed(path))
+            except WakuLegacyError as exc:
+                if on_error is None:
+                    raise
+                on_error(path, exc)
         return out
 
     def stop(self, name: str) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from waku_legacy.archive.bencode import MAX_TORRENT_BYTES, bdecode, bencode, decode_at
-from waku_legacy.archive.encode import PIECE_LENGTH, Flavour
+from waku_legacy.archive.encode import MAX_INDEX_BYTES, PIECE_LENGTH, Flavour
 from waku_legacy.archive.errors import ArchiveDecodeError, TorrentError, UnexpectedTorrentLayout
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
 from waku_legacy.archive.store import inspect_store
@@ -423,6 +423,11 @@ def check_archive_torrent_layout(torrent: TorrentFile, community: CommunityId) -
         raise UnexpectedTorrentLayout(
             "history-archive torrent",
             f"its files are [{shown}], not exactly {expected}/data and {expected}/index",
+        )
+    index_length = torrent.files[1][1]
+    if index_length > MAX_INDEX_BYTES:  # refused before a byte of it is downloaded
+        raise LimitExceeded(
+            "history-archive torrent", f"its index is {index_length} bytes, over {MAX_INDEX_BYTES}"
         )
 
 
