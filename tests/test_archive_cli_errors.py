@@ -116,7 +116,7 @@ def test_missing_and_hostile_torrent_files(
              "--quiet", "--metadata-timeout", "1", "--timeout", "2"]  # fmt: skip
     done = cli(*fetch, "--torrent", str(tmp_path / "missing.torrent"))
     line = error_line(done.returncode, done.stderr)
-    assert f"torrent {tmp_path / 'missing.torrent'} does not exist" in line
+    assert f"torrent: {tmp_path / 'missing.torrent'} does not exist" in line
     line = error_line(*run(capsys, *fetch, "--torrent", str(tmp_path))[::2])
     assert "is a directory" in line
 
@@ -195,3 +195,25 @@ def test_verify_without_torrent_catches_flipped_bytes_and_says_what_it_checked(
     _flip(data, [(entries[0].offset + entries[0].archive_length, entries[1].offset)], 1, 0)
     line = error_line(*run(capsys, "archive", "verify", *common)[::2])
     assert "padding" in line
+
+
+def test_fetch_inputs_of_the_wrong_kind(tmp_path: Path, capsys) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    fetch = ["fetch", "--community", str(COMMUNITY), "--quiet", "--torrent", str(afile)]
+    line = error_line(*run(capsys, *fetch, "--save-dir", str(afile))[::2])
+    assert f"save directory {afile} is a file, not a directory" in line
+    save = ["--save-dir", str(tmp_path / "save")]
+    line = error_line(*run(capsys, *fetch, *save, "--record", str(tmp_path))[::2])
+    assert f"fetch record: {tmp_path} is a directory" in line
+    message = ["fetch", "--community", str(COMMUNITY), "--quiet", *save]
+    line = error_line(*run(capsys, *message, "--magnet-message", str(tmp_path))[::2])
+    assert f"--magnet-message: {tmp_path} is a directory" in line
+    state = tmp_path / "a" / f".{COMMUNITY}.state.json"
+    common = _build(tmp_path, capsys)
+    state.unlink()
+    state.mkdir()
+    line = error_line(*run(capsys, "archive", "build", *common, "--torrent-dir",
+                           str(tmp_path / "t"), "--channel", CHANNEL, "--input",
+                           str(tmp_path / "in.jsonl"), "--quiet")[::2])  # fmt: skip
+    assert f"cannot read {state}" in line

@@ -347,7 +347,10 @@ def _fetch(args: argparse.Namespace) -> int:
     clock = None
     source: str
     if args.magnet_message:
-        raw = Path(args.magnet_message).read_bytes()
+        from waku_legacy.files import read_small_file
+
+        # a magnet-link message is ~1 KB (protobuf) or its relay JSON body (base64 of that)
+        raw = read_small_file(args.magnet_message, what="--magnet-message", max_size=1 << 20)
         if args.magnet_message.endswith(".json"):
             try:
                 body = json.loads(raw)

@@ -13,6 +13,8 @@ from waku_legacy.archive.layout import write_atomic
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.errors import ConfigError
 
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # ~70 bytes per fetched archive id: far beyond any record
+
 __all__ = ["FetchRecord", "write_jsonl", "write_sqlite"]
 
 SQLITE_SCHEMA = """
@@ -82,11 +84,17 @@ class FetchRecord:
     """JSON file ``{"<community id>": {"archives": [ids...], "last_clock": ms}}``."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        from waku_legacy.files import read_small_file
+
         self.path = Path(path)
         try:
-            self._data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            self._data = {}
+            raw = read_small_file(self.path, what="fetch record", max_size=MAX_RECORD_BYTES)
+        except ConfigError:
+            if self.path.exists() or self.path.is_symlink():
+                raise  # a directory, a device, too large, unreadable: say so
+            raw = b"{}"  # no record yet
+        try:
+            self._data = json.loads(raw)
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise ConfigError(f"fetch record {self.path} is not JSON: {exc}") from exc
         if not isinstance(self._data, dict) or not all(

@@ -220,7 +220,9 @@ def recorded_last_end(layout: CommunityLayout, index: ArchiveIndex) -> int | Non
             recorded = value
     except FileNotFoundError:
         pass
-    except (ValueError, AttributeError):
+    except OSError as exc:  # a directory, unreadable: an operator must look
+        raise ArchiveError(f"cannot read {layout.state}: {exc.strerror or exc}") from None
+    except (ValueError, AttributeError, RecursionError):
         recorded = None  # an unreadable state file only loses the trailing empty windows
     candidates = [v for v in (recorded, index.last_end) if v]
     return max(candidates) if candidates else None

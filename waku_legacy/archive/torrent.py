@@ -458,16 +458,12 @@ def load_torrent(source: str | os.PathLike[str] | bytes) -> TorrentFile:
 
 
 def _read_torrent_file(path: Path) -> bytes:
-    """The bytes of a .torrent file (bounded), or a TorrentError saying why not."""
+    """The bytes of a .torrent file (a bounded read of a regular file), or a TorrentError
+    saying why not."""
+    from waku_legacy.errors import ConfigError
+    from waku_legacy.files import read_small_file
+
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_TORRENT_BYTES + 1)
-    except IsADirectoryError:
-        raise TorrentError(f"torrent {path} is a directory, not a .torrent file") from None
-    except FileNotFoundError:
-        raise TorrentError(f"torrent {path} does not exist") from None
-    except OSError as exc:
-        raise TorrentError(f"cannot read torrent {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_TORRENT_BYTES:
-        raise LimitExceeded(f"torrent {path}", f"over {MAX_TORRENT_BYTES} bytes")
-    return data
+        return read_small_file(path, what="torrent", max_size=MAX_TORRENT_BYTES)
+    except ConfigError as exc:
+        raise TorrentError(str(exc)) from None
