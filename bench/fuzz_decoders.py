@@ -52,10 +52,12 @@ inputs/s, then a total line. ``--json`` prints one JSON document instead.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import multiprocessing
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -289,30 +291,31 @@ class HandshakeTarget(Target):
 
     def seeds(self) -> list[Seed]:
         from waku_legacy.crypto import ecies
-        from waku_legacy.mailserver_compat.rlpx.handshake import Recipient
+
+        def opened(key: Any, packet: bytes, eip8: bool) -> bytes:
+            if eip8:
+                return ecies.decrypt(key, packet[2:], shared_mac_data=packet[:2])
+            return ecies.decrypt(key, packet)
+
+        def sealed(key: Any, body: bytes, eip8: bool, label: int) -> bytes:
+            # ECIES with a fixed ephemeral key and IV: the same packet bytes every run.
+            public = b"\x04" + key.public_key.format(compressed=False)[1:]
+            fixed = {"ephemeral_key": _key(label), "iv": bytes([label]) * 16}
+            if not eip8:
+                return ecies.encrypt(public, body, **fixed)
+            prefix = (len(body) + ecies.OVERHEAD).to_bytes(2, "big")
+            return prefix + ecies.encrypt(public, body, prefix, **fixed)
 
         out: list[Seed] = []
         for eip8, initiator in self.initiators.items():
             tag = "8" if eip8 else "0"
-            out.append(("auth", initiator.auth_packet))
-            body = ecies.decrypt(
-                self.node,
-                initiator.auth_packet[2:] if eip8 else initiator.auth_packet,
-                **({"shared_mac_data": initiator.auth_packet[:2]} if eip8 else {}),
-            )
-            out.append(("auth-body" + tag, body))
-            answer = Recipient(self.peer, ephemeral_key=_key(0x37), nonce=b"\x77" * 32,
-                               padding=90)  # fmt: skip
-            auth = self.recipient.read_auth(initiator.auth_packet)
-            assert auth is not None
-            ack_packet = auth[0]
-            out.append(("ack" + tag, ack_packet))
-            _ = answer
-            ack_body = ecies.decrypt(
-                self.peer,
-                ack_packet[2:] if eip8 else ack_packet,
-                **({"shared_mac_data": ack_packet[:2]} if eip8 else {}),
-            )
+            auth_body = opened(self.node, initiator.auth_packet, eip8)  # deterministic
+            out.append(("auth", sealed(self.node, auth_body, eip8, 0x41)))
+            out.append(("auth-body" + tag, auth_body))
+            answer = self.recipient.read_auth(initiator.auth_packet)
+            assert answer is not None
+            ack_body = opened(self.peer, answer[0], eip8)
+            out.append(("ack" + tag, sealed(self.peer, ack_body, eip8, 0x42)))
             out.append(("ack-body" + tag, ack_body))
         return out
 
@@ -574,11 +577,13 @@ class _TomlTarget(Target):
     def __init__(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="fuzz-toml-", dir="/dev/shm" if os.path.isdir(
             "/dev/shm") else None)  # fmt: skip
-        self.path = Path(self.dir) / "config.toml"
+        atexit.register(shutil.rmtree, self.dir, True)  # the parent's exit (workers share it)
 
     def run(self, mode: str, data: bytes) -> None:
-        self.path.write_bytes(data)
-        self.load(self.path)
+        # One file per process: the workers are forked after the target is built.
+        path = Path(self.dir) / f"config-{os.getpid()}.toml"
+        path.write_bytes(data)
+        self.load(path)
 
     def load(self, path: Path) -> None:
         raise NotImplementedError
