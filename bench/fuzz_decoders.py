@@ -32,6 +32,9 @@ rlpx-frame         RLPx frames through ``FrameCodec.feed`` (MACs, sizes), and fr
                    bodies that pass the MAC: message code, snappy, Hello, Disconnect
 rlpx-handshake     auth and ack packets (EIP-8 and pre-EIP-8) through ``Recipient`` /
                    ``Initiator``, and their decrypted bodies
+waku-packet        waku/1 packets (status, status update, messages, p2p messages,
+                   request complete, batch ack, message response) through
+                   ``WakuPeerState.receive``, and every envelope they carry
 rest-query         store REST query strings (``parse_v3_query``, ``parse_legacy_query``)
                    and cursors / hash lists (``parse_hash``, ``parse_hashes``)
 rest-json          store v3 JSON pages (``migrate.store_rest.parse_page``, then every
@@ -333,6 +336,60 @@ class HandshakeTarget(Target):
         else:  # auth-body
             auth = decode_auth_body(data, eip8=mode.endswith("8"))
             self.recipient.remote_ephemeral_key(auth)
+
+
+class WakuPacketTarget(Target):
+    name = "waku-packet"
+
+    def seeds(self) -> list[Seed]:
+        from waku_legacy.mailserver_compat.complete import RequestComplete
+        from waku_legacy.mailserver_compat.envelope import Envelope
+        from waku_legacy.mailserver_compat.waku_protocol import (
+            EnvelopeRejection,
+            MessagesResponse,
+            RateLimits,
+            StatusOptions,
+            encode_batch_ack,
+            encode_envelope_list,
+        )
+
+        envelopes = [Envelope(1_700_000_000 + i, 50, bytes([i, 2, 3, 4]), bytes(i * 7), i)
+                     for i in range(3)]  # fmt: skip
+        status = StatusOptions(
+            pow_requirement=0.002, bloom=b"\xff" * 64, light_node=False, confirmations=True,
+            packet_rate_limits=RateLimits(10, 20, 30), topic_interest=(b"\x01\x02\x03\x04",),
+            bytes_rate_limits=RateLimits(1000, 2000, 3000),
+        )  # fmt: skip
+        response = MessagesResponse(b"\x06" * 32, (EnvelopeRejection(b"\x07" * 32, 1, "pow"),))
+        return [
+            ("0", status.encode()),
+            ("0", StatusOptions(pow_requirement=0.5).encode()),
+            ("22", StatusOptions(bloom=bytes(64)).encode()),
+            ("1", encode_envelope_list([e.encode() for e in envelopes])),
+            ("127", encode_envelope_list([envelopes[0].encode()])),
+            ("125", RequestComplete(b"\x01" * 32, b"\x02" * 32, b"\x03" * 36).encode_packet()),
+            ("125", RequestComplete.failure(b"\x04" * 32, "too many").encode_packet()),
+            ("11", encode_batch_ack(b"\x05" * 32)),
+            ("12", response.encode()),
+        ]
+
+    def run(self, mode: str, data: bytes) -> None:
+        from waku_legacy.mailserver_compat.envelope import Envelope
+        from waku_legacy.mailserver_compat.waku_protocol import (
+            EnvelopesReceived,
+            P2PMessagesReceived,
+            WakuPeerState,
+        )
+
+        peer = WakuPeerState()
+        peer.status_received = mode != "0"  # a status packet comes first
+        for event in peer.receive(int(mode), data):
+            if isinstance(event, EnvelopesReceived | P2PMessagesReceived):
+                for raw in event.envelopes:
+                    try:
+                        Envelope.decode(raw)
+                    except WakuLegacyError:
+                        pass
 
 
 class RestQueryTarget(Target):
@@ -712,7 +769,8 @@ format = "text"
 TARGETS: dict[str, type[Target]] = {
     t.name: t
     for t in (
-        EnvelopeTarget, RequestTarget, FrameTarget, HandshakeTarget, RestQueryTarget,
+        EnvelopeTarget, RequestTarget, FrameTarget, HandshakeTarget, WakuPacketTarget,
+        RestQueryTarget,
         RestJsonTarget, ArchiveIndexTarget, ArchiveTarget, MagnetTarget, BencodeTarget,
         MigrateTomlTarget, BridgeTomlTarget,
     )
