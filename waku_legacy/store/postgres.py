@@ -57,6 +57,13 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS idx_query_pubsubtopic ON messages (pubsubTopic)",
     "CREATE INDEX IF NOT EXISTS idx_query_contenttopic ON messages (contentTopic)",
     "CREATE INDEX IF NOT EXISTS idx_messages_lookup_timestamp ON messages_lookup (timestamp)",
+    # Ours: every filter shape reads its page in (timestamp, hash) order from an index (a
+    # popular topic would otherwise be collected and sorted whole for each page).
+    "CREATE INDEX IF NOT EXISTS idx_pubsub_time ON messages (pubsubTopic, timestamp, messageHash)",
+    "CREATE INDEX IF NOT EXISTS idx_content_time ON messages "
+    "(contentTopic, timestamp, messageHash)",
+    "CREATE INDEX IF NOT EXISTS idx_content_pubsub_time ON messages "
+    "(contentTopic, pubsubTopic, timestamp, messageHash)",
     "CREATE TABLE IF NOT EXISTS v1_envelopes ("
     " messageHash VARCHAR PRIMARY KEY,"
     " envelope BYTEA NOT NULL,"
@@ -193,9 +200,6 @@ class PostgresMessageStore(MessageStore):
         if pubsub_topic is not None:
             where.append("pubsubTopic = %s")
             args.append(pubsub_topic)
-        if content_topics:
-            where.append("contentTopic = ANY(%s)")
-            args.append(list(content_topics))
         if hashes:
             where.append("messageHash = ANY(%s)")
             args.append([bytes(h).hex() for h in hashes])
@@ -206,13 +210,41 @@ class PostgresMessageStore(MessageStore):
             where.append("timestamp <= %s")
             args.append(end_time)
         order = "ASC" if ascending else "DESC"
-        columns = _COLUMNS if include_data else "messageHash"
-        sql = f"SELECT {columns} FROM messages"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT %s"
-        args.append(limit + 1)
-        rows = self._conn.execute(sql, args).fetchall()
+        # One indexed, ordered read of at most limit + 1 rows per content topic, merged
+        # here (as the SQLite store does): ANY(list) would collect and sort them all.
+        groups: list[list[str]] = [[]]
+        if content_topics:
+            topics = list(dict.fromkeys(content_topics))
+            groups = [topics] if hashes else [[t] for t in topics]
+        merged = len(groups) > 1
+        columns = _COLUMNS if include_data and not merged else "messageHash, timestamp"
+        ts_at = 5 if include_data and not merged else 1
+        rows: list[Any] = []
+        for group in groups:
+            clauses, values = list(where), list(args)
+            if len(group) == 1:
+                clauses.append("contentTopic = %s")
+                values.append(group[0])
+            elif group:
+                clauses.append("contentTopic = ANY(%s)")
+                values.append(group)
+            sql = f"SELECT {columns} FROM messages"
+            if clauses:
+                sql += " WHERE " + " AND ".join(clauses)
+            sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT %s"
+            rows += self._conn.execute(sql, [*values, limit + 1]).fetchall()
+        if merged:
+            rows.sort(key=lambda r: (r[ts_at], r[0]), reverse=not ascending)
+            del rows[limit + 1 :]
+            if include_data and rows:
+                found = {
+                    r[0]: r
+                    for r in self._conn.execute(
+                        f"SELECT {_COLUMNS} FROM messages WHERE messageHash = ANY(%s)",
+                        ([r[0] for r in rows],),
+                    ).fetchall()
+                }
+                rows = [found[r[0]] for r in rows if r[0] in found]
         self._conn.rollback()
         if include_data:
             page = [_row_to_message(r) for r in rows[:limit]]

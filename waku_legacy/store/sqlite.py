@@ -63,6 +63,11 @@ INDEXES = {
     # Topic filters in time order (nwaku keeps a similar one).
     "i_query": "CREATE INDEX IF NOT EXISTS i_query ON Message (contentTopic, pubsubTopic, "
     "timestamp, messageHash)",
+    # Ours: every filter shape reads its page in (timestamp, hash) order from an index, so
+    # no query scans or sorts more than a page (a pubsub topic alone, or a content topic
+    # without one, scanned the time index or sorted the topic's messages: 0.5 s at 200k).
+    "i_pubsub": "CREATE INDEX IF NOT EXISTS i_pubsub ON Message (pubsubTopic, timestamp)",
+    "i_content": "CREATE INDEX IF NOT EXISTS i_content ON Message (contentTopic, timestamp)",
     "i_v1_dbkey": "CREATE INDEX IF NOT EXISTS i_v1_dbkey ON v1_envelopes (dbKey)",
 }
 SCHEMA = (*TABLES, *INDEXES.values())
@@ -187,9 +192,6 @@ class SqliteMessageStore(MessageStore):
         if pubsub_topic is not None:
             where.append("pubsubTopic = ?")
             args.append(pubsub_topic.encode())
-        if content_topics:
-            where.append(f"contentTopic IN ({', '.join('?' * len(content_topics))})")
-            args += [t.encode() for t in content_topics]
         if hashes:
             where.append(f"messageHash IN ({', '.join('?' * len(hashes))})")
             args += [bytes(h) for h in hashes]
@@ -200,13 +202,40 @@ class SqliteMessageStore(MessageStore):
             where.append("timestamp <= ?")
             args.append(end_time)
         order = "ASC" if ascending else "DESC"
-        columns = _COLUMNS if include_data else "messageHash"
-        sql = f"SELECT {columns} FROM Message"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT ?"
-        args.append(limit + 1)
-        rows = self._db.execute(sql, args).fetchall()
+        # One indexed, ordered read of at most limit + 1 rows per content topic (hashes
+        # only, from the covering index), merged here; then the page's rows by hash. An IN
+        # list would make SQLite collect and sort every message of the topics.
+        groups: list[list[str]] = [[]]
+        if content_topics:
+            topics = list(dict.fromkeys(content_topics))
+            groups = [topics] if hashes else [[t] for t in topics]
+        merged = len(groups) > 1
+        columns = _COLUMNS if include_data and not merged else "messageHash, timestamp"
+        ts_at = 5 if include_data and not merged else 1
+        rows: list[Any] = []
+        for group in groups:
+            clauses, values = list(where), list(args)
+            if group:
+                clauses.append(f"contentTopic IN ({', '.join('?' * len(group))})")
+                values += [t.encode() for t in group]
+            sql = f"SELECT {columns} FROM Message"
+            if clauses:
+                sql += " WHERE " + " AND ".join(clauses)
+            sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT ?"
+            rows += self._db.execute(sql, [*values, limit + 1]).fetchall()
+        if merged:
+            rows.sort(key=lambda r: (r[ts_at], bytes(r[0])), reverse=not ascending)
+            del rows[limit + 1 :]
+            if include_data and rows:
+                found = {
+                    bytes(r[0]): r
+                    for r in self._db.execute(
+                        f"SELECT {_COLUMNS} FROM Message WHERE messageHash IN "
+                        f"({', '.join('?' * len(rows))})",
+                        [bytes(r[0]) for r in rows],
+                    )
+                }
+                rows = [found[bytes(r[0])] for r in rows if bytes(r[0]) in found]
         if include_data:
             page = [_row_to_message(r) for r in rows[:limit]]
         else:
