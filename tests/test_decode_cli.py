@@ -183,3 +183,36 @@ def test_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 2 and "more than 10 bytes" in err
     code, _, err = run(["decode", "magnet-message", write(tmp_path, b"\x0a\x05ab")], capsys)
     assert code == 2 and "malformed magnet-link message" in err
+
+
+def _nested_rlp(depth: int) -> bytes:
+    data = b""
+    for _ in range(depth):
+        n = len(data)
+        if n < 56:
+            data = bytes([0xC0 + n]) + data
+        else:
+            size = n.to_bytes((n.bit_length() + 7) // 8, "big")
+            data = bytes([0xF7 + len(size)]) + size + data
+    return data
+
+
+@pytest.mark.parametrize(
+    "kind, data",
+    [
+        ("envelope", _nested_rlp(3000)),
+        ("archive", b"\x0b" * 100_000),  # protobuf start-group tags nested 100,000 deep
+        ("archive-index", b"\x0a\xff\xff\x03" * 10 + b"\x0b" * 10_000),
+        ("store-response", b"\x0b" * 100_000),
+        ("magnet-message", b"\x0b" * 100_000),
+    ],
+)
+def test_deeply_nested_input_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, data: bytes
+) -> None:
+    """Issue 10: input nested far deeper than any real one is one line and exit 2, in the
+    strict and the lenient parser."""
+    for extra in ([], ["--lenient"]) if kind != "envelope" else ([],):
+        code, _, err = run(["decode", kind, write(tmp_path, data), *extra], capsys)
+        assert code == 2, err
+        assert err.startswith("waku-legacy decode: error: ") and err.count("\n") == 1, err
