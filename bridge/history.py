@@ -33,6 +33,7 @@ import aiohttp
 from waku_legacy.archive.layout import write_atomic
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import HistoryConfig
+from waku_legacy.bridge.http_body import ResponseTooLarge, read_body, read_text
 from waku_legacy.bridge.live import LiveBridge
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
@@ -41,35 +42,13 @@ from waku_legacy.migrate.store_rest import MAX_RESPONSE_BYTES, StorePager, Store
 from waku_legacy.store import MessageStore, StoredMessage
 from waku_legacy.store.rest_json import HashMismatch, RestJsonError, parse_key_value
 
-__all__ = ["HistoryPuller", "PullReport", "ResponseTooLarge", "read_body"]
+__all__ = ["HistoryPuller", "PullReport"]
 
 log = logging.getLogger("waku_legacy.bridge.history")
 
 NS = 1_000_000_000
 OVERLAP = 3600  # seconds re-read before the last complete end: late arrivals at the node
 ERROR_BODY_BYTES = 64 * 1024  # of a non-200 answer, only the start is shown
-
-
-class ResponseTooLarge(StoreRestError):
-    """A store answer whose body is over the size this client accepts (not retried)."""
-
-
-async def read_body(response: aiohttp.ClientResponse, limit: int, what: str) -> bytes:
-    """The whole body of ``response`` (all chunks, however the server sends them), or
-    :class:`ResponseTooLarge` as soon as it is known to exceed ``limit`` bytes.
-
-    (``response.content.read(n)`` is not this: it returns what happens to be buffered.)"""
-    declared = response.content_length
-    if declared is not None and declared > limit:
-        raise ResponseTooLarge(f"{what}: the body is {declared} bytes, over the {limit}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.content.iter_chunked(64 * 1024):
-        size += len(chunk)
-        if size > limit:
-            raise ResponseTooLarge(f"{what}: the body is over the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @dataclass(slots=True)
@@ -239,14 +218,14 @@ class HistoryPuller:
             try:
                 async with self.session.get(url, timeout=timeout) as response:
                     if response.status == 200:
-                        return await read_body(
-                            response, self.max_response_bytes, f"GET {url[:200]}"
-                        )
-                    try:
-                        body = await read_body(response, ERROR_BODY_BYTES, "error answer")
-                    except ResponseTooLarge:
-                        body = b"(a long error body)"
-                    problem = f"HTTP {response.status}: {body[:200].decode('utf-8', 'replace')}"
+                        try:
+                            return await read_body(
+                                response, self.max_response_bytes, f"GET {url[:200]}"
+                            )
+                        except ResponseTooLarge as exc:  # the same page again: not retried
+                            raise StoreRestError(str(exc)) from None
+                    text = await read_text(response, ERROR_BODY_BYTES, "error answer")
+                    problem = f"HTTP {response.status}: {text[:200]}"
                     if 400 <= response.status < 500 and response.status != 429:
                         break  # the node refuses this query; retrying will not help
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:

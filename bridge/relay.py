@@ -21,6 +21,7 @@ import aiohttp
 
 from waku_legacy.archive import relay_publish_body, relay_publish_path
 from waku_legacy.bridge.config import RelayConfig
+from waku_legacy.bridge.http_body import read_text
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.errors import WakuLegacyError
@@ -29,6 +30,8 @@ from waku_legacy.proto import waku_message_pb2
 __all__ = ["RelayError", "RelayPublisher"]
 
 log = logging.getLogger("waku_legacy.bridge.relay")
+
+ANSWER_BYTES = 64 * 1024  # of nwaku's answer to a publish, only the start is kept
 
 
 class RelayError(WakuLegacyError):
@@ -72,7 +75,7 @@ class RelayPublisher:
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
             try:
                 async with self.session.post(url, json=body, timeout=timeout) as response:
-                    text = (await response.text())[:300]
+                    text = (await read_text(response, ANSWER_BYTES, "relay answer"))[:300]
                     if response.status == 200:
                         self.metrics.relay_publish.inc(1, "ok")
                         return
