@@ -15,13 +15,21 @@ through up to ``--pages`` pages of ``--page-size`` messages with ``includeData=t
 following ``paginationCursor``; then waits ``--think`` seconds (per client) and starts over.
 
 Printed: requests/s, p50/p90/p99/max latency and the error count (every non-200 answer and
-every connection error counts; the run fails with exit 1 on any), beside two baselines
+every connection error counts; the run fails with exit 1 on any), the server's resident
+memory (RSS) when the load starts, at its peak (sampled every 0.5 s) and when it ends, beside
+two baselines
 measured in the same run on the same pages (a sample of the exact requests the clients made,
 replayed afterwards in this process):
 
 - raw SQLite: the same SELECT (cursor lookup + page query) through ``sqlite3`` directly;
 - store + JSON: the bridge's own page function (``store.query`` and nwaku's JSON), i.e. the
   server's work for one request without HTTP.
+
+The server runs with its default HTTP limits except two that a single load generator would
+trip by design (every client shares one source address): ``max_connections_per_address`` is
+raised to ``--clients`` + 16 and the per-address request budget is ``--requests-per-second``
+(default 0: off; with a budget, cursor continuations stay free and only session starts are
+charged).
 
 Target (issue 6): p99 under 50 ms for 100-message pages on a 1,000,000-message store with
 200 concurrent clients. Note that client and server share this machine's cores: the load
@@ -108,10 +116,13 @@ def store_count(path: Path) -> int:
 # -- the server process ------------------------------------------------------------------------
 
 
-def start_server(store: Path, workdir: Path, port: int, readers: int) -> subprocess.Popen:
+def start_server(
+    store: Path, workdir: Path, port: int, readers: int, *, clients: int, rate: float
+) -> subprocess.Popen:
     config = workdir / "bridge.toml"
     config.write_text(
         f'[server]\nlisten = "127.0.0.1:{port}"\nreader_threads = {readers}\n'
+        f"max_connections_per_address = {clients + 16}\nrequests_per_second = {rate}\n"
         f'[store]\nurl = "sqlite:///{store}?mmap_size={MMAP}"\n[logging]\nlevel = "warning"\n'
     )
     cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
@@ -141,6 +152,33 @@ def process_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_rss(pid: int, kind: str = "VmRSS") -> int:
+    """Resident memory of a process in bytes (Linux /proc; 0 elsewhere): ``VmRSS`` in all,
+    ``RssAnon`` the heap and stacks, ``RssFile`` mapped files (the memory-mapped store,
+    shared with the page cache)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(kind + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def rss_now(pid: int) -> dict[str, float]:
+    return {k: process_rss(pid, k) / 2**20 for k in ("VmRSS", "RssAnon", "RssFile")}
+
+
+async def sample_rss(pid: int, stop: asyncio.Event, peak: list[int]) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], process_rss(pid))
+        peak[1] = max(peak[1], process_rss(pid, "RssAnon"))
+        try:
+            await asyncio.wait_for(stop.wait(), 0.5)
+        except TimeoutError:
+            pass
 
 
 def free_port() -> int:
@@ -234,9 +272,12 @@ async def client(
             return
 
 
-async def run_load(base: str, args: argparse.Namespace, topics: list[str], t0: int) -> tuple:
+async def run_load(
+    base: str, args: argparse.Namespace, topics: list[str], t0: int, pid: int, peak: list[int]
+) -> tuple:
     stats = Stats()
     stop = asyncio.Event()
+    sampler = asyncio.create_task(sample_rss(pid, stop, peak))
     budget = [args.max_requests]
     connector = aiohttp.TCPConnector(limit=args.clients, limit_per_host=args.clients)
     timeout = aiohttp.ClientTimeout(total=30)
@@ -254,7 +295,7 @@ async def run_load(base: str, args: argparse.Namespace, topics: list[str], t0: i
         except TimeoutError:
             pass
         stop.set()
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*tasks, sampler)
         elapsed = time.perf_counter() - started
     return stats, elapsed
 
@@ -346,6 +387,10 @@ def main() -> int:
         help="mean pause (s) between a client's sessions; 0 = closed loop",
     )
     parser.add_argument("--readers", type=int, default=2, help="server reader threads (0: inline)")
+    parser.add_argument(
+        "--requests-per-second", type=float, default=0.0,
+        help="the server's per-address request budget (0: off; all clients share one address)",
+    )  # fmt: skip
     parser.add_argument("--samples", type=int, default=2000, help="requests replayed for baselines")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()  # fmt: skip
@@ -361,9 +406,14 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-load-"))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = start_server(store, workdir, port, args.readers)
+    server = start_server(
+        store, workdir, port, args.readers, clients=args.clients, rate=args.requests_per_second
+    )
+    rss_start = rss_end = {"VmRSS": 0.0, "RssAnon": 0.0, "RssFile": 0.0}
+    peak = [0, 0]
     try:
         asyncio.run(wait_ready(base, server))
+        rss_start = rss_now(server.pid)
         print(
             f"load: {args.clients} clients, up to {args.duration:.0f} s / "
             f"{args.max_requests:,} requests, think {args.think} s…",
@@ -371,8 +421,9 @@ def main() -> int:
         )
         server_cpu = process_cpu(server.pid)
         own_cpu = time.process_time()
-        stats, elapsed = asyncio.run(run_load(base, args, topics, t0))
+        stats, elapsed = asyncio.run(run_load(base, args, topics, t0, server.pid, peak))
         server_cpu = process_cpu(server.pid) - server_cpu
+        rss_end = rss_now(server.pid)
         own_cpu = time.process_time() - own_cpu
     finally:
         server.send_signal(signal.SIGTERM)
@@ -405,6 +456,10 @@ def main() -> int:
         "server_cpu_percent": 100 * server_cpu / elapsed,
         "load_generator_cpu_percent": 100 * own_cpu / elapsed,
         "target_p99_ms": 50.0, "target_met": http_summary["p99_ms"] < 50.0,
+        "server_rss_mb": {"start": rss_start["VmRSS"], "peak": peak[0] / 2**20,
+                          "end": rss_end["VmRSS"], "anon_start": rss_start["RssAnon"],
+                          "anon_peak": peak[1] / 2**20, "anon_end": rss_end["RssAnon"],
+                          "file_end": rss_end["RssFile"]},
     }  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=2))
@@ -422,6 +477,11 @@ def main() -> int:
                          ("raw SQLite (same pages)", result["raw_sqlite"])):  # fmt: skip
             print(f"  {label:34}{s['p50_ms']:9.2f}{s['p90_ms']:9.2f}{s['p99_ms']:9.2f}"
                   f"{s['max_ms']:9.2f}")  # fmt: skip
+        rss = result["server_rss_mb"]
+        print(f"  server RSS: start {rss['start']:.1f} MB, peak {rss['peak']:.1f} MB, "
+              f"end {rss['end']:.1f} MB; of it heap (RssAnon) {rss['anon_start']:.1f} -> "
+              f"peak {rss['anon_peak']:.1f} -> {rss['anon_end']:.1f} MB, mapped store file "
+              f"(RssFile) {rss['file_end']:.1f} MB at the end")  # fmt: skip
         print(
             f"  CPU: server {result['server_cpu_percent']:.0f}%, load generator "
             f"{result['load_generator_cpu_percent']:.0f}% (100% = one core)"
