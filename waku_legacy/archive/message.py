@@ -108,6 +108,10 @@ class ArchiveMessage:
         third = obj.get("thirdPartyId", "")
         if not isinstance(third, str):
             raise ArchiveDecodeError(where, "'thirdPartyId' must be a string")
+        try:
+            third.encode("utf-8")  # JSON allows lone surrogates ("\ud800"); protobuf does not
+        except UnicodeEncodeError:
+            raise ArchiveDecodeError(where, "'thirdPartyId' is not valid Unicode") from None
         return cls(
             timestamp=ts,
             hash=decode_bytes_field(obj["hash"], "hash", where),
