@@ -41,6 +41,7 @@ rest-json          store v3 JSON pages (``migrate.store_rest.parse_page``, then 
                    entry's message and hash check)
 archive-index      ``index`` files (``decode_index``, both flavours, ``check_contiguous``)
 archive            ``WakuMessageArchive`` protobufs (``decode_archive``, both flavours)
+archive-jsonl      ``archive build --input`` lines (``ArchiveMessage.from_json_line``)
 magnet             magnet URIs, magnet-link messages (protobuf, verified against the
                    community key) and their JSON form
 bencode            ``bdecode`` and ``.torrent`` loading (``load_torrent``)
@@ -540,6 +541,34 @@ class ArchiveTarget(Target):
         decode_archive(data, flavour=mode)
 
 
+class ArchiveJsonTarget(Target):
+    name = "archive-jsonl"
+    text = True
+    tokens = (b"{", b"}", b"[", b"]", b'"', b":", b",", b"null", b"true", b"-1", b"1e400",
+              b"18446744073709551616", b'"0x', b"==", b"\\u0000", b"\\ud800")  # fmt: skip
+
+    def seeds(self) -> list[Seed]:
+        from waku_legacy.archive.message import ArchiveMessage
+
+        messages = [
+            ArchiveMessage(1_700_000_000, b"\x01" * 32, b"\x01\x02\x03\x04", b"hello"),
+            ArchiveMessage(1_700_000_001, b"\x02" * 32, b"\xaa\xbb\xcc\xdd", bytes(300),
+                           sig=b"\x05" * 65, padding=b"\x00" * 7, third_party_id="t-1"),
+            ArchiveMessage(1_700_000_002, b"\x03" * 32, b"\x01\x02\x03\x05", b"x",
+                           third_party_id="third-party-0123456789-" * 8),
+        ]  # fmt: skip
+        return [("line", json.dumps(m.to_json()).encode()) for m in messages]
+
+    def run(self, mode: str, data: bytes) -> None:
+        from waku_legacy.archive.encode import encode_archive
+        from waku_legacy.archive.message import ArchiveMessage
+
+        # What `archive build --input` does with each line of its JSON-lines file: read it,
+        # then encode it into an archive.
+        message = ArchiveMessage.from_json_line(data.decode("utf-8", "replace"), line=1)
+        encode_archive(message.timestamp, message.timestamp, [message.topic], [message])
+
+
 class MagnetTarget(Target):
     name = "magnet"
     tokens = (b"magnet:?", b"xt=urn:btih:", b"&", b"=", b"%", b"%00", b"dn=", b"tr=",
@@ -771,7 +800,8 @@ TARGETS: dict[str, type[Target]] = {
     for t in (
         EnvelopeTarget, RequestTarget, FrameTarget, HandshakeTarget, WakuPacketTarget,
         RestQueryTarget,
-        RestJsonTarget, ArchiveIndexTarget, ArchiveTarget, MagnetTarget, BencodeTarget,
+        RestJsonTarget, ArchiveIndexTarget, ArchiveTarget, ArchiveJsonTarget, MagnetTarget,
+        BencodeTarget,
         MigrateTomlTarget, BridgeTomlTarget,
     )
 }  # fmt: skip

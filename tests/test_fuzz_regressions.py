@@ -126,3 +126,16 @@ def test_fuzz_script_smoke(tmp_path: Path) -> None:
         assert stats.inputs == 300 and stats.crashes == 0, (stats.name, stats.crash_kinds)
         assert stats.typed + stats.accepted == 300
     assert issubclass(ConfigError, WakuLegacyError)
+
+
+def test_archive_json_line_with_lone_surrogate() -> None:
+    """JSON allows "\\ud800"; a thirdPartyId holding one was accepted and then crashed the
+    archive encoder (UnicodeEncodeError). It is refused where it is read."""
+    from waku_legacy.archive.errors import ArchiveDecodeError
+    from waku_legacy.archive.message import ArchiveMessage
+
+    line = json.dumps({"timestamp": 1, "hash": "0x01", "topic": "0x01020304", "payload": "",
+                       "thirdPartyId": "x\ud800"})  # fmt: skip
+    assert "\\ud800" in line
+    with pytest.raises(ArchiveDecodeError, match="thirdPartyId"):
+        ArchiveMessage.from_json_line(line, line=4)
