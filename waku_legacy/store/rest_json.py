@@ -253,6 +253,10 @@ def _topic(value: Any, what: str, field: str) -> str:
         raise RestJsonError(what, f"'{field}' must be a string, got {type(value).__name__}")
     if len(value) > MAX_TOPIC_LENGTH:
         raise LimitExceeded(what, f"'{field}' of {len(value)} characters is too long")
+    try:
+        value.encode("utf-8")  # JSON allows lone surrogates ("\ud800"); topics are UTF-8
+    except UnicodeEncodeError:
+        raise RestJsonError(what, f"'{field}' is not valid Unicode (a lone surrogate)") from None
     return value
 
 
