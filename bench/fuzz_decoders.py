@@ -445,6 +445,7 @@ class RestJsonTarget(Target):
     tokens = (
         b"{", b"}", b"[", b"]", b'"', b":", b",", b"null", b"true", b"-1", b"1e400",
         b"18446744073709551616", b'"messages":', b'"payload":"', b"\\u0000", b"NaN",
+        b"\\ud800", b"\\udc80", b'"contentTopic":"', b'"timestamp":',
     )  # fmt: skip
 
     def seeds(self) -> list[Seed]:
@@ -473,12 +474,16 @@ class RestJsonTarget(Target):
 
     def run(self, mode: str, data: bytes) -> None:
         from waku_legacy.migrate.store_rest import parse_page
+        from waku_legacy.store.rest_json import parse_key_value
 
         page = parse_page(data, 1)
-        for entry in getattr(page, "messages", []) or []:
-            stored = getattr(entry, "stored", None)
-            if callable(stored):
-                stored()
+        # Then every entry, as the bridge's history pull reads it (a malformed entry or a
+        # wrong hash is counted and skipped there: a typed error here).
+        for raw in page.messages:
+            try:
+                parse_key_value(raw).stored()
+            except WakuLegacyError:
+                pass
 
 
 class ArchiveIndexTarget(Target):
@@ -572,7 +577,7 @@ class ArchiveJsonTarget(Target):
 class MagnetTarget(Target):
     name = "magnet"
     tokens = (b"magnet:?", b"xt=urn:btih:", b"&", b"=", b"%", b"%00", b"dn=", b"tr=",
-              b"x.pe=", b"{", b"}", b'"', b":", b"null")  # fmt: skip
+              b"x.pe=", b"{", b"}", b'"', b":", b"null", b"\\ud800", b"1e400")  # fmt: skip
 
     def __init__(self) -> None:
         from waku_legacy.identity.topics import CommunityId

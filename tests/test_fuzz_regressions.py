@@ -139,3 +139,23 @@ def test_archive_json_line_with_lone_surrogate() -> None:
     assert "\\ud800" in line
     with pytest.raises(ArchiveDecodeError, match="thirdPartyId"):
         ArchiveMessage.from_json_line(line, line=4)
+
+
+@pytest.mark.parametrize("field", ["contentTopic", "pubsubTopic"])
+def test_rest_store_entry_with_lone_surrogate(field: str) -> None:
+    """A store node answering a topic with "\\udc80" (valid JSON, not UTF-8) crashed the
+    history pull with UnicodeEncodeError (building the protobuf, hashing the message)."""
+    from waku_legacy.store.rest_json import RestJsonError, parse_key_value
+
+    entry = {
+        "messageHash": "0x" + "ab" * 32,
+        "pubsubTopic": "/waku/2/rs/16/32",
+        "message": {"payload": "", "contentTopic": "/app/1/chat/proto", "timestamp": 1},
+    }
+    if field == "contentTopic":
+        entry["message"]["contentTopic"] = "/app/1/\udc80/proto"  # type: ignore[index]
+    else:
+        entry["pubsubTopic"] = "/waku/2/\ud800"
+    raw = json.loads(json.dumps(entry))  # through JSON text, as the page arrives
+    with pytest.raises(RestJsonError, match=f"'{field}' is not valid Unicode"):
+        parse_key_value(raw).stored()
