@@ -543,7 +543,9 @@ class ArchiveTarget(Target):
     def run(self, mode: str, data: bytes) -> None:
         from waku_legacy.archive.encode import decode_archive
 
-        decode_archive(data, flavour=mode)
+        archive = decode_archive(data, flavour=mode)
+        for message in archive.messages:  # fetch writes them out as JSON lines
+            json.dumps(message.to_json())
 
 
 class ArchiveJsonTarget(Target):
@@ -627,11 +629,16 @@ class BencodeTarget(Target):
               b"4:", b"999999999:", b"-1:", b"4:info", b"6:pieces", b"12:piece length",
               b"6:length", b"4:path", b"5:files", b"4:name")  # fmt: skip
 
+    def __init__(self) -> None:
+        from waku_legacy.identity.topics import CommunityId
+
+        self.community = CommunityId(_key(0x61).public_key.format(compressed=True))
+
     def seeds(self) -> list[Seed]:
         from waku_legacy.archive.bencode import bencode
 
         info_multi = {
-            b"name": b"0x02" + b"ab" * 33,
+            b"name": str(self.community).encode(),
             b"piece length": 16384,
             b"pieces": b"\x01" * 40,
             b"files": [{b"length": 20000, b"path": [b"data"]},
@@ -650,11 +657,19 @@ class BencodeTarget(Target):
 
     def run(self, mode: str, data: bytes) -> None:
         from waku_legacy.archive.bencode import bdecode
-        from waku_legacy.archive.torrent import load_torrent
+        from waku_legacy.archive.torrent import (
+            check_archive_torrent_layout,
+            load_torrent,
+            torrent_from_info_bytes,
+        )
 
         if mode == "torrent":
+            # What fetch does with a .torrent: load it, check it is this community's
+            # archive torrent, derive its magnet link and the info dictionary's own form.
             torrent = load_torrent(data)
             _ = torrent.magnet_uri, torrent.piece_count
+            torrent_from_info_bytes(torrent.info_bytes)
+            check_archive_torrent_layout(torrent, self.community)
         else:
             bdecode(data)
 
