@@ -270,7 +270,10 @@ def _show(value: Any) -> str:
 def resolve_path(base: Path, value: str | None) -> str | None:
     if value is None or value == "":
         return value
-    path = Path(value).expanduser()
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:  # "~name/…" of a user that does not exist
+        raise ConfigError(f"path {value[:200]!r}: cannot expand '~' (no such user)") from None
     return str(path if path.is_absolute() else (base / path))
 
 
