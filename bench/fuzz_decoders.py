@@ -678,7 +678,8 @@ class _TomlTarget(Target):
     text = True
     tokens = (b"[", b"]", b"[[", b"]]", b"{", b"}", b"=", b'"', b"'", b"\n", b",", b".",
               b"-1", b"1e400", b"inf", b"nan", b"true", b"0x", b"99999999999999999999",
-              b"1979-05-27T07:32:00Z", b'"""', b"\\u0000", b"../../", b"#")  # fmt: skip
+              b"1979-05-27T07:32:00Z", b'"""', b"\\u0000", b"../../", b"#", b"~",
+              b"~nosuchuser/", b"\\ud800", b"\\U0010ffff")  # fmt: skip
 
     def __init__(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="fuzz-toml-", dir="/dev/shm" if os.path.isdir(

@@ -159,3 +159,16 @@ def test_rest_store_entry_with_lone_surrogate(field: str) -> None:
     raw = json.loads(json.dumps(entry))  # through JSON text, as the page arrives
     with pytest.raises(RestJsonError, match=f"'{field}' is not valid Unicode"):
         parse_key_value(raw).stored()
+
+
+@pytest.mark.parametrize("loader", ["migrate", "bridge"])
+def test_toml_path_of_unknown_user(tmp_path: Path, loader: str) -> None:
+    """"~nosuchuser/x" made Path.expanduser raise RuntimeError out of the config reader."""
+    text = {
+        "migrate": '[[source]]\nkind = "envelope-dump"\npath = "~nosuchuser-fuzz/d"\n'
+                   '[output]\nstore = ""\narchive_dir = "a"\ntorrent_dir = "t"\n',
+        "bridge": '[store]\nurl = "a.db"\n[history]\nnodes = ["http://a"]\n'
+                  'state_dir = "~nosuchuser-fuzz/s"\n',
+    }[loader]  # fmt: skip
+    with pytest.raises(ConfigError, match="no such user"):
+        _loader(loader)(_config(tmp_path, text))
