@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from Crypto.Hash import keccak as _pycryptodome_keccak
+from Crypto.Hash.keccak import _raw_keccak_lib
 from eth_hash.auto import keccak as _keccak
 
 __all__ = ["KeccakState", "keccak256"]
@@ -16,13 +18,17 @@ class KeccakState:
     """A running Keccak-256 state that can be read (``digest``) and then updated again.
 
     RLPx's frame MACs need exactly that; pycryptodome's own object refuses updates after
-    a digest, eth-hash's preimage copies the state on digest.
+    a digest unless asked. eth-hash's preimage object allows it but keeps every byte ever
+    absorbed (to support ``copy``), which made each RLPx session hold all the frames it
+    ever sent and received; this state keeps only the 200-byte sponge.
     """
 
     __slots__ = ("_state",)
 
     def __init__(self, data: bytes = b"") -> None:
-        self._state = _keccak.new(data)
+        self._state = _pycryptodome_keccak.new(
+            data=bytes(data), digest_bits=256, update_after_digest=True
+        )
 
     def update(self, data: bytes) -> None:
         self._state.update(data)
@@ -31,6 +37,9 @@ class KeccakState:
         return self._state.digest()
 
     def copy(self) -> KeccakState:
-        clone = KeccakState.__new__(KeccakState)
-        clone._state = self._state.copy()
+        clone = KeccakState()
+        source, target = self._state, clone._state
+        if _raw_keccak_lib.keccak_copy(source._state.get(), target._state.get()):
+            raise RuntimeError("keccak_copy failed")
+        target._digest_done = source._digest_done
         return clone
