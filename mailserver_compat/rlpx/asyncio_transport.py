@@ -54,6 +54,11 @@ PING_INTERVAL = 15.0  # go-ethereum pingInterval
 READ_TIMEOUT = 30.0  # go-ethereum frameReadTimeout
 DISCONNECT_WRITE_TIMEOUT = 1.0  # go-ethereum discWriteTimeout
 _READ_CHUNK = 1 << 16
+# Flow control: the socket is not read while this many messages wait for recv() (nor while
+# the stream buffer holds twice _STREAM_LIMIT bytes), so a peer sending faster than its
+# handler works is slowed by TCP instead of growing this process's memory.
+MAX_QUEUED_MESSAGES = 16
+_STREAM_LIMIT = 1 << 17
 
 
 class PeerDisconnected(WakuLegacyError):
@@ -88,6 +93,8 @@ class RlpxPeer:
         self.address = f"{peername[0]}:{peername[1]}" if peername else "?"
         self.host: str = str(peername[0]) if peername else ""
         self._messages: asyncio.Queue[MessageReceived | None] = asyncio.Queue()
+        self._room = asyncio.Event()  # set while fewer than MAX_QUEUED_MESSAGES wait
+        self._room.set()
         self._tasks: list[asyncio.Task[None]] = []
         self.ended: PeerDisconnected | None = None
         self._closed = asyncio.Event()
@@ -136,6 +143,8 @@ class RlpxPeer:
     async def recv(self) -> MessageReceived:
         """The next capability message; :class:`PeerDisconnected` when the session ends."""
         message = await self._messages.get()
+        if self._messages.qsize() < MAX_QUEUED_MESSAGES:
+            self._room.set()
         if message is None:
             self._messages.put_nowait(None)  # every later recv() sees the end too
             assert self.ended is not None
@@ -170,6 +179,7 @@ class RlpxPeer:
                 log.info("rlpx peer %s: peer disconnected: %s", self.name, reason.description)
             self._messages.put_nowait(None)
             self._closed.set()
+            self._room.set()
 
     async def _read_some(self, timeout: float) -> bytes:
         try:
@@ -223,6 +233,9 @@ class RlpxPeer:
             if data:
                 self._handle(self.connection.receive_data(data))
                 await self._drain_quietly()
+            if self._messages.qsize() >= MAX_QUEUED_MESSAGES and self.ended is None:
+                self._room.clear()
+                await self._room.wait()  # backpressure: stop reading until recv() catches up
         await self._shutdown()
 
     async def _ping_loop(self) -> None:
@@ -264,7 +277,7 @@ async def dial(
     connection = Connection(private_key, protocols, remote_public_key=remote_public_key, **kwargs)
     local = {} if local_host is None else {"local_addr": (local_host, 0)}
     reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(host, port, limit=1 << 24, **local), handshake_timeout
+        asyncio.open_connection(host, port, limit=_STREAM_LIMIT, **local), handshake_timeout
     )
     peer = RlpxPeer(
         connection, reader, writer, ping_interval=ping_interval, read_timeout=read_timeout
@@ -369,9 +382,10 @@ async def listen(
         if refusal is not None:
             transport = writer.transport
             transport.abort()  # no handshake work, no lingering socket
-            log.info("rlpx: refused a connection from %s: %s", host, refusal.replace("_", " "))
             if on_refused is not None:
-                on_refused(host, refusal)
+                on_refused(host, refusal)  # the owner counts and logs it
+            else:
+                log.info("rlpx: refused a connection from %s: %s", host, refusal)
             return
         counts.open(key)
         pending = True
@@ -416,4 +430,4 @@ async def listen(
                 await peer._shutdown()
         return False
 
-    return await asyncio.start_server(on_connect, host, port, limit=1 << 24)
+    return await asyncio.start_server(on_connect, host, port, limit=_STREAM_LIMIT)
