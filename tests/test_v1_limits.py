@@ -518,3 +518,44 @@ def test_an_rlpx_session_does_not_keep_the_frames_it_sent_or_received() -> None:
     retained = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert retained < 1_000_000, f"{retained} bytes retained after 32 MB of frames"
+
+
+async def test_a_peer_sending_faster_than_it_is_served_is_slowed_not_buffered() -> None:
+    # The handler is stuck (a sink that never returns); the peer keeps sending. The server
+    # stops reading the socket once a few messages wait (TCP backpressure) instead of
+    # queueing everything the peer sends.
+    from waku_legacy.mailserver_compat.rlpx.asyncio_transport import MAX_QUEUED_MESSAGES
+
+    release = asyncio.Event()
+
+    async def stuck_sink(raw, envelope, peer_key) -> None:
+        await release.wait()
+
+    server = await _server(
+        MemoryEnvelopeStore(), MailServerConfig(min_pow=0.0), sink=stuck_sink
+    )
+    now = int(time.time())
+    try:
+        peer = await connect(server.enode, generate_private_key())
+
+        async def flood() -> int:
+            sent = 0
+            for i in range(2000):
+                data = os.urandom(8000)  # 8 KB envelopes (incompressible), 16 MB in all
+                await peer.send_envelopes([Envelope(now + 20, 20, CHANNEL, data, 0).encode()])
+                sent += 1
+            return sent
+
+        task = asyncio.create_task(flood())
+        await asyncio.sleep(2.0)
+        (served,) = server.peers
+        queued = served.rlpx._messages.qsize()
+        # At most the cap plus what one 64 KiB socket read held.
+        assert queued <= MAX_QUEUED_MESSAGES + 9, queued
+        assert not task.done()  # the sender is held by TCP, not absorbed by the server
+        task.cancel()
+        release.set()
+        peer.rlpx._writer.transport.abort()
+    finally:
+        release.set()
+        await server.close()
