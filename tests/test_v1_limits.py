@@ -540,7 +540,7 @@ async def test_a_peer_sending_faster_than_it_is_served_is_slowed_not_buffered() 
 
         async def flood() -> int:
             sent = 0
-            for i in range(2000):
+            for _ in range(2000):
                 data = os.urandom(8000)  # 8 KB envelopes (incompressible), 16 MB in all
                 await peer.send_envelopes([Envelope(now + 20, 20, CHANNEL, data, 0).encode()])
                 sent += 1
