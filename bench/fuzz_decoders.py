@@ -423,20 +423,26 @@ class RestQueryTarget(Target):
     def run(self, mode: str, data: bytes) -> None:
         import urllib.parse
 
+        import yarl
         from multidict import MultiDict
 
         from waku_legacy.bridge.rest_store import parse_legacy_query, parse_v3_query
         from waku_legacy.store.rest_json import parse_hash, parse_hashes
 
-        text = data.decode("utf-8", "replace")
+        # aiohttp decodes the request target as UTF-8 with surrogateescape: bytes that are
+        # not UTF-8 reach the handler as lone surrogates.
+        text = data.decode("utf-8", "surrogateescape")
         if mode == "cursor":
             parse_hash(text, "cursor")
         elif mode == "hashes":
             parse_hashes(text)
         else:
-            # What aiohttp hands the handler: the decoded query as a MultiDict.
-            params = MultiDict(urllib.parse.parse_qsl(text, keep_blank_values=True))
-            (parse_v3_query if mode == "v3" else parse_legacy_query)(params)
+            # What aiohttp hands the handler: the query parsed by yarl (request.query), and,
+            # for good measure, the standard library's reading of the same string.
+            query = yarl.URL.build(path="/store/v3/messages", query_string=text, encoded=True)
+            parse = parse_v3_query if mode == "v3" else parse_legacy_query
+            parse(query.query)
+            parse(MultiDict(urllib.parse.parse_qsl(text, keep_blank_values=True)))
 
 
 class RestJsonTarget(Target):
