@@ -36,6 +36,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
+from waku_legacy.limits import LogThrottle, RateLimiter, address_key
 
 __all__ = [
     "ConnectionGuard",
@@ -77,22 +78,12 @@ class RefusalLog:
 
     def __init__(self, metrics: BridgeMetrics, *, every: float = LOG_EVERY, size: int = 4096):
         self.metrics = metrics
-        self.every = every
-        self.size = size
-        self._last: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self.throttle = LogThrottle(every, size=size)
 
     def __call__(self, reason: str, address: str, **extra: Any) -> None:
         self.metrics.http_refused.inc(1, reason)
-        now = time.monotonic()
-        key = (reason, address)
-        last = self._last.get(key)
-        if last is not None and now - last < self.every:
-            return
-        self._last[key] = now
-        self._last.move_to_end(key)
-        while len(self._last) > self.size:
-            self._last.popitem(last=False)
-        log.warning("http refused", extra=fields(reason=reason, address=address, **extra))
+        if self.throttle.should_log((reason, address), time.monotonic()):
+            log.warning("http refused", extra=fields(reason=reason, address=address, **extra))
 
 
 def peer_address(transport: Any) -> str:
@@ -235,7 +226,8 @@ class GuardedRunner(web.AppRunner):
 
 
 class RequestBudget:
-    """Token buckets per key (a client address) plus free continuations of answered pages.
+    """Token buckets per client address (:class:`waku_legacy.limits.RateLimiter`; IPv6 by
+    its /64) plus free continuations of answered pages.
 
     Memory is bounded: at most ``max_keys`` buckets (least recently used first out; a bucket
     that was evicted starts full again, which only ever favours the client) and at most
@@ -251,36 +243,24 @@ class RequestBudget:
         max_continuations: int = 100_000,
         continuation_ttl: float = 600.0,
     ) -> None:
-        self.rate = rate
-        self.burst = float(burst)
+        self.buckets = RateLimiter(rate=rate, burst=burst, max_keys=max_keys)
         self.clock = clock
-        self.max_keys = max_keys
         self.max_continuations = max_continuations
         self.continuation_ttl = continuation_ttl
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
         self._continuations: OrderedDict[tuple[str, Hashable], float] = OrderedDict()
 
     @property
     def enabled(self) -> bool:
-        return self.rate > 0
+        return self.buckets.enabled
 
     def take(self, key: str) -> float:
         """0.0 when a request of ``key`` may go ahead (one token taken), else the seconds
         until a token will be available."""
-        if not self.enabled:
-            return 0.0
         now = self.clock()
-        tokens, last = self._buckets.pop(key, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - last) * self.rate)
-        wait = 0.0
-        if tokens >= 1.0:
-            tokens -= 1.0
-        else:
-            wait = (1.0 - tokens) / self.rate
-        self._buckets[key] = (tokens, now)
-        while len(self._buckets) > self.max_keys:
-            self._buckets.popitem(last=False)
-        return wait
+        bucket = address_key(key)
+        if self.buckets.allow(bucket, now):
+            return 0.0
+        return self.buckets.wait(bucket, now)
 
     def issued(self, key: str, cursor: Hashable) -> None:
         """A page answered to ``key`` carried ``cursor``: its continuation will be free."""

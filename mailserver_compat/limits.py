@@ -1,13 +1,7 @@
 """What a Waku v1 node allows one peer and one source address: rates, bursts, connections
 and the work of one request.
 
-:class:`RateLimiter` keeps one token bucket per key (a peer's public key or a source
-address): ``rate`` tokens a second up to ``burst``; an action costs one token (or
-``cost``). Buckets of keys not seen for a while are forgotten first when the table is full.
-
-:func:`address_key` groups source addresses the way an operator thinks of "one machine":
-an IPv4 address as is (IPv4-mapped IPv6 included), an IPv6 address by its /64 (a host gets
-a whole /64; new addresses from it must not buy new budgets).
+The token buckets and the address grouping are the core's (:mod:`waku_legacy.limits`).
 
 :class:`V1Limits` collects every knob with defaults that never stop honest use (a
 status-go client paging history or sending its chat messages stays far below them) and
@@ -18,96 +12,14 @@ reads them from a config mapping (the bridge's ``[v1.limits]`` table) or the
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import math
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from waku_legacy.errors import ConfigError
 
-__all__ = ["RateLimiter", "V1Limits", "address_key"]
-
-
-def address_key(host: str) -> str:
-    """The rate-limit key of a source address (IPv6 grouped by /64)."""
-    try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return host
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.IPv6Network((address, 64), strict=False))
-    return str(address)
-
-
-class RateLimiter:
-    """Token buckets per key: ``rate`` tokens a second, at most ``burst`` saved.
-
-    ``RateLimiter(interval)`` is status-go's one-request-per-interval limiter (rate
-    ``1/interval``, burst 1); ``interval <= 0`` (or ``rate <= 0``) disables the limiter.
-    """
-
-    def __init__(
-        self,
-        interval: float = 0.0,
-        *,
-        rate: float | None = None,
-        burst: float = 1.0,
-        max_keys: int = 100_000,
-    ) -> None:
-        if rate is None:
-            rate = 1.0 / interval if interval > 0 else 0.0
-        self.rate = float(rate)
-        self.burst = max(1.0, float(burst))
-        self._buckets: OrderedDict[Any, tuple[float, float]] = OrderedDict()
-        self._max_keys = max_keys
-
-    @property
-    def enabled(self) -> bool:
-        return self.rate > 0 and math.isfinite(self.rate)
-
-    def tokens(self, key: Any, now: float) -> float:
-        """Tokens ``key`` has at ``now``."""
-        if not self.enabled:
-            return math.inf
-        saved = self._buckets.get(key)
-        if saved is None:
-            return self.burst
-        tokens, at = saved
-        return min(self.burst, tokens + max(0.0, now - at) * self.rate)
-
-    def has(self, key: Any, now: float, cost: float = 1.0) -> bool:
-        return self.tokens(key, now) >= cost
-
-    def take(self, key: Any, now: float, cost: float = 1.0) -> None:
-        """Spend ``cost`` tokens (the balance may not go below zero)."""
-        if not self.enabled:
-            return
-        self._buckets[key] = (max(0.0, self.tokens(key, now) - cost), now)
-        self._buckets.move_to_end(key)
-        while len(self._buckets) > self._max_keys:
-            self._buckets.popitem(last=False)
-
-    def allow(self, key: Any, now: float, cost: float = 1.0) -> bool:
-        """Spend ``cost`` tokens if ``key`` has them."""
-        if not self.has(key, now, cost):
-            return False
-        self.take(key, now, cost)
-        return True
-
-
-def allow_all(checks: list[tuple[RateLimiter, Any]], now: float, cost: float = 1.0) -> int:
-    """Spend from every ``(limiter, key)`` only if all have the tokens; the index of the
-    first that has not (``-1``: allowed and spent)."""
-    for index, (limiter, key) in enumerate(checks):
-        if not limiter.has(key, now, cost):
-            return index
-    for limiter, key in checks:
-        limiter.take(key, now, cost)
-    return -1
+__all__ = ["V1Limits"]
 
 
 @dataclass(frozen=True)

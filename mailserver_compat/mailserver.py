@@ -59,12 +59,13 @@ import rlp
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import public_key_of
 from waku_legacy.errors import CryptoError, DecodeError
+from waku_legacy.limits import LogThrottle, RateLimiter, address_key, allow_all
 from waku_legacy.mailserver_compat.complete import ZERO_HASH, RequestComplete
 from waku_legacy.mailserver_compat.cursor import CURSOR_SIZE
 from waku_legacy.mailserver_compat.enode import Enode
 from waku_legacy.mailserver_compat.envelope import Envelope
 from waku_legacy.mailserver_compat.envelope_store import EnvelopeStore, StorePage
-from waku_legacy.mailserver_compat.limits import RateLimiter, V1Limits, address_key, allow_all
+from waku_legacy.mailserver_compat.limits import V1Limits
 from waku_legacy.mailserver_compat.pow import pow_of
 from waku_legacy.mailserver_compat.request import (
     MessagesRequest,
@@ -101,7 +102,6 @@ __all__ = [
     "MailServerConfig",
     "MailServerCore",
     "PreparedRequest",
-    "RateLimiter",
     "RequestRejected",
     "SeenSet",
     "V1Limits",
@@ -454,6 +454,9 @@ class MailServer:
         self.sink = sink
         self.on_refusal = on_refusal
         self.refusals: Counter[tuple[str, str]] = Counter()
+        # Every refusal is counted; a flood gets one log line per kind, reason and peer
+        # every 10 s, not one per envelope.
+        self.refusal_log = LogThrottle(10.0)
         self.handshake_timeout = (
             self.config.limits.handshake_timeout if handshake_timeout is None else handshake_timeout
         )
@@ -477,7 +480,8 @@ class MailServer:
         self.refusals[(kind, code)] += 1
         name = f"refused_{kind}_{code}"
         self.stats[name] = self.stats.get(name, 0) + 1
-        log.info("mailserver: %s refused from %s (%s): %s", kind, who, code, detail)
+        if self.refusal_log.should_log((kind, code, who), time.monotonic()):
+            log.info("mailserver: %s refused from %s (%s): %s", kind, who, code, detail)
         if self.on_refusal is not None:
             try:
                 self.on_refusal(kind, code)

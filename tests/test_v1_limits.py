@@ -319,6 +319,29 @@ async def test_live_envelopes_must_pass_the_v1_rules_before_the_sink(caplog) -> 
     assert "live refused" in caplog.text and "envelope with zero TTL" in caplog.text
 
 
+async def test_a_flood_of_refusals_is_counted_whole_and_logged_sparingly(caplog) -> None:
+    """Under a flood every refusal is counted, but one peer's refusals of one kind and
+    reason give one log line per 10 s, not one per envelope (a flood must not fill disks)."""
+    caplog.set_level(logging.INFO)
+    server = await _server(MemoryEnvelopeStore(), MailServerConfig(), sink=lambda *a: None)
+    now = int(time.time())
+    spam = [Envelope(now + 5, 0, CHANNEL, b"spam %d" % i, 1).encode() for i in range(150)]
+    try:
+        peer = await connect(server.enode, generate_private_key())
+        await peer.send_envelopes(spam)
+        for _ in range(200):
+            if server.stats.get("refused_live_zero_ttl", 0) >= 150:
+                break
+            await asyncio.sleep(0.02)
+        await peer.disconnect()
+    finally:
+        await server.close()
+    assert server.stats["refused_live_zero_ttl"] == 150
+    assert server.refusals[("live", "zero_ttl")] == 150
+    lines = [r for r in caplog.records if "live refused" in r.getMessage()]
+    assert len(lines) == 1
+
+
 async def test_live_floods_are_limited_per_peer_and_per_address() -> None:
     from waku_legacy.mailserver_compat.limits import V1Limits
 
@@ -472,7 +495,8 @@ async def test_stalled_handshakes_and_reconnect_loops_from_one_address_are_cappe
 
 def test_limits_from_config_and_cli_with_errors_naming_the_key() -> None:
     from waku_legacy.errors import ConfigError
-    from waku_legacy.mailserver_compat.limits import V1Limits, address_key
+    from waku_legacy.limits import address_key
+    from waku_legacy.mailserver_compat.limits import V1Limits
 
     limits = V1Limits.from_mapping({"max_peers": 50, "live_rate": 2.5, "scan_limit": 100})
     assert (limits.max_peers, limits.live_rate, limits.scan_limit) == (50, 2.5, 100)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import coincurve
 
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.mailserver_compat.limits import RateLimiter, address_key
+from waku_legacy.limits import RateLimiter, address_key
 from waku_legacy.mailserver_compat.rlpx import p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.rlpx.events import (

@@ -1,0 +1,133 @@
+"""Rate limits every listener shares: token buckets per key, source-address grouping, and
+log throttling for refusals.
+
+:class:`RateLimiter` keeps one token bucket per key (a peer's public key or a source
+address): ``rate`` tokens a second up to ``burst``; an action costs one token (or
+``cost``). Buckets of keys not seen for a while are forgotten first when the table is full,
+so memory stays bounded whatever a flood sends (a forgotten key starts full again, which
+only ever favours the client).
+
+:func:`address_key` groups source addresses the way an operator thinks of "one machine":
+an IPv4 address as is (IPv4-mapped IPv6 included), an IPv6 address by its /64 (a host gets
+a whole /64; new addresses from it must not buy new budgets).
+
+:class:`LogThrottle` says whether a refusal is worth a log line: at most one per key (for
+example reason and address) per ``every`` seconds, so a flood cannot flood the logs while
+every refusal is still counted in the metrics.
+
+The v1 mailserver (RLPx) and the bridge's HTTP side both use these.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
+
+__all__ = ["LogThrottle", "RateLimiter", "address_key", "allow_all"]
+
+
+def address_key(host: str) -> str:
+    """The rate-limit key of a source address (IPv6 grouped by /64)."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+class RateLimiter:
+    """Token buckets per key: ``rate`` tokens a second, at most ``burst`` saved.
+
+    ``RateLimiter(interval)`` is status-go's one-request-per-interval limiter (rate
+    ``1/interval``, burst 1); ``interval <= 0`` (or ``rate <= 0``) disables the limiter.
+    """
+
+    def __init__(
+        self,
+        interval: float = 0.0,
+        *,
+        rate: float | None = None,
+        burst: float = 1.0,
+        max_keys: int = 100_000,
+    ) -> None:
+        if rate is None:
+            rate = 1.0 / interval if interval > 0 else 0.0
+        self.rate = float(rate)
+        self.burst = max(1.0, float(burst))
+        self._buckets: OrderedDict[Any, tuple[float, float]] = OrderedDict()
+        self._max_keys = max_keys
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0 and math.isfinite(self.rate)
+
+    def tokens(self, key: Any, now: float) -> float:
+        """Tokens ``key`` has at ``now``."""
+        if not self.enabled:
+            return math.inf
+        saved = self._buckets.get(key)
+        if saved is None:
+            return self.burst
+        tokens, at = saved
+        return min(self.burst, tokens + max(0.0, now - at) * self.rate)
+
+    def has(self, key: Any, now: float, cost: float = 1.0) -> bool:
+        return self.tokens(key, now) >= cost
+
+    def take(self, key: Any, now: float, cost: float = 1.0) -> None:
+        """Spend ``cost`` tokens (the balance may not go below zero)."""
+        if not self.enabled:
+            return
+        self._buckets[key] = (max(0.0, self.tokens(key, now) - cost), now)
+        self._buckets.move_to_end(key)
+        while len(self._buckets) > self._max_keys:
+            self._buckets.popitem(last=False)
+
+    def allow(self, key: Any, now: float, cost: float = 1.0) -> bool:
+        """Spend ``cost`` tokens if ``key`` has them."""
+        if not self.has(key, now, cost):
+            return False
+        self.take(key, now, cost)
+        return True
+
+    def wait(self, key: Any, now: float, cost: float = 1.0) -> float:
+        """Seconds until ``key`` will have ``cost`` tokens (0.0: it has them now)."""
+        missing = cost - self.tokens(key, now)
+        return 0.0 if missing <= 0 else missing / self.rate
+
+
+def allow_all(checks: list[tuple[RateLimiter, Any]], now: float, cost: float = 1.0) -> int:
+    """Spend from every ``(limiter, key)`` only if all have the tokens; the index of the
+    first that has not (``-1``: allowed and spent)."""
+    for index, (limiter, key) in enumerate(checks):
+        if not limiter.has(key, now, cost):
+            return index
+    for limiter, key in checks:
+        limiter.take(key, now, cost)
+    return -1
+
+
+class LogThrottle:
+    """At most one log line per key every ``every`` seconds; at most ``size`` keys kept."""
+
+    def __init__(self, every: float = 10.0, *, size: int = 4096) -> None:
+        self.every = every
+        self.size = size
+        self._last: OrderedDict[Hashable, float] = OrderedDict()
+
+    def should_log(self, key: Hashable, now: float) -> bool:
+        last = self._last.get(key)
+        if last is not None and now - last < self.every:
+            return False
+        self._last[key] = now
+        self._last.move_to_end(key)
+        while len(self._last) > self.size:
+            self._last.popitem(last=False)
+        return True
