@@ -28,15 +28,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
+import rlp
+
+from waku_legacy.archive.layout import fsync_dir, write_atomic
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import RelayPublisher
 from waku_legacy.bridge.store_access import StoreAccess
 from waku_legacy.crypto.keccak import keccak256
-from waku_legacy.errors import WakuLegacyError
+from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import is_v1_content_topic
 from waku_legacy.mailserver_compat.convert import (
@@ -66,7 +71,12 @@ class BatchWriter:
     ``max_retry_delay``) until the store takes it; every failed attempt is counted in
     ``waku_legacy_store_write_failures_total`` and logged. Rows are inserted idempotently,
     so a retry after a write that did land stores nothing twice. :meth:`flush` returns when
-    every row added before it is in the store (not merely handed to a writer)."""
+    every row added before it is in the store (not merely handed to a writer).
+
+    With a ``spool`` path, rows the store has still not taken when :meth:`close` runs out of
+    time are written there (temporary file, fsync, rename) and put back in the queue by
+    the next :meth:`start`; the file is removed once they are in the store. A spool that
+    does not decode is kept aside as ``<spool>.bad`` with an error log, never deleted."""
 
     def __init__(
         self,
@@ -76,8 +86,11 @@ class BatchWriter:
         metrics: BridgeMetrics | None = None,
         retry_delay: float = 0.1,
         max_retry_delay: float = 30.0,
+        spool: Path | None = None,
     ) -> None:
         self.store = store
+        self.spool = spool
+        self._spooled = 0  # rows read back from the spool: it goes once they are written
         self.max_batch = max_batch
         self.metrics = metrics
         self.retry_delay = retry_delay
@@ -93,7 +106,37 @@ class BatchWriter:
         self.failures = 0
 
     def start(self) -> None:
+        if self.spool is not None:
+            for row in self._read_spool(self.spool):
+                self.add(row)
+            self._spooled = self._added
         self._task = asyncio.create_task(self._run(), name="live-batch-writer")
+
+    @staticmethod
+    def _read_spool(spool: Path) -> list[StoredMessage]:
+        try:
+            data = spool.read_bytes()
+        except FileNotFoundError:
+            return []
+        try:
+            rows = decode_spool(data)
+        except WakuLegacyError as exc:
+            bad = spool.with_name(spool.name + ".bad")
+            os.replace(spool, bad)
+            log.error("live spool does not decode; kept aside", extra=fields(
+                path=str(bad), error=str(exc)))  # fmt: skip
+            return []
+        log.warning("live spool: storing rows kept at the last shutdown", extra=fields(
+            path=str(spool), rows=len(rows)))  # fmt: skip
+        return rows
+
+    def _spool_written(self) -> None:
+        """Every row read back from the spool is in the store: the spool can go."""
+        assert self.spool is not None
+        self._spooled = 0
+        with contextlib.suppress(FileNotFoundError):
+            self.spool.unlink()
+            fsync_dir(self.spool.parent)
 
     def add(self, row: StoredMessage) -> None:
         self._pending.append(row)
@@ -134,6 +177,8 @@ class BatchWriter:
             async with self._progress:
                 self._done += len(batch)
                 self._progress.notify_all()
+            if self._spooled and self._done >= self._spooled:
+                self._spool_written()
 
     async def flush(self) -> None:
         """Wait until every row added so far is in the store."""
@@ -143,7 +188,8 @@ class BatchWriter:
 
     async def close(self, timeout: float | None = None) -> None:
         """Write what is pending (retrying while the store fails), then stop; with a
-        ``timeout``, give up after it (the rows still unwritten are counted in the log)."""
+        ``timeout``, give up after it: the rows still unwritten go to the spool (without
+        one, they are counted in the log)."""
         self._closing = True
         self._wakeup.set()
         if self._task is None:
@@ -158,7 +204,53 @@ class BatchWriter:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            if self.spool is not None and self._pending:
+                self.spool.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(self.spool, encode_spool(self._pending), step="live-spool")
+                log.warning("live spool: unwritten rows kept for the next start", extra=fields(
+                    path=str(self.spool), rows=len(self._pending)))  # fmt: skip
         self._task = None
+
+
+class SpoolError(DecodeError):
+    """The live spool file does not decode."""
+
+
+def _optional(value: bytes | None) -> list[bytes]:
+    return [] if value is None else [value]
+
+
+def encode_spool(rows: Iterable[StoredMessage]) -> bytes:
+    """RLP of the rows, each ``[hash, pubsub, content, payload, version, timestamp, [meta],
+    [envelope], [db_key]]`` (an optional field is an empty or one-item list)."""
+    return rlp.encode([
+        [
+            row.message_hash, row.pubsub_topic.encode(), row.content_topic.encode(),
+            row.payload, row.version, row.timestamp,
+            _optional(row.meta), _optional(row.envelope), _optional(row.db_key),
+        ]
+        for row in rows
+    ])  # fmt: skip
+
+
+def decode_spool(data: bytes) -> list[StoredMessage]:
+    """The rows of :func:`encode_spool`; :class:`SpoolError` when the bytes are not that."""
+    try:
+        items = rlp.decode(data)
+        rows = []
+        for item in items:
+            digest, pubsub, content, payload, version, timestamp, meta, envelope, db_key = item
+            if len(digest) != 32 or any(len(o) > 1 for o in (meta, envelope, db_key)):
+                raise ValueError("field of the wrong size")
+            rows.append(StoredMessage(
+                digest, pubsub.decode(), content.decode(), payload,
+                int.from_bytes(version, "big"), int.from_bytes(timestamp, "big"),
+                *(o[0] if o else None for o in (meta, envelope, db_key)),
+            ))  # fmt: skip
+        return rows
+    except (rlp.exceptions.DecodingError, ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise SpoolError("live spool", f"not a list of stored rows ({exc})") from exc
+
 
 
 class LiveBridge:
@@ -172,6 +264,7 @@ class LiveBridge:
         relay: RelayPublisher | None = None,
         seen_capacity: int = 100_000,
         live_window: float = 300.0,
+        spool: Path | None = None,
     ) -> None:
         self.store = store
         self.router = router
@@ -180,7 +273,7 @@ class LiveBridge:
         self.relay = relay
         self.live_window = live_window
         self.seen = SeenSet(seen_capacity)
-        self.writer = BatchWriter(store, metrics=metrics)
+        self.writer = BatchWriter(store, metrics=metrics, spool=spool)
         self.mailserver: MailServer | None = None
 
     def start(self) -> None:

@@ -154,6 +154,7 @@ class BridgeService:
             store=self.store, router=self.router, metrics=self.metrics, clock=self.clock,
             relay=self.relay, seen_capacity=v1.seen_capacity if v1 else 100_000,
             live_window=v1.live_window if v1 else 300.0,
+            spool=self._local_state_dir() / "live-spool.rlp",
         )  # fmt: skip
         self.live.start()
         if v1 is not None:
@@ -244,10 +245,15 @@ class BridgeService:
         assert history is not None
         if history.state_dir:
             return Path(history.state_dir)
+        return self._local_state_dir() / "history-state"
+
+    def _local_state_dir(self) -> Path:
+        """Where this instance keeps local state: beside a SQLite store, else the config's
+        folder."""
         url = self.config.store.url
         if is_postgres_url(url):
-            return Path(self.config.base_dir) / "history-state"
-        return Path(sqlite_path(url)).parent / "history-state"
+            return Path(self.config.base_dir)
+        return Path(sqlite_path(url)).parent
 
     async def stop(self) -> None:
         if self.state == "Stopped":

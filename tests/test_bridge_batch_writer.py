@@ -78,3 +78,66 @@ async def test_close_keeps_retrying_until_the_store_recovers(tmp_path):
     await asyncio.wait_for(writer.close(), 10)
     assert await _count(store) == 10
     await store.close()
+
+
+async def test_rows_unwritten_at_shutdown_are_spooled_and_stored_at_the_next_start(tmp_path):
+    """The store is still down when the shutdown timeout ends: the rows go to the spool
+    (atomically), and the next writer stores them and removes the spool."""
+    from waku_legacy.bridge.live import decode_spool
+
+    url = f"sqlite:///{tmp_path}/s.sqlite3"
+    spool = tmp_path / "state" / "live-spool.rlp"
+    rows = make_rows(120)
+    rows[0] = rows[0]._replace(meta=b"", envelope=None, db_key=b"\x01" * 4)
+    down = FlakyStore(url, fail=10_000)
+    writer = BatchWriter(down, retry_delay=0.01, spool=spool)
+    writer.start()
+    for row in rows:
+        writer.add(row)
+    await writer.close(timeout=0.3)
+    assert await _count(down) == 0
+    await down.close()
+    assert decode_spool(spool.read_bytes()) == rows  # every field kept, None and b"" apart
+    assert not list(spool.parent.glob(".*.tmp"))
+
+    store = StoreAccess(url, readers=1)
+    writer = BatchWriter(store, spool=spool)
+    writer.start()
+    try:
+        assert writer.backlog == 120
+        await asyncio.wait_for(writer.flush(), 10)
+        assert await _count(store) == 120
+        assert not spool.exists()
+    finally:
+        await writer.close()
+        await store.close()
+
+
+async def test_a_spool_that_does_not_decode_is_kept_aside_not_lost(tmp_path, caplog):
+    import logging
+
+    spool = tmp_path / "live-spool.rlp"
+    spool.write_bytes(b"\xc3\x01\x02")  # RLP, but not rows
+    store = StoreAccess(f"sqlite:///{tmp_path}/s.sqlite3", readers=1)
+    writer = BatchWriter(store, spool=spool)
+    with caplog.at_level(logging.ERROR, logger="waku_legacy"):
+        writer.start()
+    try:
+        assert writer.backlog == 0
+        assert (tmp_path / "live-spool.rlp.bad").read_bytes() == b"\xc3\x01\x02"
+        assert not spool.exists()
+        assert "live spool does not decode" in caplog.text
+    finally:
+        await writer.close()
+        await store.close()
+
+
+def test_spool_decoder_refuses_what_is_not_rows():
+    import pytest
+
+    from waku_legacy.bridge.live import SpoolError, decode_spool, encode_spool
+
+    good = encode_spool(make_rows(2))
+    for bad in (b"", b"\x00", good[:-1], b"\xc1\x80", encode_spool([])[:0] + b"\xc2\xc0\xc0"):
+        with pytest.raises(SpoolError):
+            decode_spool(bad)
