@@ -73,7 +73,9 @@
 
 Durations are integers (seconds) or strings with a unit: ``"45s"``, ``"30m"``, ``"6h"``,
 ``"7d"``. Relative paths are relative to the config file. Unknown keys are errors naming the
-key (a typo must not silently switch a feature off).
+key (a typo must not silently switch a feature off). Files the config names are read as
+regular files of bounded size (:mod:`waku_legacy.files`: the config itself up to 1 MiB,
+token and key files up to 4 KiB); a device, FIFO or directory there is a ConfigError.
 """
 
 from __future__ import annotations
