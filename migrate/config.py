@@ -42,7 +42,9 @@
     report = "report.json"              # optional: also write the JSON report here
 
 Relative paths are relative to the directory of the config file. Unknown keys are errors
-(a typo must not silently drop a source).
+(a typo must not silently drop a source). The config file (up to 1 MiB) and key files (up to
+4 KiB) are read as bounded regular files (:mod:`waku_legacy.files`); strings may not hold
+NUL characters; TOML nested more than 64 levels deep is refused.
 """
 
 from __future__ import annotations
