@@ -3,7 +3,11 @@
 - v1 topic (4 bytes) <-> v2 content topic ``/waku/1/0x<8 lowercase hex>/rfc26``.
 - Status chat topic: ``keccak256(chat_id UTF-8)[:4]``.
 - Community id: ``0x`` + hex of a 33-byte compressed secp256k1 public key. A channel's chat
-  id is ``<community id><channel uuid>``; the magnet-link chat is ``<community id>-magnetlinks``.
+  id is ``<community id><channel uuid>``; the magnet-link chat is ``<community id>-magnetlinks``
+  and the "universal" chat is ``<community id>-memberUpdate`` (status-go
+  ``protocol/communities/community.go``: ``UniversalChatID()`` returns
+  ``MemberUpdateChannelID()``; current clients send the archive link and, since PR #5864,
+  every community chat message on it). Both are public chats: topic and key from the chat id.
 - Public-chat symmetric key: PBKDF2 of the chat id (see ``crypto.symmetric``); the same
   derivation of ``status-offline-inbox`` is the default v1 mailserver request key.
 """
@@ -135,4 +139,19 @@ class CommunityId:
 
     @property
     def magnetlinks_chat_id(self) -> str:
+        """``<id>-magnetlinks``: where 2024 clients (and older) read archive links."""
         return f"{self}-magnetlinks"
+
+    @property
+    def universal_chat_id(self) -> str:
+        """``<id>-memberUpdate``, status-go's ``UniversalChatID()`` (the member-update chat).
+
+        Current clients subscribe to it (``DefaultFilters``) and not to ``-magnetlinks``;
+        ``dispatchArchiveLinkMessage`` sends the archive link here.
+        """
+        return f"{self}-memberUpdate"
+
+    @property
+    def universal_content_topic(self) -> str:
+        """v2 content topic of :attr:`universal_chat_id` (``/waku/1/0x<keccak[:4]>/rfc26``)."""
+        return content_topic_of_chat(self.universal_chat_id)
