@@ -6,6 +6,11 @@
 - v2 -> v1 (nwaku ``toWakuV1``): only version-1 messages on a v1-form content topic are
   bridged; the data is the payload unchanged, TTL 5 s, expiry ``now + ttl``, sealed to the
   bridge's PoW target (nwaku's default 0.002).
+- v2 history -> v1 history (:func:`bridged_history_envelope`): a version-1 message that
+  started on v2 is served to v1 clients as the envelope the bridge posted when it relayed
+  it: the same ``toWakuV1`` conversion with "now" = the message's own timestamp (whole
+  seconds), so expiry = sent + 5, TTL 5, nonce the first one reaching the PoW target
+  (deterministic: the same message always gives the same envelope, DB key and cursor).
 - decrypted v1 payload -> status-go archive ``WakuMessage`` (community history archives):
   ``sig`` is the signer's 65-byte uncompressed key (empty when unsigned), ``payload`` and
   ``padding`` the decrypted parts, ``topic`` 4 bytes, ``timestamp`` in seconds, ``hash``
@@ -33,6 +38,7 @@ __all__ = [
     "PAYLOAD_VERSION_WAKU1",
     "ConversionError",
     "archive_message",
+    "bridged_history_envelope",
     "envelope_to_waku_message",
     "waku_message_to_envelope",
 ]
@@ -88,6 +94,31 @@ def waku_message_to_envelope(
     return seal(
         current + ttl, ttl, topic, bytes(message.payload), target_pow, max_iterations=max_iterations
     )
+
+
+def bridged_history_envelope(
+    *, content_topic: str, payload: bytes, version: int, timestamp: int | None
+) -> Envelope:
+    """The v1 envelope the v1<->v2 bridge built for a stored v2 message (see the module
+    docstring): expiry = ``timestamp // 10**9 + BRIDGE_TTL``, sealed to ``BRIDGE_POW``.
+
+    ``ConversionError`` for payload versions other than 1 and for timestamps a v1 envelope
+    cannot carry (missing, negative, or past 2106); ``InvalidTopic`` for content topics that
+    are not ``/waku/1/0x<8 hex>/rfc26``; ``LimitExceeded`` for oversized payloads.
+    """
+    if not timestamp or timestamp < 0:
+        raise ConversionError(
+            "v2 message", f"timestamp {timestamp!r}: a v1 envelope needs a positive sent time"
+        )
+    sent = timestamp // _NANOS
+    if sent + BRIDGE_TTL > 0xFFFFFFFF:
+        raise ConversionError(
+            "v2 message", f"timestamp {timestamp} ns is past what a v1 expiry (uint32) holds"
+        )
+    message = waku_message_pb2.WakuMessage(
+        payload=payload, content_topic=content_topic, version=version
+    )
+    return waku_message_to_envelope(message, now=sent)
 
 
 def archive_message(

@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import heapq
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from waku_legacy.errors import ConfigError
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.identity.topics import is_v1_content_topic, v1_topic_to_content_topic
 from waku_legacy.mailserver_compat.bloom import bloom_matches, topic_to_bloom
 from waku_legacy.mailserver_compat.cursor import (
     CURSOR_SIZE,
@@ -56,6 +59,7 @@ __all__ = [
     "open_envelope_store",
 ]
 
+_NANOS = 10**9
 _AFTER_CURSOR = b"\xff\xff\xff\xff\x00"  # every 40-byte key starting with a cursor sorts below
 
 
@@ -113,17 +117,27 @@ def _topic_of(key: bytes, envelope_rlp: bytes) -> bytes:
     return Envelope.decode(envelope_rlp).topic  # old 36-byte keys carry no topic
 
 
+def _before(key: bytes) -> bytes:
+    """The cursor after which a query resumes at ``key`` (a second's first key)."""
+    second = int.from_bytes(key[:4], "big")
+    return (second - 1).to_bytes(4, "big") + b"\xff" * (CURSOR_SIZE - 4)
+
+
 def page_from(
-    rows: Iterable[tuple[bytes, bytes]],
+    rows: Iterable[tuple[bytes, bytes | None]],
     wanted: TopicFilter,
     limit: int,
     max_scan: int | None = None,
 ) -> StorePage:
     """Take up to ``limit`` matching rows from an ordered row stream (status-go paging),
-    examining at most ``max_scan`` rows (then a partial page ending at the last one)."""
+    examining at most ``max_scan`` rows (then a partial page ending at the last one). A
+    row ``(key, None)`` is a source's scan bound: the page ends there, partial, with a
+    cursor that resumes at ``key``."""
     page: list[tuple[bytes, bytes]] = []
     scanned = 0
     for key, value in rows:
+        if value is None:  # a source's scan bound: nothing at or after ``key`` was read
+            return StorePage(page, _before(key), partial=True)
         scanned += 1
         if wanted(_topic_of(key, value)):
             page.append((key, value))
@@ -271,13 +285,30 @@ class LegacyPostgresSource:
 
 
 class V2StoreSource:
-    """The v2 message store: messages that came from v1 envelopes (``/waku/1/…/rfc26``
-    content topics) are kept with their original envelope and status-go DB key, and are
-    served back as those envelopes, ascending by DB key."""
+    """The v2 message store, as a v1 mailserver's history, ascending by DB key.
 
-    def __init__(self, store: object, *, batch: int = 2000) -> None:
+    Two kinds of stored message reach v1 clients:
+
+    - messages that came from v1 envelopes (``/waku/1/…/rfc26`` content topics) are kept
+      with their original envelope and status-go DB key, and are served as those envelopes;
+    - messages that started on v2 (an rfc26 content topic, payload version 1, no original
+      envelope) are served as the envelope the v1<->v2 bridge posted for them
+      (:func:`~waku_legacy.mailserver_compat.convert.bridged_history_envelope`), so a v1
+      member sees the same conversation as a v2 member. Other v2 messages (other content
+      topics, payload versions 0 and 2) mean nothing to a v1 node and are left out.
+
+    Both streams are merged by DB key. The v2-origin stream reads the store's messages in
+    (timestamp, hash) order and sorts each second's envelopes by DB key; with ``max_scan``
+    it reads about that many stored messages (always whole seconds) and the page then ends,
+    partial, with a cursor after the last second it read completely.
+    """
+
+    def __init__(self, store: object, *, batch: int = 2000, cache_size: int = 4096) -> None:
         self.store = store
         self.batch = batch
+        self.cache_size = cache_size
+        self._cache: dict[bytes, tuple[bytes, bytes] | None] = {}
+        self._lock = threading.Lock()
 
     def _rows(
         self, lower_key: bytes, upper_key: bytes, topics: Sequence[bytes], cursor: bytes
@@ -290,6 +321,91 @@ class V2StoreSource:
             if len(rows) < self.batch:
                 return
             cursor = rows[-1][0][:CURSOR_SIZE]
+
+    def _bridged(self, message: object) -> tuple[bytes, bytes] | None:
+        """``(db_key, envelope)`` of a v2-origin message, None for one v1 cannot see."""
+        from waku_legacy.mailserver_compat.convert import (
+            PAYLOAD_VERSION_WAKU1,
+            bridged_history_envelope,
+        )
+
+        digest = bytes(message.message_hash)  # type: ignore[attr-defined]
+        with self._lock:
+            if digest in self._cache:
+                return self._cache[digest]
+        row: tuple[bytes, bytes] | None = None
+        if (
+            message.version == PAYLOAD_VERSION_WAKU1  # type: ignore[attr-defined]
+            and is_v1_content_topic(message.content_topic)  # type: ignore[attr-defined]
+            and self.store.get_envelope(digest) is None  # type: ignore[attr-defined]
+        ):
+            try:
+                envelope = bridged_history_envelope(
+                    content_topic=message.content_topic,  # type: ignore[attr-defined]
+                    payload=message.payload,  # type: ignore[attr-defined]
+                    version=message.version,  # type: ignore[attr-defined]
+                    timestamp=message.timestamp,  # type: ignore[attr-defined]
+                )
+            except WakuLegacyError:
+                envelope = None
+            if envelope is not None:
+                row = (db_key_for(envelope).encode(), envelope.encode())
+        with self._lock:  # the bridge queries one source from several threads
+            if len(self._cache) >= self.cache_size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[digest] = row
+        return row
+
+    def _v2_origin(
+        self,
+        start_key: bytes,
+        upper_key: bytes,
+        topics: Sequence[bytes],
+        max_scan: int | None,
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """v2-origin envelopes with keys in ``[start_key, upper_key]`` in DB-key order;
+        ends with ``(db_key_bound(s), None)`` when the scan bound stopped it before second
+        ``s``."""
+        first = int.from_bytes(start_key[:4], "big")
+        last = int.from_bytes(upper_key[:4], "big")
+        content_topics = [v1_topic_to_content_topic(t) for t in topics]
+        cursor: bytes | None = None
+        second: int | None = None
+        group: list[tuple[bytes, bytes]] = []
+        examined = 0
+
+        def flush() -> Iterator[tuple[bytes, bytes | None]]:
+            group.sort()
+            for key, raw in group:
+                if start_key <= key <= upper_key:
+                    yield key, raw
+            group.clear()
+
+        while True:
+            page = self.store.query(  # type: ignore[attr-defined]
+                content_topics=content_topics,
+                start_time=first * _NANOS,
+                end_time=last * _NANOS + _NANOS - 1,
+                cursor=cursor,
+                ascending=True,
+                limit=self.batch,
+            )
+            for message in page.messages:
+                sent = message.timestamp // _NANOS
+                if sent != second:
+                    yield from flush()
+                    if max_scan is not None and examined >= max_scan and second is not None:
+                        yield db_key_bound(sent), None
+                        return
+                    second = sent
+                examined += 1
+                row = self._bridged(message)
+                if row is not None:
+                    group.append(row)
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        yield from flush()
 
     def query(
         self,
@@ -309,9 +425,14 @@ class V2StoreSource:
             if upper >= 0xFFFFFFFF
             else upper.to_bytes(4, "big") + b"\xff" * (DB_KEY_SIZE - 4)
         )
-        rows = self._rows(db_key_bound(lower), upper_key, list(topics), cursor)
-        with contextlib.closing(rows):
-            return page_from(rows, TopicFilter(topics, bloom), limit, max_scan)
+        lower_key = db_key_bound(lower)
+        start_key = max(lower_key, cursor + _AFTER_CURSOR) if cursor else lower_key
+        topic_list = list(topics)
+        original = self._rows(lower_key, upper_key, topic_list, cursor)
+        bridged = self._v2_origin(start_key, upper_key, topic_list, max_scan)
+        merged = heapq.merge(original, bridged, key=lambda row: row[0])
+        with contextlib.closing(original), contextlib.closing(bridged):
+            return page_from(merged, TopicFilter(topics, bloom), limit, max_scan)
 
     def close(self) -> None:
         self.store.close()  # type: ignore[attr-defined]
