@@ -7,6 +7,13 @@ by its author, wrapped in a 26/WAKU-PAYLOAD signed by the author's key and encry
 channel's symmetric key (status-go's public-chat derivation), in a v1 envelope sealed with
 PoW on the channel's topic. A little public-chat traffic (no community) is mixed in.
 
+Each community also publishes its signed ``CommunityDescription`` on its own chat (the
+``<community id>`` chat, as status-go's ``publishOrg``): an ``ApplicationMetadataMessage``
+of type COMMUNITY_DESCRIPTION signed by the community key, in a 26/WAKU-PAYLOAD signed by
+the owner's node key and encrypted with that chat's key (:func:`generate_descriptions`): a
+first one when the community is created, listing its first channel, and a newer one (higher
+clock) listing every channel. Every mailserver holds them (they were republished often).
+
 Every envelope is stored by one or more of several legacy LevelDB mailservers (overlapping
 copies, as real mailservers had), with status-go's DB keys. Everything is seeded, so the same
 arguments give the same envelopes.
@@ -20,8 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SampleCommunity", "SampleSpec", "generate_envelopes", "make_communities",
-           "write_leveldb_mailservers"]  # fmt: skip
+__all__ = ["SampleCommunity", "SampleSpec", "generate_descriptions", "generate_envelopes",
+           "make_communities", "write_leveldb_mailservers"]  # fmt: skip
 
 DAY = 86_400
 DEFAULT_TTL = 10
@@ -155,6 +162,63 @@ def generate_envelopes(
             )
             envelope = seal(sent + spec.ttl, spec.ttl, chat_topic(chat), data, spec.pow_target)
             yield envelope.encode()
+
+
+CHANNEL_NAMES = ("general", "dev", "random", "support", "announcements", "design", "events")
+
+
+def description_message(community: SampleCommunity, channels: tuple[str, ...], clock: int) -> bytes:
+    """The signed ``ApplicationMetadataMessage`` (COMMUNITY_DESCRIPTION) of a description
+    listing ``channels``, signed by the community key."""
+    from waku_legacy.crypto.keccak import keccak256
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes, sign_recoverable
+    from waku_legacy.proto import application_metadata_pb2, community_description_pb2
+
+    description = community_description_pb2.CommunityDescription(clock=clock)
+    description.identity.display_name = community.name
+    for position, channel in enumerate(channels):
+        chat = description.chats[channel]
+        chat.identity.display_name = CHANNEL_NAMES[position % len(CHANNEL_NAMES)]
+        chat.position = position
+    body = description.SerializeToString(deterministic=True)
+    key = private_key_from_bytes(community.secret)
+    return application_metadata_pb2.ApplicationMetadataMessage(
+        signature=sign_recoverable(keccak256(body), key),
+        payload=body,
+        type=application_metadata_pb2.ApplicationMetadataMessage.COMMUNITY_DESCRIPTION,
+    ).SerializeToString()
+
+
+def generate_descriptions(spec: SampleSpec, communities: list[SampleCommunity]) -> Iterator[bytes]:
+    """Envelope RLP bytes of each community's descriptions (see the module docstring):
+    the first at creation (first channel only, clock = its time in ms), the newest a week
+    later with every channel. Seeded apart from :func:`generate_envelopes`, so adding them
+    changes none of the message envelopes."""
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+    from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
+    from waku_legacy.mailserver_compat.payload import encode_payload
+    from waku_legacy.mailserver_compat.pow import seal
+
+    rnd = random.Random(spec.seed * 1000 + 999)
+
+    def random_bytes(n: int) -> bytes:
+        return rnd.getrandbits(8 * n).to_bytes(n, "big") if n else b""
+
+    for community in communities:
+        owner_node = private_key_from_bytes(_secret(rnd))
+        chat = community.id.chat_id
+        key = symmetric_key_for_chat(chat)
+        created = spec.start + rnd.randrange(3600)
+        versions = [(created, community.channels[:1]),
+                    (created + 7 * DAY, community.channels)]  # fmt: skip
+        for sent, channels in versions:
+            data = encode_payload(
+                description_message(community, channels, sent * 1000),
+                sign_with=owner_node,
+                symmetric_key=key,
+                random_source=random_bytes,
+            )
+            yield seal(sent + spec.ttl, spec.ttl, chat_topic(chat), data, spec.pow_target).encode()
 
 
 def _poisson(rnd: random.Random, rate: float) -> int:
