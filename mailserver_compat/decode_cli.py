@@ -3,8 +3,9 @@
 Kinds: ``envelope`` (a Waku v1 envelope's RLP, or an RLP list of them as packets 1 and 127
 carry), ``store-response`` (a store v3 ``StoreQueryResponse``), ``archive-index`` and
 ``archive`` (status-go's ``WakuMessageArchiveIndex`` / ``WakuMessageArchive``) and
-``magnet-message`` (a v2 ``WakuMessage`` carrying a community's archive magnet link; with
-``--community`` it is decrypted and its layers and signer shown).
+``magnet-message`` (a v2 ``WakuMessage`` carrying a community's archive link, on its
+``-memberUpdate`` or ``-magnetlinks`` chat; with ``--community`` it is decrypted and its layers
+-- ``ProtocolMessage``-wrapped as status-go sends it, or bare -- and signers shown).
 
 FILE is a path or ``-`` for stdin, raw bytes unless ``--hex``. Bytes are printed as ``0x``
 hex. Malformed input is an error naming the layer and what is wrong (exit code 2). Protobuf
@@ -258,6 +259,15 @@ def _decode_archive(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
 
 
 def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
+    """An archive-link message on ``<id>-memberUpdate`` or ``<id>-magnetlinks``, in either
+    layering: the 26/WAKU-PAYLOAD holds a ``ProtocolMessage{public_message}`` (status-go's
+    ``SendPublic``) or the ApplicationMetadataMessage directly (``"layering": "bare"``)."""
+    from waku_legacy.archive.magnet import (
+        MAGNETLINKS,
+        UNIVERSAL,
+        archive_link_chat_id,
+        open_layers,
+    )
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.secp256k1 import compress_public_key, recover_public_key
     from waku_legacy.identity.cli import parse_hex
@@ -272,27 +282,47 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
     message = _parse(waku_message_pb2.WakuMessage, data, "magnet-link message", args)
     result: dict[str, Any] = {"kind": "magnet-message", "message": _waku_message_json(message)}
     community = CommunityId.parse(args.community) if args.community else None
+    keys: list[bytes] = []
     if community is not None:
-        chat_id = community.magnetlinks_chat_id
-        expected = content_topic_of_chat(chat_id)
+        chats = {c: archive_link_chat_id(community, c) for c in (UNIVERSAL, MAGNETLINKS)}
+        topics = {c: content_topic_of_chat(chat_id) for c, chat_id in chats.items()}
+        chat = next((c for c, t in topics.items() if t == message.content_topic), None)
         result["community"] = str(community)
-        result["magnetlinks_chat_id"] = chat_id
-        result["expected_content_topic"] = expected
-        result["content_topic_matches"] = message.content_topic == expected
-        key = symmetric_key_for_chat(chat_id)
+        result["universal_chat_id"] = chats[UNIVERSAL]
+        result["magnetlinks_chat_id"] = chats[MAGNETLINKS]
+        result["expected_content_topics"] = topics
+        result["chat"] = chat  # None: on neither chat's topic (both keys are tried)
+        result["content_topic_matches"] = chat is not None
+        order = [chat] if chat is not None else [UNIVERSAL, MAGNETLINKS]
+        keys = [symmetric_key_for_chat(chats[c]) for c in order]
     elif args.symmetric_key is not None:
-        key = parse_hex("--symmetric-key", args.symmetric_key)
+        keys = [parse_hex("--symmetric-key", args.symmetric_key)]
     else:
         result["note"] = "give --community (or --symmetric-key) to decrypt the payload"
         return result
-    try:
-        decoded = decode_payload(message.payload, symmetric_key=key)
-    except CryptoError as exc:
-        raise CryptoError(f"magnet-link message, 26/WAKU-PAYLOAD layer: {exc}") from None
+    decoded = None
+    for key in keys:
+        try:
+            decoded = decode_payload(message.payload, symmetric_key=key)
+            break
+        except CryptoError as exc:
+            failure = exc
+    if decoded is None:
+        raise CryptoError(f"magnet-link message, 26/WAKU-PAYLOAD layer: {failure}") from None
     result["waku_payload"] = _decoded_payload_json(decoded)
+    result["waku_payload_signed"] = decoded.signer is not None  # status-go drops unsigned ones
+    layering, installation_id, application_bytes = open_layers(
+        bytes(decoded.payload), "encryption layer (inside the 26/WAKU-PAYLOAD)"
+    )
+    result["layering"] = layering
+    if installation_id is not None:
+        result["protocol_message"] = {
+            "installation_id": installation_id,
+            "public_message_length": len(application_bytes),
+        }
     application = _parse(
         application_metadata_pb2.ApplicationMetadataMessage,
-        decoded.payload,
+        application_bytes,
         "application metadata message (inside the 26/WAKU-PAYLOAD)",
         argparse.Namespace(lenient=True),  # newer status-go may add fields
     )
@@ -317,14 +347,15 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
                 compress_public_key(app_signer) == community.public_key
             )
     result["application_message"] = app_json
-    if application.type == app_types.Value("COMMUNITY_ARCHIVE_MAGNETLINK"):
+    if application.type == app_types.Value("COMMUNITY_MESSAGE_ARCHIVE_LINK"):
         link = _parse(
-            status_archive_pb2.CommunityMessageArchiveMagnetlink,
+            status_archive_pb2.CommunityMessageArchiveLink,
             application.payload,
-            "magnet link (inside the application message)",
+            "archive link (inside the application message)",
             args,
         )
-        result["magnetlink"] = {"clock": link.clock, "magnet_uri": link.magnet_uri}
+        result["archive_link"] = {"clock": link.clock, "archive_link": link.archive_link}
+        result["magnetlink"] = {"clock": link.clock, "magnet_uri": link.archive_link}  # 2024 name
     if community is not None:
         from waku_legacy.archive.magnet import verify_magnet_message
         from waku_legacy.errors import WakuLegacyError

@@ -52,7 +52,7 @@ class ApplicationMetadataMessage(_message.Message):
         SYNC_BOOKMARK: _ClassVar[ApplicationMetadataMessage.Type]
         SYNC_CLEAR_HISTORY: _ClassVar[ApplicationMetadataMessage.Type]
         SYNC_SETTING: _ClassVar[ApplicationMetadataMessage.Type]
-        COMMUNITY_ARCHIVE_MAGNETLINK: _ClassVar[ApplicationMetadataMessage.Type]
+        COMMUNITY_MESSAGE_ARCHIVE_LINK: _ClassVar[ApplicationMetadataMessage.Type]
         SYNC_PROFILE_PICTURE: _ClassVar[ApplicationMetadataMessage.Type]
         SYNC_WALLET_ACCOUNT: _ClassVar[ApplicationMetadataMessage.Type]
     UNKNOWN: ApplicationMetadataMessage.Type
@@ -98,7 +98,7 @@ class ApplicationMetadataMessage(_message.Message):
     SYNC_BOOKMARK: ApplicationMetadataMessage.Type
     SYNC_CLEAR_HISTORY: ApplicationMetadataMessage.Type
     SYNC_SETTING: ApplicationMetadataMessage.Type
-    COMMUNITY_ARCHIVE_MAGNETLINK: ApplicationMetadataMessage.Type
+    COMMUNITY_MESSAGE_ARCHIVE_LINK: ApplicationMetadataMessage.Type
     SYNC_PROFILE_PICTURE: ApplicationMetadataMessage.Type
     SYNC_WALLET_ACCOUNT: ApplicationMetadataMessage.Type
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&waku_legacy/proto/status_archive.proto\x12\x08protobuf\"F\n!CommunityMessageArchiveMagnetlink\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x12\n\nmagnet_uri\x18\x02 \x01(\t\"\x82\x01\n\x0bWakuMessage\x12\x0b\n\x03sig\x18\x01 \x01(\x0c\x12\x11\n\ttimestamp\x18\x02 \x01(\x04\x12\r\n\x05topic\x18\x03 \x01(\x0c\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x0f\n\x07padding\x18\x05 \x01(\x0c\x12\x0c\n\x04hash\x18\x06 \x01(\x0c\x12\x14\n\x0cthirdPartyId\x18\x07 \x01(\t\"]\n\x1aWakuMessageArchiveMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0c\n\x04\x66rom\x18\x02 \x01(\x04\x12\n\n\x02to\x18\x03 \x01(\x04\x12\x14\n\x0c\x63ontentTopic\x18\x04 \x03(\x0c\"\x86\x01\n\x12WakuMessageArchive\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\'\n\x08messages\x18\x03 \x03(\x0b\x32\x15.protobuf.WakuMessage\"\x99\x01\n\x1fWakuMessageArchiveIndexMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0f\n\x07padding\x18\x05 \x01(\x04\"\xb8\x01\n\x17WakuMessageArchiveIndex\x12\x41\n\x08\x61rchives\x18\x01 \x03(\x0b\x32/.protobuf.WakuMessageArchiveIndex.ArchivesEntry\x1aZ\n\rArchivesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x38\n\x05value\x18\x02 \x01(\x0b\x32).protobuf.WakuMessageArchiveIndexMetadata:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&waku_legacy/proto/status_archive.proto\x12\x08protobuf\"B\n\x1b\x43ommunityMessageArchiveLink\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x14\n\x0c\x61rchive_link\x18\x02 \x01(\t\"\x82\x01\n\x0bWakuMessage\x12\x0b\n\x03sig\x18\x01 \x01(\x0c\x12\x11\n\ttimestamp\x18\x02 \x01(\x04\x12\r\n\x05topic\x18\x03 \x01(\x0c\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x0f\n\x07padding\x18\x05 \x01(\x0c\x12\x0c\n\x04hash\x18\x06 \x01(\x0c\x12\x14\n\x0cthirdPartyId\x18\x07 \x01(\t\"]\n\x1aWakuMessageArchiveMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0c\n\x04\x66rom\x18\x02 \x01(\x04\x12\n\n\x02to\x18\x03 \x01(\x04\x12\x14\n\x0c\x63ontentTopic\x18\x04 \x03(\x0c\"\x86\x01\n\x12WakuMessageArchive\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\'\n\x08messages\x18\x03 \x03(\x0b\x32\x15.protobuf.WakuMessage\"\x99\x01\n\x1fWakuMessageArchiveIndexMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0f\n\x07padding\x18\x05 \x01(\x04\"\xb8\x01\n\x17WakuMessageArchiveIndex\x12\x41\n\x08\x61rchives\x18\x01 \x03(\x0b\x32/.protobuf.WakuMessageArchiveIndex.ArchivesEntry\x1aZ\n\rArchivesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x38\n\x05value\x18\x02 \x01(\x0b\x32).protobuf.WakuMessageArchiveIndexMetadata:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,18 +33,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._loaded_options = None
   _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_options = b'8\001'
-  _globals['_COMMUNITYMESSAGEARCHIVEMAGNETLINK']._serialized_start=52
-  _globals['_COMMUNITYMESSAGEARCHIVEMAGNETLINK']._serialized_end=122
-  _globals['_WAKUMESSAGE']._serialized_start=125
-  _globals['_WAKUMESSAGE']._serialized_end=255
-  _globals['_WAKUMESSAGEARCHIVEMETADATA']._serialized_start=257
-  _globals['_WAKUMESSAGEARCHIVEMETADATA']._serialized_end=350
-  _globals['_WAKUMESSAGEARCHIVE']._serialized_start=353
-  _globals['_WAKUMESSAGEARCHIVE']._serialized_end=487
-  _globals['_WAKUMESSAGEARCHIVEINDEXMETADATA']._serialized_start=490
-  _globals['_WAKUMESSAGEARCHIVEINDEXMETADATA']._serialized_end=643
-  _globals['_WAKUMESSAGEARCHIVEINDEX']._serialized_start=646
-  _globals['_WAKUMESSAGEARCHIVEINDEX']._serialized_end=830
-  _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_start=740
-  _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_end=830
+  _globals['_COMMUNITYMESSAGEARCHIVELINK']._serialized_start=52
+  _globals['_COMMUNITYMESSAGEARCHIVELINK']._serialized_end=118
+  _globals['_WAKUMESSAGE']._serialized_start=121
+  _globals['_WAKUMESSAGE']._serialized_end=251
+  _globals['_WAKUMESSAGEARCHIVEMETADATA']._serialized_start=253
+  _globals['_WAKUMESSAGEARCHIVEMETADATA']._serialized_end=346
+  _globals['_WAKUMESSAGEARCHIVE']._serialized_start=349
+  _globals['_WAKUMESSAGEARCHIVE']._serialized_end=483
+  _globals['_WAKUMESSAGEARCHIVEINDEXMETADATA']._serialized_start=486
+  _globals['_WAKUMESSAGEARCHIVEINDEXMETADATA']._serialized_end=639
+  _globals['_WAKUMESSAGEARCHIVEINDEX']._serialized_start=642
+  _globals['_WAKUMESSAGEARCHIVEINDEX']._serialized_end=826
+  _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_start=736
+  _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_end=826
 # @@protoc_insertion_point(module_scope)

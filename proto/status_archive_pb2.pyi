@@ -6,13 +6,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
-class CommunityMessageArchiveMagnetlink(_message.Message):
-    __slots__ = ("clock", "magnet_uri")
+class CommunityMessageArchiveLink(_message.Message):
+    __slots__ = ("clock", "archive_link")
     CLOCK_FIELD_NUMBER: _ClassVar[int]
-    MAGNET_URI_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_LINK_FIELD_NUMBER: _ClassVar[int]
     clock: int
-    magnet_uri: str
-    def __init__(self, clock: _Optional[int] = ..., magnet_uri: _Optional[str] = ...) -> None: ...
+    archive_link: str
+    def __init__(self, clock: _Optional[int] = ..., archive_link: _Optional[str] = ...) -> None: ...
 
 class WakuMessage(_message.Message):
     __slots__ = ("sig", "timestamp", "topic", "payload", "padding", "hash", "thirdPartyId")

@@ -160,8 +160,8 @@ def test_fetch_from_signed_magnet_message_and_refuse_forgery(store, seeder, tmp_
     # a forger who knows the (public) chat key, signing with its own key
     forger = private_key_from_bytes(bytes.fromhex("66" * 32))
     chat_id = COMMUNITY.magnetlinks_chat_id
-    inner = status_archive_pb2.CommunityMessageArchiveMagnetlink(
-        clock=10, magnet_uri=report.magnet_uri
+    inner = status_archive_pb2.CommunityMessageArchiveLink(
+        clock=10, archive_link=report.magnet_uri
     ).SerializeToString()
     forged = waku_message_pb2.WakuMessage(
         payload=encode_payload(

@@ -154,13 +154,55 @@ def test_magnet_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = run(["decode", "magnet-message", path, "--community", str(COMMUNITY)], capsys)
     assert code == 0 and out["content_topic_matches"] is True
     assert out["application_message"]["type"] == 43
-    assert out["application_message"]["type_name"] == "COMMUNITY_ARCHIVE_MAGNETLINK"
+    assert out["application_message"]["type_name"] == "COMMUNITY_MESSAGE_ARCHIVE_LINK"
     assert out["application_message"]["signed_by_community"] is True
+    assert out["archive_link"] == {"clock": 1_700_000_000_000, "archive_link": MAGNET}
     assert out["magnetlink"] == {"clock": 1_700_000_000_000, "magnet_uri": MAGNET}
     assert out["accepted_by_members"] is True and out["info_hash"] == "ab" * 20
+    # status-go's layering, on the universal chat, payload signed
+    assert out["chat"] == "universal" and out["layering"] == "protocol-message"
+    assert out["protocol_message"]["installation_id"]
+    assert out["waku_payload_signed"] is True
 
     code, out, _ = run(["decode", "magnet-message", path], capsys)
     assert code == 0 and "--community" in out["note"]
+
+
+def test_magnet_message_bare_layering(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 12: a 2024-style message (the ApplicationMetadataMessage directly in the payload,
+    on -magnetlinks) is read too, and the output says which layering it saw."""
+    from waku_legacy.archive.magnet import wrap_application_message
+    from waku_legacy.identity.topics import content_topic_of_chat, symmetric_key_for_chat
+    from waku_legacy.mailserver_compat.payload import encode_payload
+    from waku_legacy.proto import status_archive_pb2
+
+    chat_id = COMMUNITY.magnetlinks_chat_id
+    inner = status_archive_pb2.CommunityMessageArchiveLink(clock=5, archive_link=MAGNET)
+    message = waku_message_pb2.WakuMessage(
+        payload=encode_payload(
+            wrap_application_message(inner.SerializeToString(), COMMUNITY_KEY),
+            sign_with=COMMUNITY_KEY,
+            symmetric_key=symmetric_key_for_chat(chat_id),
+        ),
+        content_topic=content_topic_of_chat(chat_id),
+        version=1,
+    )
+    path = write(tmp_path, message.SerializeToString())
+    code, out, _ = run(["decode", "magnet-message", path, "--community", str(COMMUNITY)], capsys)
+    assert code == 0 and out["chat"] == "magnetlinks" and out["layering"] == "bare"
+    assert "protocol_message" not in out and out["accepted_by_members"] is True
+    magnetlinks = build_magnet_message_on(chat="magnetlinks")
+    path = write(tmp_path, magnetlinks.SerializeToString())
+    code, out, _ = run(["decode", "magnet-message", path, "--community", str(COMMUNITY)], capsys)
+    assert code == 0 and out["chat"] == "magnetlinks" and out["layering"] == "protocol-message"
+
+
+def build_magnet_message_on(chat: str) -> waku_message_pb2.WakuMessage:
+    from waku_legacy.archive.magnet import build_archive_link_message
+
+    return build_archive_link_message(
+        COMMUNITY_KEY, MAGNET, 1_700_000_000_000, pubsub_topic="/waku/2/rs/16/64", chat=chat
+    )
 
 
 def test_magnet_message_for_another_community(

@@ -20,10 +20,15 @@ from waku_legacy.archive.encode import EncodedArchive, Flavour
 from waku_legacy.archive.errors import ArchiveCorrupted
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
 from waku_legacy.archive.magnet import (
-    build_magnet_message,
+    BOTH,
+    PROTOCOL_MESSAGE,
+    build_archive_link_messages,
     relay_publish_body,
     relay_publish_path,
     verify_magnet_message,
+)
+from waku_legacy.archive.magnet import (
+    archive_link_chats as link_chats_of,
 )
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.partition import MAX_ARCHIVE_BYTES, WEEK_SECONDS, plan_archives
@@ -98,13 +103,18 @@ def build_community_archives(
     fault: FaultHook = no_fault,
     fsync: bool = True,
     progress: Progress | None = None,
+    archive_link_chats: str = BOTH,
+    payload_signer: coincurve.PrivateKey | None = None,
 ) -> BuildReport:
     """Archive ``messages`` of one community up to ``now`` (seconds) and refresh its torrent.
 
     ``last_end`` overrides the recorded end of the previous run (default: the state file, or
     the newest ``to`` in the index). With ``community_key`` the signed magnet-link message is
     written next to the torrent: ``0x<id>.magnet-message.pb`` (protobuf WakuMessage) and
-    ``.json`` (``{"path": <nwaku relay path>, "pubsubTopic", "body"}``).
+    ``.json`` (``{"path": <nwaku relay path>, "pubsubTopic", "body", "chat", "messages"}``):
+    one message per chat ``archive_link_chats`` names (``"both"``: ``<id>-memberUpdate`` and
+    ``<id>-magnetlinks``), the 26/WAKU-PAYLOAD signed by ``payload_signer`` (default: the
+    community key); see :func:`_write_magnet_message`.
     """
     started = time.monotonic()
     flavour = Flavour.parse(flavour)
@@ -174,7 +184,8 @@ def build_community_archives(
             clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
             report.magnet_message_paths = _write_magnet_message(
                 layout, community_key, torrent.magnet_uri, clock, pubsub_topic,
-                fault=fault, fsync=fsync,
+                fault=fault, fsync=fsync, chats=archive_link_chats,
+                payload_signer=payload_signer,
             )  # fmt: skip
     report.seconds = time.monotonic() - started
     return report
@@ -189,15 +200,32 @@ def _write_magnet_message(
     *,
     fault: FaultHook,
     fsync: bool,
+    chats: str = BOTH,
+    payload_signer: coincurve.PrivateKey | None = None,
 ) -> list[str]:
-    """``0x<id>.magnet-message.pb`` and ``.json`` next to the torrent (both atomic)."""
-    message = build_magnet_message(community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic)
+    """``0x<id>.magnet-message.pb`` and ``.json`` next to the torrent (both atomic).
+
+    The ``.pb`` holds the first chat's message (``-memberUpdate`` unless only
+    ``"magnetlinks"`` is asked for); the ``.json`` holds every chat's relay publish body under
+    ``"messages"`` (``{"chat", "contentTopic", "body"}``), and the first one again as
+    ``"body"``/``"chat"`` for readers of the single-message form.
+    """
+    messages = build_archive_link_messages(
+        community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic, chats=chats,
+        payload_signer=payload_signer,
+    )  # fmt: skip
+    first_chat, message = messages[0]
     write_atomic(layout.magnet_message_pb, message.SerializeToString(), fault=fault,
                  step="magnet-pb", fsync=fsync)  # fmt: skip
     body = {
         "pubsubTopic": pubsub_topic,
         "path": relay_publish_path(pubsub_topic),
+        "chat": first_chat,
         "body": relay_publish_body(message),
+        "messages": [
+            {"chat": chat, "contentTopic": m.content_topic, "body": relay_publish_body(m)}
+            for chat, m in messages
+        ],
     }
     write_atomic(
         layout.magnet_message_json,
@@ -233,8 +261,11 @@ class FinishReport:
         return asdict(self)
 
 
-def _magnet_message_problem(layout: CommunityLayout, magnet_uri: str) -> str | None:
-    """None when both magnet-link message files carry ``magnet_uri`` (signed, decodable)."""
+def _magnet_message_problem(
+    layout: CommunityLayout, magnet_uri: str, chats: str = BOTH
+) -> str | None:
+    """None when both magnet-link message files carry ``magnet_uri`` (signed, decodable),
+    in status-go's layering, for exactly the chats ``chats`` names."""
     from waku_legacy.archive.magnet import magnet_message_from_json
 
     try:
@@ -249,6 +280,11 @@ def _magnet_message_problem(layout: CommunityLayout, magnet_uri: str) -> str | N
     for path, link in pairs:
         if link.magnet_uri != magnet_uri:
             return f"{path} carries {link.magnet_uri}, not the torrent's {magnet_uri}"
+        if link.layering != PROTOCOL_MESSAGE:
+            return f"{path} is in the {link.layering} layering, not status-go's ProtocolMessage"
+    written = [m.get("chat") for m in body.get("messages", []) if isinstance(m, dict)]
+    if written != list(link_chats_of(chats)):
+        return f"{layout.magnet_message_json} is for the chats {written}, not {chats!r}"
     return None
 
 
@@ -264,6 +300,8 @@ def finish_interrupted_build(
     announce_list: Sequence[str] = ANNOUNCE_LIST,
     fault: FaultHook = no_fault,
     fsync: bool = True,
+    archive_link_chats: str = BOTH,
+    payload_signer: coincurve.PrivateKey | None = None,
 ) -> FinishReport:
     """Make ``data``, ``index``, the .torrent and the magnet-link message agree again.
 
@@ -315,11 +353,12 @@ def finish_interrupted_build(
     report.magnet_uri = magnet_uri
     report.torrent_path = str(layout.torrent)
     if community_key is not None:
-        problem = _magnet_message_problem(layout, magnet_uri)
+        problem = _magnet_message_problem(layout, magnet_uri, archive_link_chats)
         if problem is not None:
             report.magnet_message_problem = problem
             clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
             _write_magnet_message(layout, community_key, magnet_uri, clock, pubsub_topic,
-                                  fault=fault, fsync=fsync)  # fmt: skip
+                                  fault=fault, fsync=fsync, chats=archive_link_chats,
+                                  payload_signer=payload_signer)  # fmt: skip
             report.magnet_message_rewritten = True
     return report

@@ -1,18 +1,38 @@
-"""The magnet-link message: how the community tells its members where the archives are.
+"""The archive-link message: how the community tells its members where the archives are.
 
-Layers, inside out (status-go ``dispatchMagnetlinkMessage``):
+Layers, inside out, as status-go's ``dispatchArchiveLinkMessage``
+(``protocol/messenger_communities.go``) and ``SendPublic`` (``protocol/common/message_sender.go``)
+emit it:
 
-1. ``CommunityMessageArchiveMagnetlink{clock (ms), magnet_uri}``;
-2. ``ApplicationMetadataMessage{signature, payload, type = 43}`` with ``signature`` the
-   65-byte ``r || s || v`` secp256k1 signature of ``keccak256(payload)`` by the COMMUNITY key;
-3. a 26/WAKU-PAYLOAD (signed, padded) encrypted with the magnet-link chat's symmetric key
-   (PBKDF2 of ``<community id>-magnetlinks``);
-4. a v2 ``WakuMessage`` (version 1) on that chat's content topic, published on the community's
-   pubsub topic: as protobuf, or as the JSON body of nwaku's
-   ``POST /relay/v1/messages/{urlencoded pubsub topic}``.
+1. ``CommunityMessageArchiveLink{clock (ms), archive_link}`` (renamed from
+   ``CommunityMessageArchiveMagnetlink{clock, magnet_uri}``: same field numbers, same bytes);
+2. ``ApplicationMetadataMessage{signature, payload, type = 43}`` (type
+   ``COMMUNITY_MESSAGE_ARCHIVE_LINK``, formerly ``COMMUNITY_ARCHIVE_MAGNETLINK``) with
+   ``signature`` the 65-byte ``r || s || v`` secp256k1 signature of ``keccak256(payload)`` by
+   the COMMUNITY key (``RawMessage.Sender = community.PrivateKey()``);
+3. the encryption layer's ``ProtocolMessage{installation_id = 2, public_message = 102}``
+   (``BuildPublicMessage``, ``protocol/encryption/protocol.go``): the archive-link message is
+   not marked ``SkipEncryptionLayer``, so ``SendPublic`` wraps it. Receivers fall back to a
+   bare ApplicationMetadataMessage when this layer does not parse (``HandleEncryptionLayer``),
+   which is how the 2024-style messages this project used to publish are still read;
+4. a 26/WAKU-PAYLOAD signed by the SENDING NODE's identity key (``Transport.SendPublic`` ->
+   ``addSig``, ``protocol/transport/transport.go``; a receiver drops a payload without a
+   signature: ``StatusMessage.HandleTransportLayer`` needs ``Sig``), symmetric-encrypted with
+   the chat's key: PBKDF2 of the chat id (``FiltersManager.addSymmetric`` ->
+   ``AddSymKeyFromPassword(chatID)``, ``protocol/transport/filters_manager.go``);
+5. a v2 ``WakuMessage`` (version 1) on the chat's content topic (``keccak256(chat id)[:4]`` as
+   ``/waku/1/0x…/rfc26``), ``meta`` set to empty bytes and ``ephemeral`` to false explicitly
+   (``Post``, ``wakuv2/api.go``), published on the community's pubsub topic: as protobuf, or
+   as the JSON body of nwaku's ``POST /relay/v1/messages/{urlencoded pubsub topic}``.
 
-Members accept it only when the signer's compressed key is the community id and its clock is
-newer than the last accepted one (:func:`verify_magnet_message`).
+The chat: current status-go sends on the community's universal chat ``<id>-memberUpdate``
+(``community.UniversalChatID()``); clients from 2024 read ``<id>-magnetlinks``, the newest ones
+only the universal chat. :func:`build_archive_link_messages` builds one message per chat a
+community's ``archive_link_chats`` setting asks for (default both).
+
+Members accept it only when the signer of the ApplicationMetadataMessage is the community and
+its clock is newer than the last accepted one (:func:`verify_magnet_message`); the chat it
+arrived on is not checked by status-go, so either topic is accepted here.
 """
 
 from __future__ import annotations
@@ -21,6 +41,7 @@ import base64
 import hashlib
 import hmac
 import urllib.parse
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,26 +62,58 @@ from waku_legacy.identity.topics import (
     content_topic_of_chat,
     symmetric_key_for_chat,
 )
-from waku_legacy.proto import application_metadata_pb2, status_archive_pb2, waku_message_pb2
+from waku_legacy.proto import (
+    application_metadata_pb2,
+    encryption_protocol_pb2,
+    status_archive_pb2,
+    waku_message_pb2,
+)
 from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
 
 __all__ = [
+    "ARCHIVE_LINK_CHATS",
+    "BARE",
+    "BOTH",
     "COMMUNITY_ARCHIVE_MAGNETLINK",
+    "COMMUNITY_MESSAGE_ARCHIVE_LINK",
+    "MAGNETLINKS",
     "MAX_MAGNET_MESSAGE_BYTES",
+    "PROTOCOL_MESSAGE",
+    "UNIVERSAL",
+    "OpenedArchiveLink",
     "VerifiedMagnetLink",
+    "archive_link_chat_id",
+    "archive_link_chats",
+    "build_archive_link_message",
+    "build_archive_link_messages",
     "build_magnet_message",
+    "installation_id_for",
     "magnet_message_from_json",
+    "open_archive_link_message",
+    "open_layers",
     "relay_publish_body",
     "relay_publish_path",
     "verify_magnet_message",
     "wrap_application_message",
+    "wrap_protocol_message",
 ]
 
-COMMUNITY_ARCHIVE_MAGNETLINK = (
-    application_metadata_pb2.ApplicationMetadataMessage.COMMUNITY_ARCHIVE_MAGNETLINK
+COMMUNITY_MESSAGE_ARCHIVE_LINK = (
+    application_metadata_pb2.ApplicationMetadataMessage.COMMUNITY_MESSAGE_ARCHIVE_LINK
 )
+COMMUNITY_ARCHIVE_MAGNETLINK = COMMUNITY_MESSAGE_ARCHIVE_LINK  # the 2024 name of type 43
 MAX_MAGNET_MESSAGE_BYTES = 64 * 1024  # a magnet link is ~250 bytes; anything huge is not one
 WAKU_PAYLOAD_VERSION = 1
+
+# Which chats an archive link goes to (the per-community ``archive_link_chats`` setting).
+UNIVERSAL = "universal"  # <id>-memberUpdate: what current status-go sends and reads
+MAGNETLINKS = "magnetlinks"  # <id>-magnetlinks: what clients from 2024 (and older) read
+BOTH = "both"
+ARCHIVE_LINK_CHATS = (BOTH, UNIVERSAL, MAGNETLINKS)
+
+# How the 26/WAKU-PAYLOAD's plaintext was layered (what a reader saw).
+PROTOCOL_MESSAGE = "protocol-message"  # ProtocolMessage{public_message = AMM}, as status-go
+BARE = "bare"  # the ApplicationMetadataMessage directly (this project before issue 12)
 
 
 def _payload_codec() -> Any:
@@ -76,8 +129,42 @@ def _parse(cls: Any, data: bytes, what: str) -> Any:
         raise MagnetMessageError(what, exc.reason) from exc
 
 
+def archive_link_chats(setting: str) -> tuple[str, ...]:
+    """``"both"`` -> ``("universal", "magnetlinks")`` (universal first); one chat -> itself."""
+    if setting == BOTH:
+        return (UNIVERSAL, MAGNETLINKS)
+    if setting in (UNIVERSAL, MAGNETLINKS):
+        return (setting,)
+    raise ConfigError(
+        f"archive_link_chats must be one of {', '.join(map(repr, ARCHIVE_LINK_CHATS))}, "
+        f"got {setting!r}"
+    )
+
+
+def archive_link_chat_id(community: CommunityId, chat: str) -> str:
+    """The chat id an archive link is sent on: ``<id>-memberUpdate`` or ``<id>-magnetlinks``."""
+    if chat == UNIVERSAL:
+        return community.universal_chat_id
+    if chat == MAGNETLINKS:
+        return community.magnetlinks_chat_id
+    raise ConfigError(f"archive-link chat must be {UNIVERSAL!r} or {MAGNETLINKS!r}, got {chat!r}")
+
+
+def installation_id_for(signer: coincurve.PublicKey) -> str:
+    """A stable device id for the payload signer (status-go's are random UUIDv4 strings).
+
+    Receivers do not look at it for public messages (``Protocol.HandleMessage`` returns the
+    public message before any use of the installation id); deriving it from the signer keeps
+    reruns byte-identical.
+    """
+    digest = hashlib.sha256(
+        b"waku-legacy installation id\x00" + signer.format(compressed=True)
+    ).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
 def wrap_application_message(
-    payload: bytes, key: coincurve.PrivateKey, message_type: int = COMMUNITY_ARCHIVE_MAGNETLINK
+    payload: bytes, key: coincurve.PrivateKey, message_type: int = COMMUNITY_MESSAGE_ARCHIVE_LINK
 ) -> bytes:
     """``ApplicationMetadataMessage`` bytes, signed over keccak256(payload) with ``key``."""
     signature = sign_recoverable(keccak256(payload), key)
@@ -86,18 +173,36 @@ def wrap_application_message(
     ).SerializeToString()
 
 
+def wrap_protocol_message(application: bytes, installation_id: str) -> bytes:
+    """The encryption layer of a public message: ``ProtocolMessage{installation_id,
+    public_message}`` (no X3DH bundle: this sender has no encryption installation)."""
+    return encryption_protocol_pb2.ProtocolMessage(
+        installation_id=installation_id, public_message=application
+    ).SerializeToString()
+
+
 def _deterministic_random_source(
-    community_key: coincurve.PrivateKey, magnet_uri: str, clock_ms: int
+    community_key: coincurve.PrivateKey,
+    magnet_uri: str,
+    clock_ms: int,
+    chat_id: str,
+    payload_signer: coincurve.PrivateKey,
 ) -> Callable[[int], bytes]:
     """Padding, GCM nonce and ECIES randomness derived from what is being signed.
 
-    The same (key, magnet link, clock) then gives the same message bytes, so a rerun writes
-    identical files; a different link or clock gives a different nonce (a nonce is never
-    reused with a different plaintext under the same key).
+    The same (key, link, clock, chat, signer) then gives the same message bytes, so a rerun
+    writes identical files; a different link, clock or chat gives a different nonce (a nonce
+    is never reused with a different plaintext under the same key).
     """
     seed = hmac.new(
         community_key.secret,
-        b"waku-legacy magnet-link message\x00" + magnet_uri.encode() + clock_ms.to_bytes(8, "big"),
+        b"waku-legacy archive-link message\x00"
+        + magnet_uri.encode()
+        + b"\x00"
+        + chat_id.encode()
+        + b"\x00"
+        + payload_signer.public_key.format(compressed=True)
+        + clock_ms.to_bytes(8, "big"),
         hashlib.sha256,
     ).digest()
     counter = 0
@@ -113,53 +218,91 @@ def _deterministic_random_source(
     return take
 
 
-def build_magnet_message(
+def build_archive_link_message(
     community_key: coincurve.PrivateKey,
     magnet_uri: str,
     clock_ms: int,
     *,
     pubsub_topic: str,
+    chat: str = UNIVERSAL,
     payload_signer: coincurve.PrivateKey | None = None,
+    installation_id: str | None = None,
     padding: bytes | None = None,
     random_source: Callable[[int], bytes] | None = None,
 ) -> waku_message_pb2.WakuMessage:
-    """The v2 ``WakuMessage`` carrying a magnet link, signed by the community key.
+    """The v2 ``WakuMessage`` carrying an archive link on one chat, layered as status-go does.
 
+    ``chat``: ``"universal"`` (``<id>-memberUpdate``, default) or ``"magnetlinks"``.
     ``pubsub_topic`` is where it is to be published (the community's shard); it is checked for
     form here and used by :func:`relay_publish_path`. ``payload_signer`` signs the
-    26/WAKU-PAYLOAD (status-go uses the sending node's identity; default: the community key).
-    ``random_source`` defaults to a stream derived from the key, link and clock, so that the
-    same inputs give the same bytes (reruns are byte-identical).
+    26/WAKU-PAYLOAD (status-go: the sending node's identity key; here the configured operator
+    key, default the community key). ``clock_ms`` is the link's clock, chosen by the caller.
+    ``random_source`` defaults to a stream derived from the key, link, clock, chat and signer,
+    so that the same inputs give the same bytes (reruns are byte-identical).
     """
     if not isinstance(pubsub_topic, str) or not pubsub_topic.startswith("/"):
         raise ConfigError(f"pubsub topic {pubsub_topic!r} does not look like /waku/2/...")
     if clock_ms <= 0:
-        raise ConfigError(f"magnet-link clock must be positive milliseconds, got {clock_ms}")
+        raise ConfigError(f"archive-link clock must be positive milliseconds, got {clock_ms}")
     parse_magnet_uri(magnet_uri)  # refuse to sign something that is not a magnet link
     community = CommunityId(community_key.public_key.format(compressed=True))
-    chat_id = community.magnetlinks_chat_id
-    inner = status_archive_pb2.CommunityMessageArchiveMagnetlink(
-        clock=clock_ms, magnet_uri=magnet_uri
+    chat_id = archive_link_chat_id(community, chat)
+    signer = payload_signer or community_key
+    inner = status_archive_pb2.CommunityMessageArchiveLink(
+        clock=clock_ms, archive_link=magnet_uri
     ).SerializeToString()
     application = wrap_application_message(inner, community_key)
+    layered = wrap_protocol_message(
+        application, installation_id or installation_id_for(signer.public_key)
+    )
     data = _payload_codec().encode_payload(
-        application,
-        sign_with=payload_signer or community_key,
+        layered,
+        sign_with=signer,
         symmetric_key=symmetric_key_for_chat(chat_id),
         padding=padding,
         random_source=random_source
-        or _deterministic_random_source(community_key, magnet_uri, clock_ms),
+        or _deterministic_random_source(community_key, magnet_uri, clock_ms, chat_id, signer),
     )
     return waku_message_pb2.WakuMessage(
         payload=data,
         content_topic=content_topic_of_chat(chat_id),
         version=WAKU_PAYLOAD_VERSION,
         timestamp=clock_ms * 1_000_000,  # nanoseconds
+        meta=b"",  # status-go's Post sets both explicitly (present on the wire)
+        ephemeral=False,
     )
 
 
+build_magnet_message = build_archive_link_message  # the name callers used before issue 12
+
+
+def build_archive_link_messages(
+    community_key: coincurve.PrivateKey,
+    magnet_uri: str,
+    clock_ms: int,
+    *,
+    pubsub_topic: str,
+    chats: str = BOTH,
+    payload_signer: coincurve.PrivateKey | None = None,
+) -> list[tuple[str, waku_message_pb2.WakuMessage]]:
+    """``(chat, message)`` for every chat ``chats`` names (universal first), same clock."""
+    out = []
+    for chat in archive_link_chats(chats):
+        message = build_archive_link_message(
+            community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic, chat=chat,
+            payload_signer=payload_signer,
+        )  # fmt: skip
+        out.append((chat, message))
+    return out
+
+
 def relay_publish_body(message: waku_message_pb2.WakuMessage) -> dict[str, Any]:
-    """JSON body of nwaku ``POST /relay/v1/messages/{pubsubTopic}`` (bytes as base64)."""
+    """JSON body of nwaku ``POST /relay/v1/messages/{pubsubTopic}`` (bytes as base64).
+
+    ``meta`` and ``ephemeral`` are passed when the message has them (an archive-link message
+    does: ``""`` and ``false``); nwaku re-encodes the message itself and leaves out zero values
+    (``write3``, ``waku/waku_core/message/codec.nim``), which changes no message hash.
+    """
     body: dict[str, Any] = {
         "payload": base64.b64encode(message.payload).decode(),
         "contentTopic": message.content_topic,
@@ -186,6 +329,8 @@ def magnet_message_from_json(body: Any) -> waku_message_pb2.WakuMessage:
         raise MagnetMessageError("magnet-link message", "JSON body is not an object")
     if not isinstance(body.get("contentTopic"), str):
         raise MagnetMessageError("magnet-link message", "'contentTopic' must be a string")
+    if "ephemeral" in body and not isinstance(body["ephemeral"], bool):
+        raise MagnetMessageError("magnet-link message", "'ephemeral' must be true or false")
     try:
         message = waku_message_pb2.WakuMessage(
             payload=base64.b64decode(body["payload"], validate=True),
@@ -197,41 +342,60 @@ def magnet_message_from_json(body: Any) -> waku_message_pb2.WakuMessage:
             message.timestamp = int(body["timestamp"])
         if "meta" in body:
             message.meta = base64.b64decode(body["meta"], validate=True)
+        if "ephemeral" in body:
+            message.ephemeral = body["ephemeral"]
     except (KeyError, ValueError, TypeError, OverflowError) as exc:  # Overflow: int(1e400)
         raise MagnetMessageError("magnet-link message", f"bad JSON body ({exc!r})") from exc
     return message
 
 
 @dataclass(frozen=True, slots=True)
-class VerifiedMagnetLink:
-    clock: int  # milliseconds
-    magnet_uri: str
-    info_hash: str
-    signer: bytes  # compressed key that signed the application message (= community id)
+class OpenedArchiveLink:
+    """An archive-link message opened down to its ApplicationMetadataMessage (not yet checked
+    against the community key)."""
+
+    chat: str  # "universal" or "magnetlinks": which chat's topic (and key) it came on
+    chat_id: str
+    layering: str  # PROTOCOL_MESSAGE or BARE
+    installation_id: str | None  # ProtocolMessage.installation_id (None when bare)
+    payload_signer: bytes | None  # compressed key that signed the 26/WAKU-PAYLOAD
+    application: Any  # ApplicationMetadataMessage
 
 
-def verify_magnet_message(
-    message: waku_message_pb2.WakuMessage | bytes,
-    community: CommunityId,
-    *,
-    last_clock: int | None = None,
-) -> VerifiedMagnetLink:
-    """Open and check a magnet-link message as a member does.
+def open_layers(plaintext: bytes, what: str) -> tuple[str, str | None, bytes]:
+    """(layering, installation id, ApplicationMetadataMessage bytes) of a payload's data.
 
-    Raises MagnetMessageError (not a magnet-link message: wrong topic, version, type, bytes),
-    ForgedMagnetMessage (not signed by the community key), StaleMagnetMessage (clock not newer
-    than ``last_clock``); decryption failures surface as CryptoError.
+    status-go first parses the data as a ``ProtocolMessage`` and uses ``public_message``;
+    when that fails it falls back to the bare ApplicationMetadataMessage.
     """
+    try:
+        wrapper = parse_message(
+            encryption_protocol_pb2.ProtocolMessage, plaintext, what,
+            max_size=MAX_MAGNET_MESSAGE_BYTES,
+        )  # fmt: skip
+    except ProtobufDecodeError:
+        wrapper = None
+    if wrapper is not None and wrapper.public_message:
+        return PROTOCOL_MESSAGE, wrapper.installation_id, bytes(wrapper.public_message)
+    return BARE, None, plaintext
+
+
+def open_archive_link_message(
+    message: waku_message_pb2.WakuMessage | bytes, community: CommunityId
+) -> OpenedArchiveLink:
+    """Topic, version, decryption, payload signature and layering (both layerings read)."""
     what = "magnet-link message"
     if isinstance(message, bytes | bytearray | memoryview):
         if len(message) > MAX_MAGNET_MESSAGE_BYTES:
             raise MagnetMessageError(what, f"{len(message)} bytes is over the limit")
         message = _parse(waku_message_pb2.WakuMessage, bytes(message), what)
-    chat_id = community.magnetlinks_chat_id
-    expected_topic = content_topic_of_chat(chat_id)
-    if message.content_topic != expected_topic:
+    topics = {archive_link_chat_id(community, c): c for c in (UNIVERSAL, MAGNETLINKS)}
+    by_topic = {content_topic_of_chat(chat_id): chat_id for chat_id in topics}
+    chat_id = by_topic.get(message.content_topic)
+    if chat_id is None:
+        expected = " nor ".join(f"{t!r} ({c})" for t, c in by_topic.items())
         raise MagnetMessageError(
-            what, f"content topic {message.content_topic!r} is not {expected_topic!r}"
+            what, f"content topic {message.content_topic!r} is neither {expected}"
         )
     if message.version != WAKU_PAYLOAD_VERSION:
         raise MagnetMessageError(what, f"payload version {message.version}, expected 1")
@@ -240,12 +404,60 @@ def verify_magnet_message(
     decoded = _payload_codec().decode_payload(
         message.payload, symmetric_key=symmetric_key_for_chat(chat_id)
     )
-    application = _parse(
-        application_metadata_pb2.ApplicationMetadataMessage, bytes(decoded.payload), what
-    )
-    if application.type != COMMUNITY_ARCHIVE_MAGNETLINK:
+    if decoded.signer is None:
         raise MagnetMessageError(
-            what, f"application message type {application.type}, expected 43 (archive magnet link)"
+            what,
+            "the 26/WAKU-PAYLOAD is not signed; status-go drops such a message "
+            "(HandleTransportLayer needs the signature)",
+        )
+    layering, installation_id, application_bytes = open_layers(bytes(decoded.payload), what)
+    application = _parse(
+        application_metadata_pb2.ApplicationMetadataMessage, application_bytes, what
+    )
+    return OpenedArchiveLink(
+        chat=topics[chat_id],
+        chat_id=chat_id,
+        layering=layering,
+        installation_id=installation_id,
+        payload_signer=compress_public_key(decoded.signer),
+        application=application,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedMagnetLink:
+    clock: int  # milliseconds
+    magnet_uri: str
+    info_hash: str
+    signer: bytes  # compressed key that signed the application message (= community id)
+    chat: str = UNIVERSAL  # which chat it was on ("universal" or "magnetlinks")
+    layering: str = PROTOCOL_MESSAGE  # PROTOCOL_MESSAGE or BARE
+    payload_signer: bytes | None = None  # compressed key that signed the 26/WAKU-PAYLOAD
+    installation_id: str | None = None
+
+
+def verify_magnet_message(
+    message: waku_message_pb2.WakuMessage | bytes,
+    community: CommunityId,
+    *,
+    last_clock: int | None = None,
+) -> VerifiedMagnetLink:
+    """Open and check an archive-link message as a member does.
+
+    Accepted on either chat (``-memberUpdate`` or ``-magnetlinks``) and in either layering
+    (``ProtocolMessage``-wrapped or bare). Raises MagnetMessageError (not an archive-link
+    message: wrong topic, version, type, bytes, unsigned payload), ForgedMagnetMessage (not
+    signed by the community key), StaleMagnetMessage (clock not newer than ``last_clock``);
+    decryption failures surface as CryptoError.
+    """
+    what = "magnet-link message"
+    opened = open_archive_link_message(message, community)
+    application = opened.application
+    if application.type != COMMUNITY_MESSAGE_ARCHIVE_LINK:
+        raise MagnetMessageError(
+            what,
+            f"application message type {application.type}, expected 43 "
+            "(COMMUNITY_MESSAGE_ARCHIVE_LINK)",
         )
     try:
         signer = compress_public_key(
@@ -257,10 +469,13 @@ def verify_magnet_message(
         raise ForgedMagnetMessage(
             f"{what}: signed by 0x{signer.hex()}, not by the community {community}"
         )
-    link = _parse(status_archive_pb2.CommunityMessageArchiveMagnetlink, application.payload, what)
+    link = _parse(status_archive_pb2.CommunityMessageArchiveLink, application.payload, what)
     if last_clock is not None and link.clock <= last_clock:
         raise StaleMagnetMessage(
             what, f"clock {link.clock} is not newer than the last accepted {last_clock}"
         )
-    parsed = parse_magnet_uri(link.magnet_uri)
-    return VerifiedMagnetLink(link.clock, link.magnet_uri, parsed.info_hash, signer)
+    parsed = parse_magnet_uri(link.archive_link)
+    return VerifiedMagnetLink(
+        link.clock, link.archive_link, parsed.info_hash, signer, opened.chat, opened.layering,
+        opened.payload_signer, opened.installation_id,
+    )  # fmt: skip
