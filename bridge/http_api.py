@@ -2,7 +2,7 @@
 
     GET  /store/v3/messages                     nwaku store v3 REST (see rest_store)
     GET  /store/v1/messages                     nwaku legacy store REST
-    GET  /health                                {"nodeHealth", "protocolsHealth"}; 503 unless Ready
+    GET  /health                                nwaku's HealthReport; 503 only when Degraded
     GET  /debug/v1/info                         {"listenAddresses", "enrUri", ...}
     GET  /debug/v1/version                      text
     GET  /metrics                               Prometheus text exposition
@@ -12,8 +12,17 @@
     POST /admin/v1/archive                      (bearer token) run every community's now
 
 Errors are ``text/plain`` reasons with nwaku's status codes (400 bad request, 401/403
-admin auth, 404, 405, 408 body too slow, 429 request budget, 500 internal, 503
-unavailable); a failure is logged with its traceback for operators and answered without one.
+admin auth, 404, 405, 408 body too slow, 429 request budget, 431 request head over 64 KiB,
+500 internal or the archive errors nwaku answers with 500, 503 unavailable); a failure is
+logged with its traceback for operators and answered without one.
+
+``/health`` is nwaku's ``HealthReport`` as current nwaku writes it (v0.36 on,
+``rest_api/endpoint/health/types.nim``, ``node/health_monitor/health_status.nim``):
+``{"nodeHealth": "READY", "protocolsHealth": [{"Store": "READY"}, {"Archives": "NOT_READY",
+"desc": "…"}]}``, statuses the enum names INITIALIZING, SYNCHRONIZING, READY, NOT_READY,
+NOT_MOUNTED, SHUTTING_DOWN, ``desc`` only when there is a reason, answered 200 whatever the
+state (nwaku does). One addition: archives that cannot be reconciled make ``nodeHealth``
+``"Degraded"`` and the answer 503, so that a probe notices.
 
 Limits (:mod:`waku_legacy.bridge.http_guard`, ``[server]`` in the config): connection caps,
 header/idle/body timeouts, and a request budget per client address in which the
@@ -47,6 +56,7 @@ from waku_legacy.bridge.rest_store import (
     LegacyCursor,
     LegacyCursorCache,
     RestError,
+    nwaku_hash,
     parse_legacy_query,
     parse_v3_query,
     run_legacy_query,
@@ -55,7 +65,6 @@ from waku_legacy.bridge.rest_store import (
 )
 from waku_legacy.bridge.store_access import StoreAccess
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.store.rest_json import parse_hash
 
 __all__ = ["BridgeBackend", "make_app", "make_runner"]
 
@@ -67,6 +76,18 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID = web.RequestKey("request_id", str)
 NEXT_CURSOR = web.RequestKey("next_cursor", object)  # a store page's continuation key
 UNBUDGETED = frozenset({"/health", "/metrics"})  # constant work: probes and scrapes
+MAX_HEAD_LINE = 64 * 1024  # nwaku's REST server: request heads up to 64 KiB (then 431)
+DEGRADED = "Degraded"  # the one nodeHealth of ours that nwaku does not have
+# The service's states -> nwaku's HealthStatus names (health_status.nim, v0.36 on).
+NWAKU_HEALTH = {
+    "Initializing": "INITIALIZING",
+    "Synchronizing": "SYNCHRONIZING",
+    "Ready": "READY",
+    "Not Ready": "NOT_READY",
+    "Not Mounted": "NOT_MOUNTED",
+    "Shutting Down": "SHUTTING_DOWN",
+    "Stopped": "SHUTTING_DOWN",
+}
 
 
 class BridgeBackend(Protocol):
@@ -105,7 +126,8 @@ def _continuation(request: web.Request) -> Hashable | None:
     try:
         if request.path == "/store/v3/messages":
             text = request.query.get("cursor")
-            return None if not text else ("v3", parse_hash(text, "cursor"))
+            cursor = None if not text else nwaku_hash(text)
+            return None if cursor is None else ("v3", cursor)
         if request.path == "/store/v1/messages":
             cursor = parse_legacy_query(request.query).cursor
             return None if cursor is None else _legacy_key(cursor)
@@ -218,6 +240,28 @@ def _make_middleware(
     return middleware
 
 
+def health_document(
+    node: str, protocols: list[dict[str, str]]
+) -> tuple[dict[str, Any], int]:
+    """nwaku's ``HealthReport`` JSON and status from the service's states: each protocol
+    ``{name: STATUS}``, plus ``desc`` for one that is not ready with a reason (a state
+    text ``"<state>: <reason>"``, as the service gives a degraded one)."""
+    entries: list[dict[str, str]] = []
+    for entry in protocols:
+        for name, state in entry.items():
+            status = NWAKU_HEALTH.get(state)
+            if status is not None:
+                entries.append({name: status})
+            else:
+                entries.append({name: "NOT_READY", "desc": state})
+    degraded = node == DEGRADED
+    document = {
+        "nodeHealth": DEGRADED if degraded else NWAKU_HEALTH.get(node, "NOT_READY"),
+        "protocolsHealth": entries,
+    }
+    return document, 503 if degraded else 200
+
+
 def _unauthorized(reason: str) -> web.HTTPUnauthorized:
     return web.HTTPUnauthorized(
         reason=reason, headers={"WWW-Authenticate": 'Bearer realm="waku-legacy admin"'}
@@ -255,6 +299,8 @@ def make_runner(
         # Bodies are read by the middleware (within body_timeout); what is left after a 408
         # or 413 is drained only this long before the connection closes (aiohttp: 10 s).
         lingering_time=0.5,
+        max_line_size=MAX_HEAD_LINE,  # a longer request line or header: 431 (GuardedHandler)
+        max_field_size=MAX_HEAD_LINE,
     )
 
 
@@ -295,11 +341,8 @@ def make_app(
         return _json_bytes(body)
 
     async def health(request: web.Request) -> web.Response:
-        node, protocols = backend.health()
-        return web.json_response(
-            {"nodeHealth": node, "protocolsHealth": protocols},
-            status=200 if node == "Ready" else 503,
-        )
+        document, status = health_document(*backend.health())
+        return web.json_response(document, status=status)
 
     async def info(request: web.Request) -> web.Response:
         return web.json_response(backend.info())

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from waku_legacy.bridge.logs import fields
@@ -193,6 +194,22 @@ class GuardedHandler(RequestHandler):
             return
         self.guard.refused("header_timeout", self.address)
         self.force_close()
+
+    def handle_error(
+        self,
+        request: Any,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if isinstance(exc, LineTooLong):
+            # nwaku (chronos httpserver getRequest): a request head beyond its limit is
+            # "431 Request Header Fields Too Large" with an empty body, connection closed
+            self.guard.refused("head_too_long", self.address)
+            response = web.Response(status=431, body=b"", content_type="text/plain")
+            response.force_close()
+            return response
+        return super().handle_error(request, status, exc, message)
 
 
 class GuardedServer(web.Server):

@@ -5,29 +5,39 @@ typed query or raise :class:`RestError` (HTTP status + reason); :func:`run_v3_qu
 :func:`run_legacy_query` answer one page from a :class:`MessageStore` as JSON bytes (they run
 on a store reader thread).
 
-``GET /store/v3/messages`` follows nwaku (``waku_api/rest/store/handlers.nim``,
-``waku_archive/archive.nim``, ``waku_store/common.nim``):
+``GET /store/v3/messages`` answers as nwaku does (read at nwaku 7d1c6ab, v0.37.x:
+``waku/rest_api/endpoint/store/handlers.nim`` and ``types.nim``, ``waku_archive/archive.nim``,
+``waku_store/self_req_handler.nim``, ``node/kernel_api/store.nim``), texts included; the README
+table "nwaku's REST answers on edge cases" lists each case:
 
-- ``includeData`` (Nim ``parseBool``: true/yes/on/1, false/no/off/0) defaults to **false**;
-- ``pageSize``: empty or 0 -> 20; above 100 -> 100 (nwaku clamps, it does not refuse);
-- ``ascending``: ``true`` (default) or ``false``; order is always (timestamp, hash) and every
-  page lists its messages in chronological order, whatever the direction; the cursor is the
-  hash of the last message of the page in query order, exclusive, present only when more
-  follow;
-- ``startTime``/``endTime``: inclusive, ns; values <= 0 mean "no bound" (nwaku);
-- ``cursor``/``hashes``: ``0x`` hex (emitted), bare hex or base64 (read);
-- at most 10 content topics; an all-zero cursor is refused.
+- ``includeData``: Nim ``parseBool`` (y/yes/true/1/on, n/no/false/0/off, any case, ``_``
+  ignored), default **false**; else 400 ``include data parsing error: cannot interpret as a
+  bool: <value>``;
+- ``pageSize``, ``startTime``, ``endTime``: Nim ``parseInt`` (sign, digits, ``_`` between
+  digits); 400 ``page size parsing error: invalid integer: <value>`` / ``… Parsed integer
+  outside of valid range`` (``time parsing error: …`` for times). Page size empty or 0 -> 20,
+  above 100 -> 100, negative -> 100 (nwaku converts it to uint64, which wraps). Times <= 0
+  mean "no bound";
+- ``ascending``: exactly ``true`` is ascending, anything else descending (no error);
+- ``cursor``/``hashes``: hex with an optional ``0x`` (stew ``hexToSeqByte``), 400
+  ``Exception converting hex string to bytes: …`` or ``waku message hash parsing error:
+  invalid hash length: <n>``; empty items of ``hashes`` are skipped (ours also reads the
+  base64 of a 32-byte hash, as clients of nwaku before v0.35 send it);
+- a cursor of all zeroes, a cursor that is no stored message, and over 10 content topics
+  *with* a cursor are the archive's errors, which nwaku's self-store path answers with 500
+  and ``error in handleSelfStoreRequest: BAD_RESPONSE: archive error: …``;
+- pubsub and content topics are not checked: an unknown or malformed topic matches nothing
+  (200, no messages).
 
-Where nwaku is lax, this server answers 400 with a reason instead of guessing: an
-``ascending`` that is neither ``true`` nor ``false`` (nwaku reads it as false), a negative
-or non-integer ``pageSize`` (nwaku wraps negatives to 2^64 - n), a page size beyond int64
-(nwaku: parse error, also 400), a cursor that is no stored message, a pubsub topic that is
-not a Waku v2 topic (``/waku/2/rs/<cluster>/<shard>`` or a named ``/waku/2/<name>/<enc>``)
-and a content topic that is not ``/<app>/<version>/<name>/<encoding>`` (23/WAKU2-TOPICS).
-``peerAddr`` is accepted and ignored: this node IS the store (nwaku without ``peerAddr``
-answers from its own store too); a value that is not a multiaddr is still a 400.
+Kept stricter than nwaku (the README table says why): a repeated parameter, a control
+character or non-UTF-8 text in a topic (nwaku's answer there depends on its database), more
+than 100 ``hashes``, and a ``peerAddr`` that is not a multiaddr are 400 with a reason.
+``peerAddr`` is otherwise ignored: this node IS the store (nwaku without ``peerAddr`` answers
+from its own store too).
 
-``GET /store/v1/messages`` is nwaku's legacy API: messages as ``{payload, contentTopic,
+``GET /store/v1/messages`` is nwaku's legacy API (``rest_api/endpoint/legacy_store/handlers.nim``:
+the same parsing with the texts ``Problem parsing page size [<Nim error>]`` and ``Problem
+parsing time [<Nim error>]``): messages as ``{payload, contentTopic,
 version, timestamp, ephemeral, meta?}``, cursor ``{pubsubTopic, senderTime, storeTime,
 digest: {data: base64}}`` with ``digest = sha256(contentTopic || payload)``; the cursor is
 used only when ``pubsubTopic``, ``senderTime``, ``storeTime`` and ``digest`` are all given.
@@ -45,9 +55,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from waku_legacy.errors import DecodeError, InvalidTopic, WakuLegacyError
+from waku_legacy.errors import WakuLegacyError
 from waku_legacy.identity.message_hash import store_v2_digest
-from waku_legacy.identity.shards import NamespacedContentTopic, parse_pubsub_topic
 from waku_legacy.store import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -55,15 +64,12 @@ from waku_legacy.store import (
     InvalidQuery,
     MessageStore,
 )
-from waku_legacy.store.rest_json import (
-    parse_hash,
-    parse_hashes,
-    response_json_bytes,
-)
+from waku_legacy.store.rest_json import MAX_HASHES_PER_QUERY, response_json_bytes
 from waku_legacy.store.types import StoredMessage, StoreError
 
 __all__ = [
     "MAX_CONTENT_TOPICS",
+    "NWAKU_CURSOR_NOT_FOUND",
     "LegacyCursorCache",
     "LegacyQuery",
     "RestError",
@@ -76,11 +82,17 @@ __all__ = [
 
 MAX_CONTENT_TOPICS = 10  # nwaku MaxContentTopicsPerQuery
 _I64_MAX = (1 << 63) - 1
-_INT = re.compile(r"[+-]?[0-9]+")
+_NIM_INT = re.compile(r"[+-]?[0-9][0-9_]*")  # Nim parseutils: '_' after a digit is skipped
 _TRUE = {"y", "yes", "true", "1", "on"}
 _FALSE = {"n", "no", "false", "0", "off"}
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _MULTIADDR = re.compile(r"/(ip4|ip6|dns|dns4|dns6|dnsaddr)/[^/]+(/[a-z0-9-]+/[^/]+)*")
-_NAMED_PUBSUB = re.compile(r"/waku/2/[^/\s]+(/[^/\s]+)+")
+# nwaku's self-store path answers an archive error with 500 and these texts
+# (self_req_handler.nim <- kernel_api/store.nim toStoreResult <- archive.nim / drivers).
+_ARCHIVE_ERROR = "error in handleSelfStoreRequest: BAD_RESPONSE: archive error: "
+NWAKU_CURSOR_NOT_FOUND = _ARCHIVE_ERROR + "DRIVER_ERROR: cursor not found"
+NWAKU_ZERO_CURSOR = _ARCHIVE_ERROR + "INVALID_QUERY: all zeroes cursor hash"
+NWAKU_TOO_MANY_TOPICS = _ARCHIVE_ERROR + "INVALID_QUERY: too many content topics"
 # Messages at one timestamp searched for a legacy cursor this server did not hand out
 # recently (cursors it did are found by hash, see LegacyCursorCache): a forged cursor costs
 # at most this many rows.
@@ -120,50 +132,106 @@ def _one(params: Params | Mapping[str, str], key: str) -> str | None:
     return values[0]
 
 
-def _int64(key: str, text: str) -> int:
-    text = text.strip()
-    if _INT.fullmatch(text) is None:
-        raise _bad(f"'{key}' must be an integer, got {text[:40]!r}")
-    if len(text) > 25 or not -_I64_MAX - 1 <= int(text) <= _I64_MAX:
-        raise _bad(f"'{key}' {text[:40]} does not fit a 64-bit integer")
-    return int(text)
+def nim_parse_int(text: str) -> int:
+    """Nim's ``strutils.parseInt`` (64-bit ``int``); raises ValueError with Nim's message."""
+    match = _NIM_INT.match(text)
+    if match is None:
+        raise ValueError(f"invalid integer: {text}")
+    digits = match.group().replace("_", "")
+    if len(digits) > 25 or not -_I64_MAX - 1 <= int(digits) <= _I64_MAX:
+        raise ValueError("Parsed integer outside of valid range")
+    if match.end() != len(text):
+        raise ValueError(f"invalid integer: {text}")
+    return int(digits)
 
 
-def _time(key: str, text: str | None) -> int | None:
+def _parsed_int(prefix: str, suffix: str, text: str) -> int:
+    try:
+        return nim_parse_int(text)
+    except ValueError as exc:
+        raise _bad(f"{prefix}{exc}{suffix}") from None
+
+
+def _time(text: str | None, legacy: bool = False) -> int | None:
     if text is None:
         return None
-    value = _int64(key, text)
+    if legacy:
+        value = _parsed_int("Problem parsing time [", "]", text)
+    else:
+        value = _parsed_int("time parsing error: ", "", text)
     return value if value > 0 else None  # nwaku: only positive times bound the query
 
 
-def _page_size(text: str | None) -> int:
+def _page_size(text: str | None, legacy: bool = False) -> int:
     if text is None:
         return DEFAULT_PAGE_SIZE
-    value = _int64("pageSize", text)
-    if value < 0:
-        raise _bad(f"'pageSize' must not be negative, got {value}")
+    if legacy:
+        value = _parsed_int("Problem parsing page size [", "]", text)
+    else:
+        value = _parsed_int("page size parsing error: ", "", text)
     if value == 0:
         return DEFAULT_PAGE_SIZE
-    return min(value, MAX_PAGE_SIZE)
+    # nwaku: uint64(parseInt(…)) wraps a negative size to 2^64 - n, then clamps it to 100
+    return MAX_PAGE_SIZE if value < 0 else min(value, MAX_PAGE_SIZE)
 
 
 def _ascending(text: str | None) -> bool:
-    if text is None:
-        return True
-    if text in ("true", "false"):
-        return text == "true"
-    raise _bad(f"'ascending' must be 'true' or 'false', got {text[:40]!r}")
+    return text is None or text == "true"  # nwaku paging.nim: (s == "true").into()
 
 
 def _include_data(text: str | None) -> bool:
     if text is None:
         return False
-    lowered = text.strip().lower()
-    if lowered in _TRUE:
+    normal = text.lower().replace("_", "")  # Nim strutils.normalize
+    if normal in _TRUE:
         return True
-    if lowered in _FALSE:
+    if normal in _FALSE:
         return False
-    raise _bad(f"'includeData' must be true or false, got {text[:40]!r}")
+    raise _bad(f"include data parsing error: cannot interpret as a bool: {text}")
+
+
+def _base64_hash(text: str) -> bytes | None:
+    b64 = text.replace(" ", "+").replace("-", "+").replace("_", "/")
+    b64 += "=" * (-len(b64) % 4)
+    try:
+        raw = base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) == 32 else None
+
+
+def nwaku_hash(text: str) -> bytes | None:
+    """A message hash as nwaku's REST ``parseHash`` reads it (None for ""), or a 400 with
+    nwaku's text. One leniency: a text that is not hex but base64 of 32 bytes (what clients
+    of nwaku before v0.35 send back) is read as that hash."""
+    if text == "":
+        return None
+    digits = text[2:] if text[:2] in ("0x", "0X") else text
+    bad = next((c for c in digits if c not in _HEX_DIGITS), None)
+    if len(text) % 2 or bad is not None:
+        raw = _base64_hash(text)
+        if raw is not None:
+            return raw
+    if len(text) % 2:
+        raise _bad("Exception converting hex string to bytes: hex string must have even length")
+    if bad is not None:
+        raise _bad(
+            f"Exception converting hex string to bytes: {bad} is not a hexadecimal character"
+        )
+    raw = bytes.fromhex(digits)
+    if len(raw) != 32:
+        raise _bad(f"waku message hash parsing error: invalid hash length: {len(raw)}")
+    return raw
+
+
+def _hashes(text: str | None) -> tuple[bytes, ...]:
+    if text is None:
+        return ()
+    items = text.split(",")
+    count = sum(1 for item in items if item)
+    if count > MAX_HASHES_PER_QUERY:  # ours: nwaku has no cap (its 64 KiB head bounds it)
+        raise _bad(f"{count} hashes in one query; at most {MAX_HASHES_PER_QUERY}")
+    return tuple(h for h in map(nwaku_hash, items) if h is not None)
 
 
 def _check_characters(kind: str, text: str) -> None:
@@ -178,29 +246,10 @@ def _check_characters(kind: str, text: str) -> None:
         raise _bad(f"{kind} {text[:80]!r} is not valid UTF-8") from None
 
 
-def check_pubsub_topic(text: str) -> str:
-    """A Waku v2 pubsub topic: a static shard (canonical) or a named ``/waku/2/…`` topic."""
-    _check_characters("pubsub topic", text)
-    if text.startswith("/waku/2/rs/"):
-        try:
-            parse_pubsub_topic(text)
-        except InvalidTopic as exc:
-            raise _bad(f"unknown pubsub topic: {exc.reason}") from None
-        return text
-    if len(text) > 1024 or _NAMED_PUBSUB.fullmatch(text) is None:
-        raise _bad(
-            f"unknown pubsub topic {text[:80]!r}: expected /waku/2/rs/<cluster>/<shard> "
-            "or a named /waku/2/<name>/<encoding> topic"
-        )
-    return text
-
-
-def check_content_topic(text: str) -> str:
-    _check_characters("content topic", text)
-    try:
-        NamespacedContentTopic.parse(text)
-    except InvalidTopic as exc:
-        raise _bad(f"unknown content topic: {exc.reason}") from None
+def _pubsub_topic(text: str | None) -> str | None:
+    """nwaku does not check the topic (an unknown or malformed one matches nothing)."""
+    if text is not None:
+        _check_characters("pubsub topic", text)
     return text
 
 
@@ -208,9 +257,9 @@ def _content_topics(text: str | None) -> tuple[str, ...]:
     if text is None:
         return ()
     topics = [t for t in text.split(",") if t != ""]
-    if len(topics) > MAX_CONTENT_TOPICS:
-        raise _bad(f"too many content topics: {len(topics)}, at most {MAX_CONTENT_TOPICS}")
-    return tuple(check_content_topic(t) for t in dict.fromkeys(topics))
+    for topic in topics:
+        _check_characters("content topic", topic)
+    return tuple(dict.fromkeys(topics))
 
 
 def _peer_addr(text: str | None) -> None:
@@ -233,27 +282,28 @@ class V3Query:
 
 def parse_v3_query(params: Params | Mapping[str, str]) -> V3Query:
     """Query parameters of ``GET /store/v3/messages`` (raises :class:`RestError`)."""
-    _peer_addr(_one(params, "peerAddr"))
-    pubsub = _one(params, "pubsubTopic")
+    # nwaku's order: includeData, topics, times, hashes, cursor, ascending, pageSize
+    include_data = _include_data(_one(params, "includeData"))
+    pubsub = _pubsub_topic(_one(params, "pubsubTopic"))
+    content_topics = _content_topics(_one(params, "contentTopics"))
+    start_time = _time(_one(params, "startTime"))
+    end_time = _time(_one(params, "endTime"))
+    hashes = _hashes(_one(params, "hashes"))
     cursor_text = _one(params, "cursor")
-    hashes_text = _one(params, "hashes")
-    try:
-        cursor = None if cursor_text is None else parse_hash(cursor_text, "cursor")
-        hashes = () if hashes_text is None else tuple(parse_hashes(hashes_text, "hashes"))
-    except DecodeError as exc:  # RestJsonError, LimitExceeded (over 100 hashes), ...
-        raise _bad(str(exc)) from None
-    if cursor is not None and cursor == bytes(32):
-        raise _bad("malformed cursor: all zeroes cursor hash")
+    cursor = None if cursor_text is None else nwaku_hash(cursor_text)
+    ascending = _ascending(_one(params, "ascending"))
+    page_size = _page_size(_one(params, "pageSize"))
+    _peer_addr(_one(params, "peerAddr"))
     return V3Query(
-        pubsub_topic=None if pubsub is None else check_pubsub_topic(pubsub),
-        content_topics=_content_topics(_one(params, "contentTopics")),
-        start_time=_time("startTime", _one(params, "startTime")),
-        end_time=_time("endTime", _one(params, "endTime")),
+        pubsub_topic=pubsub,
+        content_topics=content_topics,
+        start_time=start_time,
+        end_time=end_time,
         hashes=hashes,
         cursor=cursor,
-        ascending=_ascending(_one(params, "ascending")),
-        page_size=_page_size(_one(params, "pageSize")),
-        include_data=_include_data(_one(params, "includeData")),
+        ascending=ascending,
+        page_size=page_size,
+        include_data=include_data,
     )
 
 
@@ -270,6 +320,11 @@ def run_v3_query(
 ) -> bytes:
     """One page as nwaku's ``StoreQueryResponse`` JSON (runs on a store thread); the page's
     cursor (None when no more follow) is appended to ``cursor_out`` when given."""
+    if query.cursor is not None:  # archive.nim findMessages checks these with a cursor only
+        if query.cursor == bytes(32):
+            raise RestError(500, NWAKU_ZERO_CURSOR)
+        if len(query.content_topics) > MAX_CONTENT_TOPICS:
+            raise RestError(500, NWAKU_TOO_MANY_TOPICS)
     try:
         page = store.query(
             pubsub_topic=query.pubsub_topic,
@@ -282,8 +337,8 @@ def run_v3_query(
             limit=query.page_size,
             include_data=query.include_data,
         )
-    except CursorNotFound as exc:
-        raise _bad(f"malformed cursor: {exc}") from None
+    except CursorNotFound:
+        raise RestError(500, NWAKU_CURSOR_NOT_FOUND) from None
     if cursor_out is not None:
         cursor_out.append(page.cursor)
     return response_json_bytes(
@@ -328,10 +383,9 @@ def _digest(text: str) -> bytes:
 def parse_legacy_query(params: Params | Mapping[str, str]) -> LegacyQuery:
     """Query parameters of ``GET /store/v1/messages`` (raises :class:`RestError`)."""
     _peer_addr(_one(params, "peerAddr"))
-    pubsub_text = _one(params, "pubsubTopic")
-    pubsub = None if pubsub_text is None else check_pubsub_topic(pubsub_text)
-    sender = _time("senderTime", _one(params, "senderTime"))
-    stored = _time("storeTime", _one(params, "storeTime"))
+    pubsub = _pubsub_topic(_one(params, "pubsubTopic"))
+    sender = _time(_one(params, "senderTime"), legacy=True)
+    stored = _time(_one(params, "storeTime"), legacy=True)
     digest_text = _one(params, "digest")
     digest = None if digest_text is None else _digest(digest_text)
     cursor = None
@@ -340,11 +394,11 @@ def parse_legacy_query(params: Params | Mapping[str, str]) -> LegacyQuery:
     return LegacyQuery(
         pubsub_topic=pubsub,
         content_topics=_content_topics(_one(params, "contentTopics")),
-        start_time=_time("startTime", _one(params, "startTime")),
-        end_time=_time("endTime", _one(params, "endTime")),
+        start_time=_time(_one(params, "startTime"), legacy=True),
+        end_time=_time(_one(params, "endTime"), legacy=True),
         cursor=cursor,
         ascending=_ascending(_one(params, "ascending")),
-        page_size=_page_size(_one(params, "pageSize")),
+        page_size=_page_size(_one(params, "pageSize"), legacy=True),
     )
 
 

@@ -122,18 +122,24 @@ def deployed_store_response(include_data: bool) -> dict[str, Any]:
     return schema
 
 
-HEALTH_STATUS = ["Initializing", "Synchronizing", "Ready", "Not Ready", "Not Mounted",
-                 "Shutting Down"]  # fmt: skip
+# Current nwaku (v0.36 on): HealthStatus enum names (node/health_monitor/health_status.nim),
+# each protocol {"<name>": STATUS, "desc"?: reason} (rest_api/endpoint/health/types.nim).
+HEALTH_STATUS = ["INITIALIZING", "SYNCHRONIZING", "READY", "NOT_READY", "NOT_MOUNTED",
+                 "SHUTTING_DOWN"]  # fmt: skip
 HEALTH_REPORT = {
     "type": "object",
     "properties": {
         "nodeHealth": {"type": "string", "enum": HEALTH_STATUS},
         "protocolsHealth": {
             "type": "array",
-            "items": {"type": "object", "additional": {"type": "string", "enum": HEALTH_STATUS}},
+            "items": {
+                "type": "object",
+                "properties": {"desc": {"type": "string"}},
+                "additional": {"type": "string", "enum": HEALTH_STATUS},
+            },
         },
     },
-    "required": ["nodeHealth"],
+    "required": ["nodeHealth", "protocolsHealth"],
 }
 WAKU_INFO = {
     "type": "object",
