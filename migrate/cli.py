@@ -4,11 +4,15 @@
   (:mod:`~waku_legacy.migrate.config`).
 - ``export --community 0x… --channel UUID … --source SPEC … --out DIR``: one community's
   legacy history (archives, torrent, magnet link, report) without a config file or a store.
+  Without ``--channel`` the channels are found in the sources: the newest
+  ``CommunityDescription`` signed by the community key (:mod:`~waku_legacy.migrate.discover`);
+  the report lists them (``channels_from_description``), and so does the progress on stderr.
   ``SPEC`` is ``leveldb:PATH``, ``dump:PATH`` (globs ok), ``postgresql://…``,
   ``http(s)://…`` (a live nwaku REST node), ``rest-pages:PATH`` or ``sqlite:PATH`` (an nwaku
   SQLite archive).
 - ``demo --out DIR``: generates a realistic legacy sample (communities, channels, months of
-  encrypted and signed v1 envelopes in overlapping LevelDB mailservers, community keys), writes
+  encrypted and signed v1 envelopes in overlapping LevelDB mailservers, each community's signed
+  ``CommunityDescription``, community keys), writes
   the config it uses (``DIR/migrate.toml``, rerunnable with ``migrate``), and migrates it on
   local Spark into the embedded SQLite store, printing the magnet links and the report.
 
@@ -96,18 +100,48 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _discover(args: argparse.Namespace, sources: list[dict[str, Any]], out: Path) -> Any:
+    """The community's channels from its signed CommunityDescription messages."""
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.migrate.config import _parse_source
+    from waku_legacy.migrate.discover import discover_channels
+    from waku_legacy.migrate.progress import Progress
+
+    progress = Progress(enabled=not args.quiet)
+    community = CommunityId.parse(args.community)
+    configs = [_parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)]
+    progress.log(f"no --channel: reading the sources for {community}'s CommunityDescription")
+    found = discover_channels(
+        configs, community, work_dir=str(out / ".work"),
+        on_source=lambda name, n: progress.log(f"  {name}: {n} signed description(s)"),
+    )  # fmt: skip
+    progress.log(found.summary())
+    if not found.channels:
+        rejected = "; ".join(f"{n} {reason}" for reason, n in sorted(found.rejected.items()))
+        raise ConfigError(
+            f"export: no CommunityDescription signed by {community} lists a channel in the "
+            "sources"
+            + (f" (left out: {rejected})" if rejected else "")
+            + "; name the channels with --channel UUID"
+        )
+    return found
+
+
 def _export(args: argparse.Namespace) -> int:
     from waku_legacy.migrate.config import parse_config
 
-    if not args.channel:
-        raise ConfigError("export needs at least one --channel UUID of the community")
     out = Path(args.out).resolve()
+    sources = [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)]
     channels = [c for item in args.channel for c in item.split(",") if c.strip()]
+    discovery = None
+    if not channels:
+        discovery = _discover(args, sources, out)
+        channels = list(discovery.channels)
     community: dict[str, Any] = {"id": args.community, "channels": channels, "shard": args.shard}
     if args.key_file:
         community["key_file"] = str(Path(args.key_file).resolve())
     data: dict[str, Any] = {
-        "source": [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)],
+        "source": sources,
         "community": [community],
         "output": {
             "store": "",
@@ -122,10 +156,27 @@ def _export(args: argparse.Namespace) -> int:
     config = parse_config(_with_master(data, args.master), base_dir=Path.cwd(), origin="export")
     report = _run(config, args)
     result = report.communities[0] if report.communities else {}
+    if discovery is not None and report.communities:
+        # The channels came from the sources: say which, from which description.
+        result["channels_from_description"] = discovery.to_json()
+        _rewrite_report(config.output.report, report)
     if result.get("magnet_uri"):
         (out / "magnet.txt").write_text(result["magnet_uri"] + "\n")
     _emit(args, report)
+    if discovery is not None and not args.json:
+        print(f"\nchannels found: {discovery.summary()}")
+        print(f"  from: {discovery.newest_location}")
     return 0
+
+
+def _rewrite_report(path: str | None, report: Any) -> None:
+    if not path:
+        return
+    from waku_legacy.archive.layout import write_atomic
+
+    write_atomic(
+        Path(path), (json.dumps(report.to_json(), indent=2) + "\n").encode(), step="report"
+    )
 
 
 def _toml_value(value: Any) -> str:
@@ -154,6 +205,7 @@ def _demo(args: argparse.Namespace) -> int:
     from waku_legacy.migrate.progress import Progress
     from waku_legacy.migrate.sample import (
         SampleSpec,
+        generate_descriptions,
         generate_envelopes,
         make_communities,
         write_leveldb_mailservers,
@@ -175,6 +227,11 @@ def _demo(args: argparse.Namespace) -> int:
                 generate_envelopes(spec, communities), mailservers, seed=args.seed,
                 on_envelope=lambda _: bar.update(1),
             )  # fmt: skip
+        # Each community's signed descriptions (its channels), on every mailserver; written
+        # apart, so the message envelopes and their copies are those of earlier versions.
+        write_leveldb_mailservers(
+            generate_descriptions(spec, communities), mailservers, keep_probability=1.0
+        )
     else:
         progress.log(f"reusing the legacy sample in {out / 'legacy'}")
     keys = out / "keys"
@@ -238,7 +295,11 @@ def register(subparsers: Any) -> None:
     )
     export.add_argument("--community", required=True, help="community id, 0x + 66 hex")
     export.add_argument(
-        "--channel", action="append", default=[], help="channel UUID (repeat, or comma-separated)"
+        "--channel",
+        action="append",
+        default=[],
+        help="channel UUID (repeat, or comma-separated); none: the channels of the community's "
+        "newest signed CommunityDescription in the sources",
     )
     export.add_argument(
         "--source", action="append", required=True,

@@ -71,6 +71,32 @@ def test_export_one_community(spark, demo: Path, tmp_path: Path, capsys) -> None
     assert json.loads((out / "report.json").read_text())["communities"][0]["magnet_uri"] == magnet
 
 
+def test_export_finds_the_channels_from_the_community_description(
+    spark, demo: Path, tmp_path: Path, capsys
+) -> None:
+    config = tomllib.loads((demo / "migrate.toml").read_text())
+    community = config["community"][1]
+    out = tmp_path / "export"
+    args = ["export", "--community", community["id"], "--shard", str(community["shard"]),
+            "--key-file", community["key_file"], "--now", str(config["pipeline"]["now"]),
+            "--out", str(out), "--json"]  # fmt: skip
+    for source in config["source"]:
+        args += ["--source", "leveldb:" + source["path"]]
+    capsys.readouterr()
+    assert main(args) == 0  # no --channel
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    found = report["communities"][0]["channels_from_description"]
+    assert sorted(c["uuid"] for c in found["channels"]) == sorted(community["channels"])
+    assert found["descriptions"] >= 2 and found["rejected"] == {}
+    assert all(channel in captured.err for channel in community["channels"])  # progress
+    saved = json.loads((out / "report.json").read_text())["communities"][0]
+    assert saved["channels_from_description"] == found
+    name = community["id"]
+    ours = _archive_files(out)
+    assert ours and ours == {k: v for k, v in _archive_files(demo).items() if name in k}
+
+
 def test_kill_during_archiving_then_rerun(spark, demo: Path, tmp_path: Path) -> None:
     text = (demo / "migrate.toml").read_text()
     target = tmp_path / "killed"
