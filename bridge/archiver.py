@@ -37,11 +37,11 @@ from waku_legacy.archive import (
     CommunityLayout,
     SessionConfig,
     build_community_archives,
-    build_magnet_message,
     finish_interrupted_build,
     load_torrent,
     read_index,
 )
+from waku_legacy.archive.magnet import build_archive_link_messages
 from waku_legacy.archive.store import recorded_last_end
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig
@@ -54,6 +54,7 @@ from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
 from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
 from waku_legacy.mailserver_compat.convert import archive_message
 from waku_legacy.mailserver_compat.payload import decode_payload
+from waku_legacy.migrate.config import load_operator_key  # owner of [[community]]
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.store import MessageStore
 
@@ -196,6 +197,8 @@ class CommunityArchiver:
         self.metrics = metrics
         self.clock = clock
         self.key = key
+        # signs the archive-link message's 26/WAKU-PAYLOAD (None: the community key does)
+        self.operator_key = load_operator_key(community) if key is not None else None
         self.name = str(community.id)
         self.layout = CommunityLayout.of(config.archive_dir, community.id, config.torrent_dir)
         self.lock = asyncio.Lock()
@@ -248,6 +251,8 @@ class CommunityArchiver:
                     self.community.id, flavour=self.config.flavour, community_key=self.key,
                     pubsub_topic=self.community.pubsub_topic,
                     clock_ms=int(self.clock.time() * 1000),
+                    archive_link_chats=self.community.archive_link_chats,
+                    payload_signer=self.operator_key,
                 )  # fmt: skip
             except (WakuLegacyError, OSError) as exc:
                 self._degrade(f"cannot finish the interrupted archive build: {exc}")
@@ -285,6 +290,8 @@ class CommunityArchiver:
             list(self.community.channel_topics()), messages, now=now,
             flavour=self.config.flavour, community_key=self.key,
             pubsub_topic=self.community.pubsub_topic, clock_ms=int(self.clock.time() * 1000),
+            archive_link_chats=self.community.archive_link_chats,
+            payload_signer=self.operator_key,
         )  # fmt: skip
         return report, stats
 
@@ -332,15 +339,20 @@ class CommunityArchiver:
             self.next_publish = self.clock.time() + self.config.republish_interval
             return False
         clock_ms = int(self.clock.time() * 1000)
-        message = await asyncio.to_thread(
-            build_magnet_message,
+        # issue 12: on <id>-memberUpdate (current clients) and/or <id>-magnetlinks (2024
+        # clients), as the community's archive_link_chats asks; one clock for both
+        messages = await asyncio.to_thread(
+            build_archive_link_messages,
             self.key,
             magnet_uri,
             clock_ms,
             pubsub_topic=self.community.pubsub_topic,
+            chats=self.community.archive_link_chats,
+            payload_signer=self.operator_key,
         )
         try:
-            await self.relay.publish(self.community.pubsub_topic, message)
+            for _chat, message in messages:
+                await self.relay.publish(self.community.pubsub_topic, message)
         except RelayError as exc:
             self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
             self.metrics.magnet_published.inc(1, self.name, "error")

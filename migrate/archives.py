@@ -434,10 +434,15 @@ def build_archives(
     finally:
         archived.unpersist()
 
+    from waku_legacy.migrate.config import load_operator_key
+
     report = build_community_archives(
         archive_dir, torrent_dir, community.id, topics, [],
         now=now, flavour=flavour, community_key=community_key,
         pubsub_topic=community.pubsub_topic, clock_ms=now * 1000, fault=archive_fault,
+        # issue 12: -memberUpdate and/or -magnetlinks; payload signed by the operator key
+        archive_link_chats=community.archive_link_chats,
+        payload_signer=load_operator_key(community) if community_key is not None else None,
     )  # fmt: skip
     result.last_end = report.last_end
     result.total_archives = report.total_archives

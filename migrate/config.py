@@ -26,6 +26,11 @@
     channels = ["<uuid>", …]
     shard = 128                         # its relay shard: /waku/2/rs/16/<shard>
     key_file = "community.key"          # optional: hex private key, signs the magnet-link message
+    archive_link_chats = "both"         # where the archive link is sent: "universal"
+                                        #   (<id>-memberUpdate, current clients), "magnetlinks"
+                                        #   (<id>-magnetlinks, 2024 clients) or "both"
+    operator_key_file = "operator.key"  # optional: signs the 26/WAKU-PAYLOAD of that message
+                                        #   (status-go: the sending node's key); default key_file
     name = "…"                          # optional label
 
     [pipeline]                          # optional
@@ -76,6 +81,7 @@ __all__ = [
     "SourceKind",
     "SparkConfig",
     "load_config",
+    "load_operator_key",
     "parse_config",
 ]
 
@@ -132,6 +138,8 @@ class CommunityConfig:
     shard: int
     key_file: str | None = None
     name: str | None = None
+    archive_link_chats: str = "both"  # "both" | "universal" | "magnetlinks"
+    operator_key_file: str | None = None  # signs the archive-link message's 26/WAKU-PAYLOAD
 
     @property
     def pubsub_topic(self) -> str:
@@ -371,8 +379,34 @@ def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
         raise ConfigError(f"{t.where}: key 'shard': {exc}") from None
     key_file = resolve_path(base, t.string("key_file"))
     name = t.string("name")
+    link_chats = t.string("archive_link_chats", default="both")
+    if link_chats not in ("both", "universal", "magnetlinks"):
+        raise t.error(
+            "archive_link_chats",
+            '"both", "universal" (<id>-memberUpdate, read by current Status clients) or '
+            '"magnetlinks" (<id>-magnetlinks, read by clients from 2024)',
+            link_chats,
+        )
+    operator_key_file = resolve_path(base, t.string("operator_key_file"))
     t.done()
-    return CommunityConfig(community, channels, shard, key_file, name)
+    return CommunityConfig(
+        community, channels, shard, key_file, name,
+        archive_link_chats=link_chats, operator_key_file=operator_key_file,
+    )  # fmt: skip
+
+
+def load_operator_key(community: CommunityConfig) -> Any:
+    """The key that signs the archive-link message's 26/WAKU-PAYLOAD (``operator_key_file``),
+    or None: then the community key signs it as well. status-go signs that layer with the
+    sending node's identity key (``Transport.addSig``)."""
+    if community.operator_key_file is None:
+        return None
+    from waku_legacy.mailserver_compat.nodekey import load_node_key
+
+    try:
+        return load_node_key(community.operator_key_file)
+    except WakuLegacyError as exc:
+        raise ConfigError(f"[[community]] {community.id}: operator_key_file: {exc}") from None
 
 
 def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin: str = "<config>"

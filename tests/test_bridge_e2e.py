@@ -140,7 +140,7 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
         posted = [_channel_envelope(f"new {i}", sender, now) for i in range(5)]
         await peer.send_envelopes([e.encode() for e in posted])
         await peer.disconnect()
-        channel_posts = lambda: [b for _, b in nwaku.published if b["contentTopic"] != _magnet_ct()]  # noqa: E731
+        channel_posts = lambda: [b for _, b in nwaku.published if b["contentTopic"] not in _magnet_cts()]  # noqa: E731, E501
         await _wait(lambda: len(channel_posts()) == 5, what="five relay publishes")
         assert {base64.b64decode(b["payload"]) for b in channel_posts()} == {e.data for e in posted}
         await service.live.writer.flush()
@@ -219,3 +219,8 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
 
 def _magnet_ct() -> str:
     return content_topic_of_chat(COMMUNITY.magnetlinks_chat_id)
+
+
+def _magnet_cts() -> set[str]:
+    """Archive links go to -memberUpdate and -magnetlinks (issue 12, default "both")."""
+    return {_magnet_ct(), COMMUNITY.universal_content_topic}

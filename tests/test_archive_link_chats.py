@@ -1,0 +1,150 @@
+"""Issue 12: where archive links go (``archive_link_chats``) and who signs their payload
+(``operator_key_file``), from the config to what the bridge publishes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.test_archive_magnet import chat_content_topic, independent_open
+from tests.test_bridge_support import FakeNwaku, bridge_config
+from waku_legacy.bridge.clock import ManualClock
+from waku_legacy.bridge.service import BridgeService
+from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+from waku_legacy.errors import ConfigError
+from waku_legacy.identity.message_hash import message_hash
+from waku_legacy.identity.topics import CommunityId, chat_topic, symmetric_key_for_chat
+from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
+from waku_legacy.mailserver_compat.payload import encode_payload
+from waku_legacy.mailserver_compat.pow import seal
+from waku_legacy.migrate.config import load_operator_key, parse_community
+from waku_legacy.proto import waku_message_pb2
+from waku_legacy.store import StoredMessage, open_store
+
+KEY = private_key_from_bytes(bytes.fromhex("3d" * 32))
+OPERATOR = private_key_from_bytes(bytes.fromhex("4e" * 32))
+COMMUNITY = CommunityId(KEY.public_key.format(compressed=True))
+CHANNEL = str(uuid.UUID(int=7))
+
+
+def _community(**extra: object) -> dict:
+    return {"id": str(COMMUNITY), "channels": [CHANNEL], "shard": 200, **extra}
+
+
+def test_universal_chat_id_and_topic() -> None:
+    assert COMMUNITY.universal_chat_id == str(COMMUNITY) + "-memberUpdate"
+    assert COMMUNITY.universal_content_topic == chat_content_topic(str(COMMUNITY) + "-memberUpdate")
+
+
+def test_config_archive_link_chats_and_operator_key(tmp_path: Path) -> None:
+    assert parse_community(_community(), 1, tmp_path).archive_link_chats == "both"
+    for value in ("both", "universal", "magnetlinks"):
+        parsed = parse_community(_community(archive_link_chats=value), 1, tmp_path)
+        assert parsed.archive_link_chats == value
+    with pytest.raises(ConfigError) as caught:
+        parse_community(_community(archive_link_chats="memberUpdate"), 1, tmp_path)
+    message = str(caught.value)
+    assert "archive_link_chats" in message and "'memberUpdate'" in message
+    assert '"universal"' in message and '"magnetlinks"' in message
+
+    parsed = parse_community(_community(operator_key_file="op.key"), 1, tmp_path)
+    assert parsed.operator_key_file == str(tmp_path / "op.key")
+    with pytest.raises(ConfigError, match="operator_key_file"):
+        load_operator_key(parsed)  # not there
+    (tmp_path / "op.key").write_text("zz" * 32)
+    with pytest.raises(ConfigError, match=r"operator_key_file.*non-hex"):
+        load_operator_key(parsed)
+    (tmp_path / "op.key").write_text(OPERATOR.secret.hex())
+    assert load_operator_key(parsed).secret == OPERATOR.secret
+    assert load_operator_key(parse_community(_community(), 1, tmp_path)) is None
+
+
+async def _wait(condition, timeout: float = 15.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def _published(tmp_path: Path, **community: object) -> list[tuple[str, dict]]:
+    """Start the bridge on a store with a few channel messages; what its first run sends."""
+    chat = COMMUNITY.channel_chat_id(CHANNEL)
+    (tmp_path / "c.key").write_text(KEY.secret.hex())
+    (tmp_path / "op.key").write_text(OPERATOR.secret.hex())
+    url = f"sqlite:///{tmp_path}/store.sqlite3"
+    pubsub = "/waku/2/rs/16/200"
+    t0 = 1_750_000_000
+    rows = []
+    for i in range(3):
+        data = encode_payload(b"m%d" % i, symmetric_key=symmetric_key_for_chat(chat))
+        msg = envelope_to_waku_message(seal(t0 - 3600 + i, 10, chat_topic(chat), data, 0))
+        rows.append(StoredMessage(message_hash(pubsub, msg), pubsub, msg.content_topic,
+                                  msg.payload, 1, msg.timestamp))  # fmt: skip
+    with open_store(url) as store:
+        store.insert_messages(rows)
+    nwaku = await FakeNwaku().start()
+    config = bridge_config(
+        tmp_path, url, relay={"url": nwaku.url},
+        archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
+                 "seed_listen": "127.0.0.1:0", "trackers": False, "republish_interval": "1d"},
+        community=[_community(key_file="c.key", **community)],
+    )  # fmt: skip
+    try:
+        service = BridgeService(config, clock=ManualClock(t0))
+        await service.start()
+        archiver = service.archive.archivers[str(COMMUNITY)]
+        await _wait(lambda: archiver.last_run and archiver.last_run.published, what="first run")
+        await service.stop()
+    finally:
+        await nwaku.stop()
+    return list(nwaku.published)
+
+
+def _raw(body: dict) -> bytes:
+    return waku_message_pb2.WakuMessage(
+        payload=base64.b64decode(body["payload"]), content_topic=body["contentTopic"],
+        version=body["version"], timestamp=body["timestamp"],
+    ).SerializeToString()  # fmt: skip
+
+
+@pytest.mark.network
+@pytest.mark.torrent
+async def test_bridge_publishes_on_the_universal_chat_signed_by_the_operator(tmp_path):
+    published = await _published(
+        tmp_path, archive_link_chats="universal", operator_key_file="op.key"
+    )
+    universal = COMMUNITY.universal_chat_id
+    assert [b["contentTopic"] for _, b in published] == [chat_content_topic(universal)]
+    pubsub, body = published[0]
+    assert pubsub == "/waku/2/rs/16/200"
+    assert body["meta"] == "" and body["ephemeral"] is False
+    opened = independent_open(_raw(body), universal)
+    assert opened["type"] == 43 and opened["application_signer"] == COMMUNITY.public_key
+    assert opened["payload_signer"] == OPERATOR.public_key.format(compressed=True)
+    assert opened["archive_link"].startswith("magnet:?xt=urn:btih:")
+
+
+@pytest.mark.network
+@pytest.mark.torrent
+async def test_bridge_publishes_on_both_chats_by_default(tmp_path):
+    published = await _published(tmp_path)
+    topics = [b["contentTopic"] for _, b in published]
+    assert topics == [
+        chat_content_topic(COMMUNITY.universal_chat_id),
+        chat_content_topic(COMMUNITY.magnetlinks_chat_id),
+    ]
+    clocks = set()
+    for (_, body), chat_id in zip(
+        published, (COMMUNITY.universal_chat_id, COMMUNITY.magnetlinks_chat_id), strict=True
+    ):
+        opened = independent_open(_raw(body), chat_id)
+        # no operator key: the community key signs the payload too
+        assert opened["payload_signer"] == opened["application_signer"] == COMMUNITY.public_key
+        clocks.add(opened["clock"])
+    assert len(clocks) == 1  # one clock for both copies
