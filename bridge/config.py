@@ -63,6 +63,10 @@
     channels = ["<uuid>", …]
     shard = 128
     key_file = "community.key"               # signs the magnet-link message (needed to publish)
+    archive_link_chats = "both"              # "universal" (<id>-memberUpdate, current
+                                             #   clients), "magnetlinks" (2024 clients), both
+    operator_key_file = "operator.key"       # optional: signs that message's 26/WAKU-PAYLOAD
+                                             #   (status-go: the node's key); default key_file
 
     [admin]
     token = "…"                              # or token_file = "admin.token" (one of the two)
