@@ -39,6 +39,12 @@
     queue = 10000                            # bounded forward queue (oldest dropped, counted)
     default_pubsub_topic = "/waku/2/rs/16/32"   # v1 topics of no configured community
 
+    [[relay.protected_shard]]                # repeat: a DoS-protected topic (57/STATUS-Simple-
+    pubsub_topic = "/waku/2/rs/16/128"       #   Scaling); messages on it carry the shard key's
+    key_file = "shard-128.key"               #   signature in meta; without a key_file the
+    public_key = "0x04…"                     #   bridge refuses to publish there. public_key
+                                             #   (optional) must match the key_file's key
+
     [history]                                # optional: keep the last 30 days complete
     nodes = ["http://store-1:8645"]          # nwaku REST store endpoints to pull from
     window = "30d"
@@ -113,6 +119,7 @@ __all__ = [
     "CommunityConfig",
     "HistoryConfig",
     "LoggingConfig",
+    "ProtectedShard",
     "RelayConfig",
     "ServerConfig",
     "StoreConfig",
@@ -189,12 +196,23 @@ class V1Config:
 
 
 @dataclass(frozen=True, slots=True)
+class ProtectedShard:
+    """A DoS-protected pubsub topic (57): ``key_file`` signs ``meta`` (None: not ours to
+    publish on); ``public_key`` is the 65-byte uncompressed key messages verify against."""
+
+    pubsub_topic: str
+    key_file: str | None
+    public_key: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class RelayConfig:
     url: str
     timeout: float = 10.0
     retries: int = 3
     queue: int = 10_000
     default_pubsub_topic: str = GLOBAL_PUBSUB_TOPIC
+    protected_shards: tuple[ProtectedShard, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,10 +401,62 @@ def _parse_v1(top: ConfigTable, base: Path) -> V1Config | None:
     return config
 
 
-def _parse_relay(top: ConfigTable) -> RelayConfig | None:
+def _parse_protected_shard(raw: Any, number: int, base: Path) -> ProtectedShard:
+    from waku_legacy.crypto.secp256k1 import uncompressed_public_key
+    from waku_legacy.mailserver_compat.nodekey import load_node_key
+
+    t = ConfigTable(raw, f"[[relay.protected_shard]] #{number}")
+    topic = _pubsub_topic(t, "pubsub_topic", t.string("pubsub_topic", required=True))
+    t.where = f"[[relay.protected_shard]] {topic}"
+    key_file = resolve_path(base, t.string("key_file"))
+    text = t.string("public_key")
+    public_key = None
+    if text is not None:
+        try:
+            hex_text = text[2:] if text[:2] in ("0x", "0X") else text
+            public_key = uncompressed_public_key(bytes.fromhex(hex_text))
+        except (ValueError, WakuLegacyError):
+            raise t.error(
+                "public_key", "a secp256k1 public key in hex (65 bytes 04…, or 33 compressed)", text
+            ) from None
+    if key_file is not None:
+        try:
+            own = load_node_key(key_file).public_key.format(compressed=False)
+        except WakuLegacyError as exc:
+            raise ConfigError(f"{t.where}: key_file: {exc}") from None
+        if public_key is not None and own != public_key:
+            raise ConfigError(
+                f"{t.where}: key_file {key_file} holds the key of 0x{own.hex()}, not of the "
+                f"configured public_key; its signatures would not verify on this shard"
+            )
+        public_key = own
+    if public_key is None:
+        raise ConfigError(
+            f"{t.where}: give key_file (the shard key that signs messages on it) or, to only "
+            "mark the topic protected (publishing there refused), its public_key"
+        )
+    t.done()
+    return ProtectedShard(topic, key_file, public_key)
+
+
+def _parse_relay(top: ConfigTable, base: Path) -> RelayConfig | None:
     t = _optional_table(top, "relay")
     if t is None:
         return None
+    raw_shards = t._get("protected_shard")
+    if raw_shards is None:
+        raw_shards = []
+    if not isinstance(raw_shards, list):
+        raise t.error(
+            "protected_shard", "an array of tables ([[relay.protected_shard]])", raw_shards
+        )
+    shards = tuple(_parse_protected_shard(raw, n + 1, base) for n, raw in enumerate(raw_shards))
+    topics = [s.pubsub_topic for s in shards]
+    repeated = sorted({x for x in topics if topics.count(x) > 1})
+    if repeated:
+        raise ConfigError(
+            f"{t.where}: [[relay.protected_shard]] lists {', '.join(repeated)} more than once"
+        )
     config = RelayConfig(
         url=_http_url(t, "url", t.string("url", required=True)),
         timeout=_duration(t, "timeout", 10.0),
@@ -395,6 +465,7 @@ def _parse_relay(top: ConfigTable) -> RelayConfig | None:
         default_pubsub_topic=_pubsub_topic(
             t, "default_pubsub_topic", t.string("default_pubsub_topic", default=GLOBAL_PUBSUB_TOPIC)
         ),
+        protected_shards=shards,
     )
     t.done()
     return config
@@ -487,7 +558,7 @@ def parse_config(
     server = _parse_server(top)
     store = _parse_store(top, base)
     v1 = _parse_v1(top, base)
-    relay = _parse_relay(top)
+    relay = _parse_relay(top, base)
     history = _parse_history(top, base)
     archive = _parse_archive(top, base)
     raw_communities = top._get("community") or []

@@ -6,6 +6,15 @@
 the message (not subscribed, bad message): logged and counted, not retried. Connection
 errors, timeouts and 5xx are retried with exponential backoff.
 
+Protected shards (57/STATUS-Simple-Scaling, ``[[relay.protected_shard]]``): a message for a
+protected pubsub topic is published with ``meta`` = the shard key's 64-byte RFC 6979
+signature of ``sha256(pubsub_topic || payload || content_topic || timestamp int64 LE ||
+ephemeral byte)`` (:func:`waku_legacy.identity.shards.sign_waku_message`; the project's
+shared vector pins the rule), as nwaku/go-waku relay validators on such a topic require. A
+protected topic without a configured key is refused here (:class:`ProtectedTopicError`,
+counted ``refused``) rather than sent for the network to drop. The signed message is a copy:
+the caller's message (and its 14/WAKU2-MESSAGE hash) is not changed.
+
 :class:`RelayPublisher` owns a bounded queue so that a slow or absent nwaku never blocks a
 v1 peer: when the queue is full the OLDEST message is dropped and counted; :meth:`close`
 gives what is queued a bounded time to go out.
@@ -18,16 +27,18 @@ import collections
 import logging
 
 import aiohttp
+import coincurve
 
 from waku_legacy.archive import relay_publish_body, relay_publish_path
 from waku_legacy.bridge.config import RelayConfig
 from waku_legacy.bridge.http_body import read_text
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
-from waku_legacy.errors import WakuLegacyError
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.identity.shards import sign_waku_message
 from waku_legacy.proto import waku_message_pb2
 
-__all__ = ["RelayError", "RelayPublisher"]
+__all__ = ["ProtectedTopicError", "RelayError", "RelayPublisher"]
 
 log = logging.getLogger("waku_legacy.bridge.relay")
 
@@ -40,6 +51,19 @@ class RelayError(WakuLegacyError):
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(f"relay publish failed ({status or 'unreachable'}): {reason}")
         self.status = status
+
+
+class ProtectedTopicError(RelayError):
+    """A message for a protected pubsub topic whose shard key is not configured."""
+
+    def __init__(self, pubsub_topic: str) -> None:
+        WakuLegacyError.__init__(
+            self,
+            f"relay publish refused: {pubsub_topic} is a protected shard and no key_file is "
+            "configured for it ([[relay.protected_shard]]); the network drops unsigned messages",
+        )
+        self.status = 0
+        self.pubsub_topic = pubsub_topic
 
 
 class RelayPublisher:
@@ -55,6 +79,21 @@ class RelayPublisher:
         self.metrics = metrics
         self.session = session
         self.backoff = backoff
+        # protected topic -> its shard key (None: protected, not ours to sign)
+        self.shard_keys: dict[str, coincurve.PrivateKey | None] = {}
+        for shard in config.protected_shards:
+            key = None
+            if shard.key_file is not None:
+                from waku_legacy.mailserver_compat.nodekey import load_node_key
+
+                try:
+                    key = load_node_key(shard.key_file)
+                except WakuLegacyError as exc:
+                    raise ConfigError(
+                        f"[[relay.protected_shard]] {shard.pubsub_topic}: key_file: {exc}"
+                    ) from None
+            self.shard_keys[shard.pubsub_topic] = key
+        self._refused_topics: set[str] = set()  # logged once each (every refusal counted)
         self._queue: collections.deque[tuple[str, waku_message_pb2.WakuMessage]] = (
             collections.deque()
         )
@@ -64,8 +103,29 @@ class RelayPublisher:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
+    def prepare(
+        self, pubsub_topic: str, message: waku_message_pb2.WakuMessage
+    ) -> waku_message_pb2.WakuMessage:
+        """The message as it goes out on ``pubsub_topic``: on a protected shard a signed copy
+        (``meta``); raises :class:`ProtectedTopicError` when the shard key is missing."""
+        if pubsub_topic not in self.shard_keys:
+            return message
+        key = self.shard_keys[pubsub_topic]
+        if key is None:
+            raise ProtectedTopicError(pubsub_topic)
+        signed = waku_message_pb2.WakuMessage()
+        signed.CopyFrom(message)
+        sign_waku_message(key, pubsub_topic, signed)
+        return signed
+
     async def publish(self, pubsub_topic: str, message: waku_message_pb2.WakuMessage) -> None:
-        """Publish now (with retries); raises :class:`RelayError`."""
+        """Publish now (with retries); raises :class:`RelayError` (a
+        :class:`ProtectedTopicError` without sending when the shard key is missing)."""
+        try:
+            message = self.prepare(pubsub_topic, message)
+        except ProtectedTopicError:
+            self.metrics.relay_publish.inc(1, "refused")
+            raise
         url = self.config.url + relay_publish_path(pubsub_topic)
         body = relay_publish_body(message)
         timeout = aiohttp.ClientTimeout(total=self.config.timeout)
@@ -125,6 +185,10 @@ class RelayPublisher:
             pubsub_topic, message = self._queue.popleft()
             try:
                 await self.publish(pubsub_topic, message)
+            except ProtectedTopicError as exc:
+                if pubsub_topic not in self._refused_topics:
+                    self._refused_topics.add(pubsub_topic)
+                    log.warning("relay publish refused", extra=fields(error=str(exc)))
             except RelayError as exc:
                 log.warning(
                     "relay publish failed",
