@@ -361,3 +361,59 @@ def test_magnet_message_bytes_are_reproducible() -> None:
     later = build_magnet_message(key, link, 2_000, pubsub_topic="/waku/2/rs/16/128")
     assert first.SerializeToString() == again.SerializeToString()
     assert later.payload[-12:] != first.payload[-12:]
+
+
+def test_finishing_a_build_rewrites_old_layering_and_other_chats(tmp_path: Path) -> None:
+    """Files written before issue 12 (bare layering, -magnetlinks only), or for chats other
+    than the configured ones, are rewritten in status-go's layering for the chats asked."""
+    from waku_legacy.archive import finish_interrupted_build
+    from waku_legacy.archive.layout import CommunityLayout
+
+    messages = [
+        ArchiveMessage(
+            timestamp=1_650_000_000 + i, hash=bytes([i]) * 32, topic=b"abcd", payload=b"y"
+        )
+        for i in range(3)
+    ]
+    report = build_community_archives(
+        tmp_path / "a", tmp_path / "t", COMMUNITY, [b"abcd"], messages,
+        now=1_650_000_100, community_key=KEY, pubsub_topic=PUBSUB, clock_ms=CLOCK,
+        archive_link_chats="magnetlinks",
+    )  # fmt: skip
+    layout = CommunityLayout.of(tmp_path / "a", COMMUNITY, tmp_path / "t")
+    first = json.loads(layout.magnet_message_json.read_text())
+    assert [m["chat"] for m in first["messages"]] == ["magnetlinks"]
+    assert verify_magnet_message(layout.magnet_message_pb.read_bytes(), COMMUNITY).chat == (
+        "magnetlinks"
+    )
+
+    def finish(**kwargs):
+        return finish_interrupted_build(
+            tmp_path / "a", tmp_path / "t", COMMUNITY, community_key=KEY, pubsub_topic=PUBSUB,
+            clock_ms=CLOCK + 5, **kwargs,
+        )  # fmt: skip
+
+    assert not finish(archive_link_chats="magnetlinks").changed  # as configured: kept
+    fixed = finish()  # default "both"
+    assert fixed.magnet_message_rewritten and "not 'both'" in fixed.magnet_message_problem
+    document = json.loads(layout.magnet_message_json.read_text())
+    assert [m["chat"] for m in document["messages"]] == ["universal", "magnetlinks"]
+    assert not finish().changed  # byte-identical rerun: nothing to do
+
+    # a 2024-style .pb (bare ApplicationMetadataMessage) carrying the same link
+    chat_id = COMMUNITY.magnetlinks_chat_id
+    inner = status_archive_pb2.CommunityMessageArchiveLink(
+        clock=CLOCK, archive_link=report.magnet_uri
+    ).SerializeToString()
+    legacy = waku_message_pb2.WakuMessage(
+        payload=encode_payload(
+            wrap_application_message(inner, KEY), sign_with=KEY, symmetric_key=chat_key(chat_id)
+        ),
+        content_topic=chat_content_topic(chat_id),
+        version=1,
+    )
+    layout.magnet_message_pb.write_bytes(legacy.SerializeToString())
+    fixed = finish()
+    assert fixed.magnet_message_rewritten and "bare layering" in fixed.magnet_message_problem
+    opened = independent_open(layout.magnet_message_pb.read_bytes(), COMMUNITY.universal_chat_id)
+    assert opened["archive_link"] == report.magnet_uri
