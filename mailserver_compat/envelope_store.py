@@ -22,7 +22,8 @@ mailserver on that database answered.
 Backends: :class:`MemoryEnvelopeStore` (tests, dumps), :class:`LevelDBSource` and
 :class:`LegacyPostgresSource` (the legacy mailserver databases, via
 :mod:`~waku_legacy.mailserver_compat.storage`), :class:`V2StoreSource` (the v2 store: messages
-that came from v1 envelopes are served as those original envelopes).
+that came from v1 envelopes are served as those original envelopes, messages that started on
+v2 as the envelopes the v1<->v2 bridge built for them).
 :func:`open_envelope_store` picks one from a URL.
 """
 

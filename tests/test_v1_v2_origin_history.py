@@ -11,6 +11,7 @@ messages that came from v1 envelopes, so a v1 member sees the v2 member's conver
 from __future__ import annotations
 
 import random
+import uuid
 
 import pytest
 import rlp
@@ -82,10 +83,28 @@ def _conversation(count: int = 240, seed: int = 5):
     return rows, texts
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
+        return
+    import psycopg
+
+    from tests.conftest import dsn_for_database
+
+    base = request.getfixturevalue("postgres_dsn")
+    name = "v2o_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield dsn_for_database(base, name)
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture
-def store(tmp_path):
+def store(store_url):
     rows, texts = _conversation()
-    store = open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    store = open_store(store_url)
     store.insert_messages(rows)
     store.texts = texts  # type: ignore[attr-defined]
     store.rows = rows  # type: ignore[attr-defined]
