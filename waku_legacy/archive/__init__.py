@@ -30,8 +30,10 @@ Torrent and magnet link
     build_torrent(archive_dir, torrent_dir, community, *, flavour, announce_list,
                   created_by, creation_date=None) -> TorrentInfo(info_hash, magnet_uri, path, ...)
     load_torrent(path_or_bytes) -> TorrentFile; magnet_uri(info_hash, name, trackers) -> str
-    build_magnet_message(community_key, magnet_uri, clock_ms, *, pubsub_topic)
-        -> waku_message_pb2.WakuMessage
+    build_magnet_message(community_key, magnet_uri, clock_ms, *, pubsub_topic,
+                         chat="universal", payload_signer=None) -> waku_message_pb2.WakuMessage
+        (= build_archive_link_message: status-go's layering, on <id>-memberUpdate or
+        <id>-magnetlinks); build_archive_link_messages(..., chats="both") -> [(chat, message)]
     relay_publish_body(message) -> dict; relay_publish_path(pubsub_topic) -> str
     verify_magnet_message(message, community, *, last_clock=None) -> VerifiedMagnetLink
 
@@ -85,6 +87,7 @@ from waku_legacy.archive.fetch import (
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault
 from waku_legacy.archive.magnet import (
     VerifiedMagnetLink,
+    build_archive_link_messages,
     build_magnet_message,
     relay_publish_body,
     relay_publish_path,
@@ -156,6 +159,7 @@ __all__ = [
     "Window",
     "append_archives",
     "archive_id",
+    "build_archive_link_messages",
     "build_community_archives",
     "build_magnet_message",
     "build_torrent",
