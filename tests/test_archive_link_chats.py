@@ -148,3 +148,15 @@ async def test_bridge_publishes_on_both_chats_by_default(tmp_path):
         assert opened["payload_signer"] == opened["application_signer"] == COMMUNITY.public_key
         clocks.add(opened["clock"])
     assert len(clocks) == 1  # one clock for both copies
+
+
+def test_identity_topics_lists_the_universal_chat(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from waku_legacy.cli import main
+
+    assert main(["topics", "--community", str(COMMUNITY), "--channel", CHANNEL]) == 0
+    out = json.loads(capsys.readouterr().out)
+    universal = str(COMMUNITY) + "-memberUpdate"
+    assert out["universal"]["chat_id"] == universal
+    assert out["universal"]["content_topic"] == chat_content_topic(universal)

@@ -121,6 +121,9 @@ def _topics_command(args: argparse.Namespace) -> int:
             "community": _chat_entry(community.chat_id),
             "channels": channels,
             "magnetlinks": _chat_entry(community.magnetlinks_chat_id),
+            # <id>-memberUpdate: current clients' archive links (and, since status-go PR #5864,
+            # every community chat message)
+            "universal": _chat_entry(community.universal_chat_id),
             "pubsub_topic": pubsub_topic,
             "shard": {
                 "cluster": STATUS_CLUSTER_ID,
