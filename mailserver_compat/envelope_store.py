@@ -133,12 +133,14 @@ def page_from(
     """Take up to ``limit`` matching rows from an ordered row stream (status-go paging),
     examining at most ``max_scan`` rows (then a partial page ending at the last one). A
     row ``(key, None)`` is a source's scan bound: the page ends there, partial, with a
-    cursor that resumes at ``key``."""
+    cursor that resumes at ``key``; a row ``(key, b"")`` is a watermark, skipped."""
     page: list[tuple[bytes, bytes]] = []
     scanned = 0
     for key, value in rows:
-        if value is None:  # a source's scan bound: nothing at or after ``key`` was read
-            return StorePage(page, _before(key), partial=True)
+        if not value:
+            if value is None:  # a source's scan bound: nothing at or after ``key`` was read
+                return StorePage(page, _before(key), partial=True)
+            continue  # a source's watermark (nothing below ``key`` is still to come)
         scanned += 1
         if wanted(_topic_of(key, value)):
             page.append((key, value))
@@ -338,7 +340,12 @@ class V2StoreSource:
         if (
             message.version == PAYLOAD_VERSION_WAKU1  # type: ignore[attr-defined]
             and is_v1_content_topic(message.content_topic)  # type: ignore[attr-defined]
-            and self.store.get_envelope(digest) is None  # type: ignore[attr-defined]
+            # A message that came from an envelope is stamped on a whole second (sent time
+            # * 10**9): only those can have one, so only those are looked up.
+            and (
+                message.timestamp % _NANOS  # type: ignore[attr-defined]
+                or self.store.get_envelope(digest) is None  # type: ignore[attr-defined]
+            )
         ):
             try:
                 envelope = bridged_history_envelope(
@@ -363,6 +370,7 @@ class V2StoreSource:
         upper_key: bytes,
         topics: Sequence[bytes],
         max_scan: int | None,
+        batch: int,
     ) -> Iterator[tuple[bytes, bytes | None]]:
         """v2-origin envelopes with keys in ``[start_key, upper_key]`` in DB-key order;
         ends with ``(db_key_bound(s), None)`` when the scan bound stopped it before second
@@ -381,6 +389,10 @@ class V2StoreSource:
                 if start_key <= key <= upper_key:
                     yield key, raw
             group.clear()
+            if second is not None:
+                # A watermark: this second is done, so the merge can pass it without this
+                # stream reading ahead (a second holding only v1-origin rows yields nothing).
+                yield second.to_bytes(4, "big") + b"\xff" * (DB_KEY_SIZE - 4), b""
 
         while True:
             page = self.store.query(  # type: ignore[attr-defined]
@@ -389,7 +401,7 @@ class V2StoreSource:
                 end_time=last * _NANOS + _NANOS - 1,
                 cursor=cursor,
                 ascending=True,
-                limit=self.batch,
+                limit=batch,
             )
             for message in page.messages:
                 sent = message.timestamp // _NANOS
@@ -430,7 +442,9 @@ class V2StoreSource:
         start_key = max(lower_key, cursor + _AFTER_CURSOR) if cursor else lower_key
         topic_list = list(topics)
         original = self._rows(lower_key, upper_key, topic_list, cursor)
-        bridged = self._v2_origin(start_key, upper_key, topic_list, max_scan)
+        # Store reads sized to the page: this stream only has to keep up with it.
+        batch = max(16, min(self.batch, limit))
+        bridged = self._v2_origin(start_key, upper_key, topic_list, max_scan, batch)
         merged = heapq.merge(original, bridged, key=lambda row: row[0])
         with contextlib.closing(original), contextlib.closing(bridged):
             return page_from(merged, TopicFilter(topics, bloom), limit, max_scan)
