@@ -38,7 +38,7 @@ from waku_legacy.archive.layout import fsync_dir, write_atomic
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
-from waku_legacy.bridge.relay import RelayPublisher
+from waku_legacy.bridge.relay import ProtectedTopicError, RelayPublisher
 from waku_legacy.bridge.store_access import StoreAccess
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import DecodeError, WakuLegacyError
@@ -288,6 +288,12 @@ class LiveBridge:
         """The mailserver's sink: an accepted live envelope from a v1 peer."""
         message = envelope_to_waku_message(envelope)
         pubsub_topic = self.router.pubsub_for(message.content_topic)
+        live = message.timestamp >= int((self.clock.time() - self.live_window) * 1_000_000_000)
+        if self.relay is not None and live:
+            # On a protected shard the network carries the shard-signed copy (meta), whose
+            # hash differs: store that one, or the history pull would later store it twice.
+            with contextlib.suppress(ProtectedTopicError):  # submit() refuses and counts it
+                message = self.relay.prepare(pubsub_topic, message)
         digest = message_hash(pubsub_topic, message)
         if not self.seen.add(digest):
             self.metrics.envelopes_dropped.inc(1, "repeat")
@@ -300,12 +306,11 @@ class LiveBridge:
                 bytes(envelope.data),
                 PAYLOAD_VERSION_WAKU1,
                 message.timestamp,
-                None,
+                bytes(message.meta) or None,
                 bytes(raw),
                 db_key_for(envelope).encode(),
             )
         )
-        live = message.timestamp >= int((self.clock.time() - self.live_window) * 1_000_000_000)
         if self.relay is not None and live:
             self.relay.submit(pubsub_topic, message)
         elif self.relay is not None:

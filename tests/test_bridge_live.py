@@ -132,6 +132,40 @@ async def test_v1_envelopes_are_stored_published_and_passed_on(tmp_path):
         await nwaku.stop()
 
 
+async def test_on_a_protected_shard_the_signed_message_is_the_one_stored(tmp_path):
+    """The relay publishes a shard-signed copy (57); the store keeps that same message (its
+    meta and hash), so the network's copy pulled back later is no second row."""
+    from waku_legacy.identity.message_hash import message_hash
+    from waku_legacy.proto import waku_message_pb2
+
+    (tmp_path / "shard.key").write_text("11" * 32 + "\n")
+    nwaku = await FakeNwaku(store_relayed=False).start()
+    relay = {"url": nwaku.url, "retries": 2, "protected_shard": [
+        {"pubsub_topic": GLOBAL_PUBSUB_TOPIC, "key_file": str(tmp_path / "shard.key")}]}
+    service = await _service(tmp_path, nwaku, ManualClock(time.time()), relay=relay)
+    sender = await _peer(service)
+    try:
+        await _wait(lambda: len(service.mailserver.peers) == 1, what="peer")
+        await sender.send_envelopes([_envelope(b"signed on the shard").encode()])
+        await _wait(lambda: nwaku.published, what="relay publish")
+        topic, body = nwaku.published[0]
+        published = waku_message_pb2.WakuMessage(
+            payload=base64.b64decode(body["payload"]), content_topic=body["contentTopic"],
+            version=body["version"], timestamp=body["timestamp"],
+            meta=base64.b64decode(body["meta"]),
+        )  # fmt: skip
+        assert len(published.meta) == 64
+        await service.live.writer.flush()
+        digest = message_hash(topic, published)
+        stored = await service.store.read(lambda s: s.get_message(digest))
+        assert stored is not None and stored.meta == published.meta
+        assert await service.store.read(lambda s: s.count()) == 1
+    finally:
+        await sender.disconnect()
+        await service.stop()
+        await nwaku.stop()
+
+
 async def test_v2_messages_are_offered_to_v1_peers_once(tmp_path):
     now = time.time()
     clock = ManualClock(now)
