@@ -245,3 +245,33 @@ def test_bridged_history_envelope_refuses_what_v1_cannot_carry() -> None:
         bridged_history_envelope(
             content_topic="/status/1/x/proto", payload=b"x", version=1, timestamp=T0 * NS
         )
+
+
+class _CountingStore:
+    """The store, counting the messages its ``query`` hands out (a v1 page must not make
+    the v2-origin stream read ahead to the end of the range)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.read = 0
+
+    def query(self, **kwargs):
+        page = self.store.query(**kwargs)
+        self.read += len(page.messages)
+        return page
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_v1_origin_history_does_not_read_ahead(tmp_path) -> None:
+    rows, _ = _conversation(count=400)
+    store = open_store(f"sqlite:///{tmp_path / 'v1only.sqlite3'}")
+    store.insert_messages([r for r in rows if r.envelope is not None])  # no v2-origin at all
+    counting = _CountingStore(store)
+    served, _ = _all_pages(V2StoreSource(counting), T0, T0 + 500, limit=20, topics=(TOPIC,))
+    assert len(served) == 200
+    # Each page reads about a page of messages (one store batch, whole seconds); reading
+    # to the end of the range for every page would be ~ 200 * 10 / 2 = 1000 + 200.
+    assert counting.read <= 2 * 200 + 20 * 11
+    store.close()
