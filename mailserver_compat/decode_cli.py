@@ -264,9 +264,9 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
     ``SendPublic``) or the ApplicationMetadataMessage directly (``"layering": "bare"``)."""
     from waku_legacy.archive.magnet import (
         MAGNETLINKS,
+        MAX_MAGNET_MESSAGE_BYTES,
         UNIVERSAL,
         archive_link_chat_id,
-        open_layers,
     )
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.secp256k1 import compress_public_key, recover_public_key
@@ -278,6 +278,7 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
     )
     from waku_legacy.mailserver_compat.payload import decode_payload
     from waku_legacy.proto import application_metadata_pb2, status_archive_pb2, waku_message_pb2
+    from waku_legacy.proto.status_layers import open_layers
 
     message = _parse(waku_message_pb2.WakuMessage, data, "magnet-link message", args)
     result: dict[str, Any] = {"kind": "magnet-message", "message": _waku_message_json(message)}
@@ -312,8 +313,9 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
     result["waku_payload"] = _decoded_payload_json(decoded)
     result["waku_payload_signed"] = decoded.signer is not None  # status-go drops unsigned ones
     layering, installation_id, application_bytes = open_layers(
-        bytes(decoded.payload), "encryption layer (inside the 26/WAKU-PAYLOAD)"
-    )
+        bytes(decoded.payload), "encryption layer (inside the 26/WAKU-PAYLOAD)",
+        max_size=MAX_MAGNET_MESSAGE_BYTES,
+    )  # fmt: skip
     result["layering"] = layering
     if installation_id is not None:
         result["protocol_message"] = {

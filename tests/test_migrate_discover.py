@@ -166,3 +166,25 @@ def test_read_signed_description_checks() -> None:
     assert odd.channel_uuids == (community.channels[0],) and odd.ignored == ("Not-A-UUID",)
     assert newest_description([odd, good]) is good
     assert newest_description([]) is None
+
+
+def test_a_description_in_status_gos_protocol_message_layer_is_read() -> None:
+    """status-go's SendPublic wraps public messages in ProtocolMessage{public_message = 102};
+    a description sent that way is read like a bare one (the layer is built by hand here:
+    field 2 installation id, field 102 the ApplicationMetadataMessage)."""
+    community = make_communities(SampleSpec(communities=1))[0]
+    bare = description_message(community, community.channels, 11)
+    installation = b"6f1d2c3b-aaaa-4bbb-8ccc-0123456789ab"
+
+    def length_delimited(field: int, value: bytes) -> bytes:
+        tag, out = (field << 3) | 2, b""
+        while tag >= 0x80:
+            out, tag = out + bytes([(tag & 0x7F) | 0x80]), tag >> 7
+        size, length = len(value), b""
+        while size >= 0x80:
+            length, size = length + bytes([(size & 0x7F) | 0x80]), size >> 7
+        return out + bytes([tag]) + length + bytes([size]) + value
+
+    layered = length_delimited(2, installation) + length_delimited(102, bare)
+    found = read_signed_description(layered, community.id)
+    assert found.clock == 11 and set(found.channel_uuids) == set(community.channels)

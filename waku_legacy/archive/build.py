@@ -21,7 +21,6 @@ from waku_legacy.archive.errors import ArchiveCorrupted
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
 from waku_legacy.archive.magnet import (
     BOTH,
-    PROTOCOL_MESSAGE,
     build_archive_link_messages,
     relay_publish_body,
     relay_publish_path,
@@ -49,6 +48,7 @@ from waku_legacy.errors import ConfigError, CryptoError, DecodeError
 from waku_legacy.identity.shards import DEFAULT_NON_PROTECTED_PUBSUB_TOPIC
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import status_archive_pb2
+from waku_legacy.proto.status_layers import PROTOCOL_MESSAGE
 
 __all__ = ["BuildReport", "FinishReport", "build_community_archives", "finish_interrupted_build"]
 

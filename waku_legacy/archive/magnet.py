@@ -64,21 +64,23 @@ from waku_legacy.identity.topics import (
 )
 from waku_legacy.proto import (
     application_metadata_pb2,
-    encryption_protocol_pb2,
     status_archive_pb2,
     waku_message_pb2,
 )
 from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
+from waku_legacy.proto.status_layers import (
+    PROTOCOL_MESSAGE,
+    open_layers,
+    wrap_protocol_message,
+)
 
 __all__ = [
     "ARCHIVE_LINK_CHATS",
-    "BARE",
     "BOTH",
     "COMMUNITY_ARCHIVE_MAGNETLINK",
     "COMMUNITY_MESSAGE_ARCHIVE_LINK",
     "MAGNETLINKS",
     "MAX_MAGNET_MESSAGE_BYTES",
-    "PROTOCOL_MESSAGE",
     "UNIVERSAL",
     "OpenedArchiveLink",
     "VerifiedMagnetLink",
@@ -90,12 +92,10 @@ __all__ = [
     "installation_id_for",
     "magnet_message_from_json",
     "open_archive_link_message",
-    "open_layers",
     "relay_publish_body",
     "relay_publish_path",
     "verify_magnet_message",
     "wrap_application_message",
-    "wrap_protocol_message",
 ]
 
 COMMUNITY_MESSAGE_ARCHIVE_LINK = (
@@ -112,8 +112,6 @@ BOTH = "both"
 ARCHIVE_LINK_CHATS = (BOTH, UNIVERSAL, MAGNETLINKS)
 
 # How the 26/WAKU-PAYLOAD's plaintext was layered (what a reader saw).
-PROTOCOL_MESSAGE = "protocol-message"  # ProtocolMessage{public_message = AMM}, as status-go
-BARE = "bare"  # the ApplicationMetadataMessage directly (this project before issue 12)
 
 
 def _payload_codec() -> Any:
@@ -170,14 +168,6 @@ def wrap_application_message(
     signature = sign_recoverable(keccak256(payload), key)
     return application_metadata_pb2.ApplicationMetadataMessage(
         signature=signature, payload=payload, type=message_type
-    ).SerializeToString()
-
-
-def wrap_protocol_message(application: bytes, installation_id: str) -> bytes:
-    """The encryption layer of a public message: ``ProtocolMessage{installation_id,
-    public_message}`` (no X3DH bundle: this sender has no encryption installation)."""
-    return encryption_protocol_pb2.ProtocolMessage(
-        installation_id=installation_id, public_message=application
     ).SerializeToString()
 
 
@@ -362,24 +352,6 @@ class OpenedArchiveLink:
     application: Any  # ApplicationMetadataMessage
 
 
-def open_layers(plaintext: bytes, what: str) -> tuple[str, str | None, bytes]:
-    """(layering, installation id, ApplicationMetadataMessage bytes) of a payload's data.
-
-    status-go first parses the data as a ``ProtocolMessage`` and uses ``public_message``;
-    when that fails it falls back to the bare ApplicationMetadataMessage.
-    """
-    try:
-        wrapper = parse_message(
-            encryption_protocol_pb2.ProtocolMessage, plaintext, what,
-            max_size=MAX_MAGNET_MESSAGE_BYTES,
-        )  # fmt: skip
-    except ProtobufDecodeError:
-        wrapper = None
-    if wrapper is not None and wrapper.public_message:
-        return PROTOCOL_MESSAGE, wrapper.installation_id, bytes(wrapper.public_message)
-    return BARE, None, plaintext
-
-
 def open_archive_link_message(
     message: waku_message_pb2.WakuMessage | bytes, community: CommunityId
 ) -> OpenedArchiveLink:
@@ -410,7 +382,9 @@ def open_archive_link_message(
             "the 26/WAKU-PAYLOAD is not signed; status-go drops such a message "
             "(HandleTransportLayer needs the signature)",
         )
-    layering, installation_id, application_bytes = open_layers(bytes(decoded.payload), what)
+    layering, installation_id, application_bytes = open_layers(
+        bytes(decoded.payload), what, max_size=MAX_MAGNET_MESSAGE_BYTES
+    )
     application = _parse(
         application_metadata_pb2.ApplicationMetadataMessage, application_bytes, what
     )

@@ -68,19 +68,26 @@ def _canonical_uuid(key: str) -> str | None:
     return value if value == key.lower() else None
 
 
+MAX_DESCRIPTION_BYTES = 4 * 1024 * 1024  # a large community's description, with room
+
+
 def read_signed_description(message: bytes, community: CommunityId) -> SignedDescription:
-    """The description in a decrypted ``ApplicationMetadataMessage``.
+    """The description in a decrypted public message's data: an ``ApplicationMetadataMessage``,
+    bare or inside status-go's ``ProtocolMessage`` layer (``SendPublic``; both are read,
+    :mod:`waku_legacy.proto.status_layers`).
 
     :class:`~waku_legacy.identity.shards.CommunityDescriptionError` when the bytes are not
     a ``COMMUNITY_DESCRIPTION`` message, when its signature is missing or is not the
     community key's, or when the payload is not a ``CommunityDescription``.
     """
     from waku_legacy.proto import application_metadata_pb2, community_description_pb2
+    from waku_legacy.proto.status_layers import open_layers
 
     what = f"description of {community}"
+    _, _, application = open_layers(bytes(message), what, max_size=MAX_DESCRIPTION_BYTES)
     wrapper = application_metadata_pb2.ApplicationMetadataMessage()
     try:
-        wrapper.ParseFromString(bytes(message))
+        wrapper.ParseFromString(application)
     except ProtobufDecodeError as exc:
         raise CommunityDescriptionError(what, f"not an ApplicationMetadataMessage: {exc}") from exc
     if wrapper.type != COMMUNITY_DESCRIPTION_TYPE:
