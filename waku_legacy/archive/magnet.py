@@ -31,7 +31,8 @@ only the universal chat. :func:`build_archive_link_messages` builds one message 
 community's ``archive_link_chats`` setting asks for (default both).
 
 Members accept it only when the signer of the ApplicationMetadataMessage is the community and
-its clock is newer than the last accepted one (:func:`verify_magnet_message`); the chat it
+its clock is at least the last accepted one (:func:`verify_magnet_message`; status-go's
+``clock >= lastArchiveLinkClock``; choosing a clock to publish with: :mod:`.clock`); the chat it
 arrived on is not checked by status-go, so either topic is accepted here.
 """
 
@@ -421,7 +422,8 @@ def verify_magnet_message(
     Accepted on either chat (``-memberUpdate`` or ``-magnetlinks``) and in either layering
     (``ProtocolMessage``-wrapped or bare). Raises MagnetMessageError (not an archive-link
     message: wrong topic, version, type, bytes, unsigned payload), ForgedMagnetMessage (not
-    signed by the community key), StaleMagnetMessage (clock not newer than ``last_clock``);
+    signed by the community key), StaleMagnetMessage (clock lower than ``last_clock``;
+    equal is accepted, as status-go does);
     decryption failures surface as CryptoError.
     """
     what = "magnet-link message"
@@ -444,9 +446,11 @@ def verify_magnet_message(
             f"{what}: signed by 0x{signer.hex()}, not by the community {community}"
         )
     link = _parse(status_archive_pb2.CommunityMessageArchiveLink, application.payload, what)
-    if last_clock is not None and link.clock <= last_clock:
+    # status-go accepts ``clock >= lastArchiveLinkClock`` (HandleHistoryArchiveLinkMessage,
+    # protocol/messenger_handler.go): an equal clock is accepted, only a lower one is stale.
+    if last_clock is not None and link.clock < last_clock:
         raise StaleMagnetMessage(
-            what, f"clock {link.clock} is not newer than the last accepted {last_clock}"
+            what, f"clock {link.clock} is lower than the last accepted {last_clock}"
         )
     parsed = parse_magnet_uri(link.archive_link)
     return VerifiedMagnetLink(
