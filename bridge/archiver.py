@@ -41,6 +41,13 @@ from waku_legacy.archive import (
     load_torrent,
     read_index,
 )
+from waku_legacy.archive.clock import (
+    ClockChoice,
+    ClockEvidence,
+    choose_link_clock,
+    evidence_topics,
+    read_evidence,
+)
 from waku_legacy.archive.magnet import build_archive_link_messages
 from waku_legacy.archive.store import recorded_last_end
 from waku_legacy.bridge.clock import Clock
@@ -65,6 +72,9 @@ log = logging.getLogger("waku_legacy.bridge.archive")
 NS = 1_000_000_000
 DAY = 86_400
 RECONCILE_RETRY = 300.0  # seconds between attempts to finish an interrupted build
+# Newest messages read per topic when looking for the clocks a community already used (its
+# descriptions are republished often; the newest carry the highest field 9).
+CLOCK_EVIDENCE_LIMIT = 2000
 T = TypeVar("T")
 
 
@@ -120,6 +130,40 @@ def collect_archive_messages(
         cursor = page.cursor
     stats.archived_input = len(out)
     return out, stats
+
+
+def store_clock_evidence(store: MessageStore, community: CommunityConfig) -> ClockEvidence:
+    """Clocks ``community`` already used, from the local v2 store (any shard): the newest
+    ``CLOCK_EVIDENCE_LIMIT`` messages of each of :func:`evidence_topics`."""
+    rows: list[Any] = []
+    for topic in evidence_topics(community.id):
+        page = store.query(content_topics=[topic], ascending=False, limit=CLOCK_EVIDENCE_LIMIT)
+        rows.extend(page.messages)
+    return read_evidence(rows, community.id)
+
+
+def node_clock_evidence(
+    node: str, community: CommunityConfig, *, timeout: float = 30.0, retries: int = 2
+) -> ClockEvidence:
+    """The same from a store node, through its REST store API (the migration's pager)."""
+    from waku_legacy.migrate.store_rest import StorePager, fetch_pages
+    from waku_legacy.store.rest_json import parse_key_value
+
+    pager = StorePager(
+        pubsub_topic=community.pubsub_topic, content_topics=evidence_topics(community.id)
+    )
+    messages: list[Any] = []
+    for page in fetch_pages(node, pager, timeout=timeout, retries=retries):
+        for raw in page.messages:
+            try:
+                entry = parse_key_value(raw, f"{node} store entry")
+            except WakuLegacyError:
+                continue
+            if entry.message is not None:
+                messages.append(entry.message)
+        if len(messages) >= 3 * CLOCK_EVIDENCE_LIMIT:
+            break
+    return read_evidence(messages, community.id)
 
 
 class SeederHost:
@@ -188,8 +232,13 @@ class CommunityArchiver:
         metrics: BridgeMetrics,
         clock: Clock,
         key: coincurve.PrivateKey | None,
+        store_nodes: tuple[str, ...] = (),
+        store_node_timeout: float = 30.0,
     ) -> None:
         self.community = community
+        # [history] nodes, asked for the clocks the community already used before publishing
+        self.store_nodes = store_nodes
+        self.store_node_timeout = store_node_timeout
         self.config = config
         self.store = store
         self.seeder = seeder
@@ -204,6 +253,7 @@ class CommunityArchiver:
         self.lock = asyncio.Lock()
         self.last_run: RunReport | None = None
         self.last_published: dict[str, Any] | None = None
+        self.last_clock: ClockChoice | None = None  # the last archive-link clock and why
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
@@ -240,17 +290,43 @@ class CommunityArchiver:
         self.retry_at = self.clock.time() + RECONCILE_RETRY
         log.error("archives degraded", extra=fields(community=self.name, error=reason))
 
+    async def link_clock(self, archive_link: str | None) -> ClockChoice:
+        """The clock to sign ``archive_link`` with: the wall clock (ms), raised above every
+        clock the community already used (description field 9, earlier archive-link
+        messages) in the v2 store and on the [history] store nodes. A node that does not
+        answer is logged and counted in the evidence's ``rejected``, never fatal."""
+        evidence = await self.store.read(store_clock_evidence, self.community)
+        for node in self.store_nodes:
+            try:
+                found = await asyncio.to_thread(
+                    node_clock_evidence, node, self.community, timeout=self.store_node_timeout
+                )
+            except (WakuLegacyError, OSError, ValueError) as exc:
+                log.warning(
+                    "store node not asked for archive-link clocks",
+                    extra=fields(community=self.name, node=node, error=str(exc)),
+                )
+                found = ClockEvidence(rejected={f"store node {node}: unreachable": 1})
+            evidence = evidence.merge(found)
+        choice = choose_link_clock(
+            evidence, base=int(self.clock.time() * 1000), base_reason="wall clock",
+            archive_link=archive_link,
+        )  # fmt: skip
+        self.last_clock = choice
+        return choice
+
     async def reconcile(self) -> bool:
         """Finish an interrupted build: data, index, torrent and magnet-link message agree
         afterwards (the torrent is rebuilt from the files when it does not describe them).
         False (and ``degraded`` set) when that is not possible."""
         async with self.lock:
             try:
+                clock_ms = (await self.link_clock(self.magnet_uri())).clock
                 report = await asyncio.to_thread(
                     finish_interrupted_build, self.config.archive_dir, self.config.torrent_dir,
                     self.community.id, flavour=self.config.flavour, community_key=self.key,
                     pubsub_topic=self.community.pubsub_topic,
-                    clock_ms=int(self.clock.time() * 1000),
+                    clock_ms=clock_ms,
                     archive_link_chats=self.community.archive_link_chats,
                     payload_signer=self.operator_key,
                 )  # fmt: skip
@@ -282,14 +358,16 @@ class CommunityArchiver:
 
     # -- one run ----------------------------------------------------------------------------
 
-    def _build(self, store: MessageStore, now: int) -> tuple[BuildReport, CollectStats]:
+    def _build(
+        self, store: MessageStore, now: int, clock_ms: int
+    ) -> tuple[BuildReport, CollectStats]:
         last_end = recorded_last_end(self.layout, self.index())
         messages, stats = collect_archive_messages(store, self.community, last_end, now)
         report = build_community_archives(
             self.config.archive_dir, self.config.torrent_dir, self.community.id,
             list(self.community.channel_topics()), messages, now=now,
             flavour=self.config.flavour, community_key=self.key,
-            pubsub_topic=self.community.pubsub_topic, clock_ms=int(self.clock.time() * 1000),
+            pubsub_topic=self.community.pubsub_topic, clock_ms=clock_ms,
             archive_link_chats=self.community.archive_link_chats,
             payload_signer=self.operator_key,
         )  # fmt: skip
@@ -302,7 +380,9 @@ class CommunityArchiver:
             self.last_run = run
             started = time.monotonic()
             try:
-                report, stats = await self.store.read(self._build, now)
+                # the message file's clock; publish() chooses again for what goes out
+                clock_ms = (await self.link_clock(None)).clock
+                report, stats = await self.store.read(self._build, now, clock_ms)
                 run.build = report.to_json()
                 run.collected = {
                     "read": stats.read, "archived": stats.archived_input,
@@ -338,7 +418,8 @@ class CommunityArchiver:
         if magnet_uri is None or self.key is None or self.relay is None:
             self.next_publish = self.clock.time() + self.config.republish_interval
             return False
-        clock_ms = int(self.clock.time() * 1000)
+        choice = await self.link_clock(magnet_uri)
+        clock_ms = choice.clock
         # issue 12: on <id>-memberUpdate (current clients) and/or <id>-magnetlinks (2024
         # clients), as the community's archive_link_chats asks; one clock for both
         messages = await asyncio.to_thread(
@@ -362,8 +443,15 @@ class CommunityArchiver:
             return False
         self.metrics.magnet_published.inc(1, self.name, "ok")
         self.next_publish = self.clock.time() + self.config.republish_interval
-        self.last_published = {"clock": clock_ms, "magnet_uri": magnet_uri}
-        log.info("magnet link published", extra=fields(community=self.name, magnet=magnet_uri))
+        self.last_published = {
+            "clock": clock_ms, "magnet_uri": magnet_uri, "clock_reason": choice.reason,
+        }  # fmt: skip
+        log.info(
+            "magnet link published",
+            extra=fields(
+                community=self.name, magnet=magnet_uri, clock=clock_ms, clock_reason=choice.reason
+            ),
+        )
         return True
 
     def report(self) -> dict[str, Any]:
@@ -386,6 +474,7 @@ class CommunityArchiver:
             "nextRun": self.next_due() if index_error is None else None,
             "magnetUri": self.magnet_uri(),
             "lastPublished": self.last_published,
+            "archiveLinkClock": None if self.last_clock is None else self.last_clock.to_json(),
             "canPublish": self.key is not None and self.relay is not None,
             "degraded": self.degraded,
             "seeding": None if seed is None else {

@@ -226,6 +226,9 @@ class BridgeService:
                 metrics=self.metrics,
                 clock=self.clock,
                 key=self._keys.get(str(community.id)),
+                # asked for the clocks a community already used before a link is published
+                store_nodes=self.config.history.nodes if self.config.history else (),
+                store_node_timeout=self.config.history.timeout if self.config.history else 30.0,
             )
             for community in self.config.communities
         ]

@@ -167,14 +167,20 @@ def generate_envelopes(
 CHANNEL_NAMES = ("general", "dev", "random", "support", "announcements", "design", "events")
 
 
-def description_message(community: SampleCommunity, channels: tuple[str, ...], clock: int) -> bytes:
+def description_message(
+    community: SampleCommunity, channels: tuple[str, ...], clock: int, archive_clock: int = 0
+) -> bytes:
     """The signed ``ApplicationMetadataMessage`` (COMMUNITY_DESCRIPTION) of a description
-    listing ``channels``, signed by the community key."""
+    listing ``channels``, signed by the community key; ``archive_clock`` is field 9
+    (``archive_link_clock``, the clock of the last archive link), unset when 0."""
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes, sign_recoverable
     from waku_legacy.proto import application_metadata_pb2, community_description_pb2
 
     description = community_description_pb2.CommunityDescription(clock=clock)
+    if archive_clock:
+        field9 = description.DESCRIPTOR.fields_by_number[9].name  # renamed in status-go
+        setattr(description, field9, archive_clock)
     description.identity.display_name = community.name
     for position, channel in enumerate(channels):
         chat = description.chats[channel]
