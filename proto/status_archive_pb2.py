@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&waku_legacy/proto/status_archive.proto\x12\x08protobuf\"B\n\x1b\x43ommunityMessageArchiveLink\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x14\n\x0c\x61rchive_link\x18\x02 \x01(\t\"\x82\x01\n\x0bWakuMessage\x12\x0b\n\x03sig\x18\x01 \x01(\x0c\x12\x11\n\ttimestamp\x18\x02 \x01(\x04\x12\r\n\x05topic\x18\x03 \x01(\x0c\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x0f\n\x07padding\x18\x05 \x01(\x0c\x12\x0c\n\x04hash\x18\x06 \x01(\x0c\x12\x14\n\x0cthirdPartyId\x18\x07 \x01(\t\"]\n\x1aWakuMessageArchiveMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0c\n\x04\x66rom\x18\x02 \x01(\x04\x12\n\n\x02to\x18\x03 \x01(\x04\x12\x14\n\x0c\x63ontentTopic\x18\x04 \x03(\x0c\"\x86\x01\n\x12WakuMessageArchive\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\'\n\x08messages\x18\x03 \x03(\x0b\x32\x15.protobuf.WakuMessage\"\x99\x01\n\x1fWakuMessageArchiveIndexMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0f\n\x07padding\x18\x05 \x01(\x04\"\xb8\x01\n\x17WakuMessageArchiveIndex\x12\x41\n\x08\x61rchives\x18\x01 \x03(\x0b\x32/.protobuf.WakuMessageArchiveIndex.ArchivesEntry\x1aZ\n\rArchivesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x38\n\x05value\x18\x02 \x01(\x0b\x32).protobuf.WakuMessageArchiveIndexMetadata:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&waku_legacy/proto/status_archive.proto\x12\x08protobuf\"B\n\x1b\x43ommunityMessageArchiveLink\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x14\n\x0c\x61rchive_link\x18\x02 \x01(\t\"\x82\x01\n\x0bWakuMessage\x12\x0b\n\x03sig\x18\x01 \x01(\x0c\x12\x11\n\ttimestamp\x18\x02 \x01(\x04\x12\r\n\x05topic\x18\x03 \x01(\x0c\x12\x0f\n\x07payload\x18\x04 \x01(\x0c\x12\x0f\n\x07padding\x18\x05 \x01(\x0c\x12\x0c\n\x04hash\x18\x06 \x01(\x0c\x12\x14\n\x0cthirdPartyId\x18\x07 \x01(\t\"]\n\x1aWakuMessageArchiveMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x0c\n\x04\x66rom\x18\x02 \x01(\x04\x12\n\n\x02to\x18\x03 \x01(\x04\x12\x14\n\x0c\x63ontentTopic\x18\x04 \x03(\x0c\"\x86\x01\n\x12WakuMessageArchive\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\'\n\x08messages\x18\x03 \x03(\x0b\x32\x15.protobuf.WakuMessage\"\x99\x01\n\x1fWakuMessageArchiveIndexMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x0f\n\x07padding\x18\x05 \x01(\x04\"\xb8\x01\n\x17WakuMessageArchiveIndex\x12\x41\n\x08\x61rchives\x18\x01 \x03(\x0b\x32/.protobuf.WakuMessageArchiveIndex.ArchivesEntry\x1aZ\n\rArchivesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x38\n\x05value\x18\x02 \x01(\x0b\x32).protobuf.WakuMessageArchiveIndexMetadata:\x02\x38\x01\"\x83\x01\n+LogosStorageWakuMessageArchiveIndexMetadata\x12\x0f\n\x07version\x18\x01 \x01(\r\x12\x36\n\x08metadata\x18\x02 \x01(\x0b\x32$.protobuf.WakuMessageArchiveMetadata\x12\x0b\n\x03\x63id\x18\x03 \x01(\t\"\xdc\x01\n#LogosStorageWakuMessageArchiveIndex\x12M\n\x08\x61rchives\x18\x01 \x03(\x0b\x32;.protobuf.LogosStorageWakuMessageArchiveIndex.ArchivesEntry\x1a\x66\n\rArchivesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x44\n\x05value\x18\x02 \x01(\x0b\x32\x35.protobuf.LogosStorageWakuMessageArchiveIndexMetadata:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,6 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._loaded_options = None
   _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_options = b'8\001'
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._loaded_options = None
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_options = b'8\001'
   _globals['_COMMUNITYMESSAGEARCHIVELINK']._serialized_start=52
   _globals['_COMMUNITYMESSAGEARCHIVELINK']._serialized_end=118
   _globals['_WAKUMESSAGE']._serialized_start=121
@@ -47,4 +49,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WAKUMESSAGEARCHIVEINDEX']._serialized_end=826
   _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_start=736
   _globals['_WAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_end=826
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEXMETADATA']._serialized_start=829
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEXMETADATA']._serialized_end=960
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEX']._serialized_start=963
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEX']._serialized_end=1183
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_start=1081
+  _globals['_LOGOSSTORAGEWAKUMESSAGEARCHIVEINDEX_ARCHIVESENTRY']._serialized_end=1183
 # @@protoc_insertion_point(module_scope)

@@ -79,3 +79,26 @@ class WakuMessageArchiveIndex(_message.Message):
     ARCHIVES_FIELD_NUMBER: _ClassVar[int]
     archives: _containers.MessageMap[str, WakuMessageArchiveIndexMetadata]
     def __init__(self, archives: _Optional[_Mapping[str, WakuMessageArchiveIndexMetadata]] = ...) -> None: ...
+
+class LogosStorageWakuMessageArchiveIndexMetadata(_message.Message):
+    __slots__ = ("version", "metadata", "cid")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CID_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    metadata: WakuMessageArchiveMetadata
+    cid: str
+    def __init__(self, version: _Optional[int] = ..., metadata: _Optional[_Union[WakuMessageArchiveMetadata, _Mapping]] = ..., cid: _Optional[str] = ...) -> None: ...
+
+class LogosStorageWakuMessageArchiveIndex(_message.Message):
+    __slots__ = ("archives",)
+    class ArchivesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: LogosStorageWakuMessageArchiveIndexMetadata
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[LogosStorageWakuMessageArchiveIndexMetadata, _Mapping]] = ...) -> None: ...
+    ARCHIVES_FIELD_NUMBER: _ClassVar[int]
+    archives: _containers.MessageMap[str, LogosStorageWakuMessageArchiveIndexMetadata]
+    def __init__(self, archives: _Optional[_Mapping[str, LogosStorageWakuMessageArchiveIndexMetadata]] = ...) -> None: ...

@@ -19,6 +19,12 @@ import coincurve
 from waku_legacy.archive.encode import EncodedArchive, Flavour
 from waku_legacy.archive.errors import ArchiveCorrupted
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
+from waku_legacy.archive.logos_storage import (
+    LOGOS_STORAGE,
+    TORRENT,
+    LogosStorageClient,
+    publish_archives,
+)
 from waku_legacy.archive.magnet import (
     BOTH,
     build_archive_link_messages,
@@ -79,6 +85,9 @@ class BuildReport:
     torrent_path: str | None = None
     magnet_message_paths: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    backend: str = "torrent"  # or "logos-storage"
+    archive_link: str | None = None  # what the archive-link message carries (magnet or CID)
+    logos_storage: dict[str, Any] | None = None  # LogosStoragePublish.to_json()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,8 +114,14 @@ def build_community_archives(
     progress: Progress | None = None,
     archive_link_chats: str = BOTH,
     payload_signer: coincurve.PrivateKey | None = None,
+    logos_storage: LogosStorageClient | None = None,
 ) -> BuildReport:
     """Archive ``messages`` of one community up to ``now`` (seconds) and refresh its torrent.
+
+    With ``logos_storage`` (the community's back end is ``"logos-storage"``) no torrent is
+    built: the new archives and the index are uploaded to that node
+    (:func:`~waku_legacy.archive.logos_storage.publish_archives`) and the archive-link
+    message carries the index CID instead of a magnet link.
 
     ``last_end`` overrides the recorded end of the previous run (default: the state file, or
     the newest ``to`` in the index). With ``community_key`` the signed magnet-link message is
@@ -170,7 +185,23 @@ def build_community_archives(
     if plan.new_last_end is not None:
         write_last_end(layout, plan.new_last_end, fault=fault, fsync=fsync)
 
-    if result.index.entries:
+    if result.index.entries and logos_storage is not None:
+        report_progress("logos-storage", 0, 1)
+        published = publish_archives(layout.archive_dir, layout.community, logos_storage,
+                                     flavour=flavour, fault=fault, fsync=fsync)  # fmt: skip
+        report_progress("logos-storage", 1, 1)
+        report.backend = LOGOS_STORAGE
+        report.logos_storage = published.to_json()
+        report.archive_link = published.index_cid
+        if community_key is not None and published.index_cid is not None:
+            clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
+            layout.magnet_message_pb.parent.mkdir(parents=True, exist_ok=True)
+            report.magnet_message_paths = _write_magnet_message(
+                layout, community_key, published.index_cid, clock, pubsub_topic,
+                fault=fault, fsync=fsync, chats=archive_link_chats,
+                payload_signer=payload_signer, backend=LOGOS_STORAGE,
+            )  # fmt: skip
+    elif result.index.entries:
         report_progress("torrent", 0, 1)
         torrent: TorrentInfo = build_torrent(
             layout.archive_dir, torrent_dir, layout.community, flavour=flavour,
@@ -178,7 +209,7 @@ def build_community_archives(
         )  # fmt: skip
         report_progress("torrent", 1, 1)
         report.info_hash = torrent.info_hash
-        report.magnet_uri = torrent.magnet_uri
+        report.magnet_uri = report.archive_link = torrent.magnet_uri
         report.torrent_path = str(torrent.path)
         if community_key is not None:
             clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
@@ -202,6 +233,7 @@ def _write_magnet_message(
     fsync: bool,
     chats: str = BOTH,
     payload_signer: coincurve.PrivateKey | None = None,
+    backend: str = TORRENT,
 ) -> list[str]:
     """``0x<id>.magnet-message.pb`` and ``.json`` next to the torrent (both atomic).
 
@@ -212,7 +244,7 @@ def _write_magnet_message(
     """
     messages = build_archive_link_messages(
         community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic, chats=chats,
-        payload_signer=payload_signer,
+        payload_signer=payload_signer, backend=backend,
     )  # fmt: skip
     first_chat, message = messages[0]
     write_atomic(layout.magnet_message_pb, message.SerializeToString(), fault=fault,
@@ -302,6 +334,7 @@ def finish_interrupted_build(
     fsync: bool = True,
     archive_link_chats: str = BOTH,
     payload_signer: coincurve.PrivateKey | None = None,
+    backend: str = TORRENT,
 ) -> FinishReport:
     """Make ``data``, ``index``, the .torrent and the magnet-link message agree again.
 
@@ -323,6 +356,10 @@ def finish_interrupted_build(
     status = repair_store(layout, flavour, fault=fault, fsync=fsync)
     report.repaired_bytes = status.torn_tail
     report.removed_tmp_index = status.stale_tmp_index
+    if backend == LOGOS_STORAGE:
+        # no torrent and no magnet link for this community: what was not uploaded yet is
+        # uploaded by the next build (the state file records every CID)
+        return report
     if not status.index.entries:
         if layout.torrent.exists():
             raise ArchiveCorrupted(

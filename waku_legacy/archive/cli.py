@@ -340,6 +340,10 @@ def _fetch(args: argparse.Namespace) -> int:
     from waku_legacy.archive.output import FetchRecord, write_jsonl, write_sqlite
 
     community = _community(args.community)
+    if args.cid is not None or args.logos_storage_url is not None:
+        return _fetch_logos_storage(args, community)
+    if args.save_dir is None:
+        raise ConfigError("--save-dir is required (where the torrent's files go)")
     record = FetchRecord(args.record) if args.record else None
     sources = [s for s in (args.magnet, args.torrent, args.magnet_message) if s]
     if len(sources) != 1:
@@ -428,6 +432,43 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fetch_logos_storage(args: argparse.Namespace, community: Any) -> int:
+    """``fetch --cid CID --logos-storage-url URL``: a member's view from a Logos Storage
+    index CID (the archive link of a community on the Logos Storage back end)."""
+    from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
+    from waku_legacy.archive.output import write_jsonl, write_sqlite
+
+    if args.cid is None or args.logos_storage_url is None:
+        raise ConfigError("--cid and --logos-storage-url go together")
+    if args.magnet or args.torrent or args.magnet_message:
+        raise ConfigError("--cid is a Logos Storage link: give no --magnet/--torrent as well")
+    if args.flavour != "status-go":
+        raise ConfigError("Logos Storage archives are status-go archives (--flavour status-go)")
+    started = time.monotonic()
+    result = fetch_by_cid(LogosStorageClient(args.logos_storage_url, timeout=args.timeout),
+                          args.cid)  # fmt: skip
+    written = 0
+    if args.output:
+        written = write_jsonl(args.output, result.messages, community_id=str(community))
+    if args.sqlite:
+        written = write_sqlite(args.sqlite, result.messages, community_id=str(community))
+    seconds = time.monotonic() - started
+    value = {
+        "community": str(community),
+        "indexCid": result.index_cid,
+        "archives": result.archives,
+        "messages": len(result.messages),
+        "written": written,
+        "seconds": round(seconds, 3),
+    }
+    lines = [
+        f"{len(result.archives)} archives, {len(result.messages)} messages from Logos Storage "
+        f"index {result.index_cid} in {seconds:.1f} s"
+    ]
+    _emit(args, value, lines)
+    return 0
+
+
 # --- registration -------------------------------------------------------------------------
 
 
@@ -506,7 +547,9 @@ def register(subparsers: Any) -> None:
     fetch.add_argument("--magnet", help="magnet link")
     fetch.add_argument("--torrent", help=".torrent file")
     fetch.add_argument("--magnet-message", help="signed magnet-link message (.pb or .json)")
-    fetch.add_argument("--save-dir", required=True, help="where the torrent's files go")
+    fetch.add_argument("--save-dir", help="where the torrent's files go (torrent links)")
+    fetch.add_argument("--cid", help="Logos Storage index CID (the community's archive link)")
+    fetch.add_argument("--logos-storage-url", help="Logos Storage node REST root, with --cid")
     fetch.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
     fetch.add_argument("--latest", action="store_true", help="only the latest window")
     fetch.add_argument("--since", type=int, help="archives overlapping [since, until) seconds")

@@ -220,6 +220,7 @@ def build_archive_link_message(
     installation_id: str | None = None,
     padding: bytes | None = None,
     random_source: Callable[[int], bytes] | None = None,
+    backend: str = "torrent",
 ) -> waku_message_pb2.WakuMessage:
     """The v2 ``WakuMessage`` carrying an archive link on one chat, layered as status-go does.
 
@@ -235,7 +236,7 @@ def build_archive_link_message(
         raise ConfigError(f"pubsub topic {pubsub_topic!r} does not look like /waku/2/...")
     if clock_ms <= 0:
         raise ConfigError(f"archive-link clock must be positive milliseconds, got {clock_ms}")
-    parse_magnet_uri(magnet_uri)  # refuse to sign something that is not a magnet link
+    _check_link(magnet_uri, backend)  # refuse to sign something that is not that kind of link
     community = CommunityId(community_key.public_key.format(compressed=True))
     chat_id = archive_link_chat_id(community, chat)
     signer = payload_signer or community_key
@@ -267,6 +268,25 @@ def build_archive_link_message(
 build_magnet_message = build_archive_link_message  # the name callers used before issue 12
 
 
+def _check_link(link: str, backend: str) -> str:
+    """The info hash of a magnet link (torrent back end), "" for a Logos Storage CID.
+
+    A link is only accepted for its own back end: a member reads the link with its back end,
+    so a torrent member handed a CID (or the reverse) cancels its download and fails."""
+    from waku_legacy.archive.logos_storage import LOGOS_STORAGE, TORRENT, check_cid
+
+    if backend == LOGOS_STORAGE:
+        if link.startswith("magnet:"):
+            raise ConfigError(
+                "the logos-storage back end publishes an index CID, not a magnet link"
+            )
+        check_cid(link, "archive link (Logos Storage index CID)")
+        return ""
+    if backend != TORRENT:
+        raise ConfigError(f'archive back end must be "torrent" or "logos-storage", got {backend!r}')
+    return parse_magnet_uri(link).info_hash
+
+
 def build_archive_link_messages(
     community_key: coincurve.PrivateKey,
     magnet_uri: str,
@@ -275,13 +295,14 @@ def build_archive_link_messages(
     pubsub_topic: str,
     chats: str = BOTH,
     payload_signer: coincurve.PrivateKey | None = None,
+    backend: str = "torrent",
 ) -> list[tuple[str, waku_message_pb2.WakuMessage]]:
     """``(chat, message)`` for every chat ``chats`` names (universal first), same clock."""
     out = []
     for chat in archive_link_chats(chats):
         message = build_archive_link_message(
             community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic, chat=chat,
-            payload_signer=payload_signer,
+            payload_signer=payload_signer, backend=backend,
         )  # fmt: skip
         out.append((chat, message))
     return out
@@ -416,6 +437,7 @@ def verify_magnet_message(
     community: CommunityId,
     *,
     last_clock: int | None = None,
+    backend: str = "torrent",
 ) -> VerifiedMagnetLink:
     """Open and check an archive-link message as a member does.
 
@@ -452,8 +474,8 @@ def verify_magnet_message(
         raise StaleMagnetMessage(
             what, f"clock {link.clock} is lower than the last accepted {last_clock}"
         )
-    parsed = parse_magnet_uri(link.archive_link)
+    info_hash = _check_link(link.archive_link, backend)  # "" for a Logos Storage CID
     return VerifiedMagnetLink(
-        link.clock, link.archive_link, parsed.info_hash, signer, opened.chat, opened.layering,
+        link.clock, link.archive_link, info_hash, signer, opened.chat, opened.layering,
         opened.payload_signer, opened.installation_id,
     )  # fmt: skip
