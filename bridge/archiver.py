@@ -48,6 +48,7 @@ from waku_legacy.archive.clock import (
     evidence_topics,
     read_evidence,
 )
+from waku_legacy.archive.logos_storage import recorded_index_cid
 from waku_legacy.archive.magnet import build_archive_link_messages
 from waku_legacy.archive.store import recorded_last_end
 from waku_legacy.bridge.clock import Clock
@@ -232,10 +233,12 @@ class CommunityArchiver:
         metrics: BridgeMetrics,
         clock: Clock,
         key: coincurve.PrivateKey | None,
+        logos_storage: Any = None,  # LogosStorageClient: backend "logos-storage" (issue 12)
         store_nodes: tuple[str, ...] = (),
         store_node_timeout: float = 30.0,
     ) -> None:
         self.community = community
+        self.logos_storage = logos_storage
         # [history] nodes, asked for the clocks the community already used before publishing
         self.store_nodes = store_nodes
         self.store_node_timeout = store_node_timeout
@@ -280,7 +283,10 @@ class CommunityArchiver:
         return last_end + self.config.interval
 
     def magnet_uri(self) -> str | None:
+        """The current archive link: the magnet link, or the Logos Storage index CID."""
         try:
+            if self.logos_storage is not None:
+                return recorded_index_cid(self.layout)
             return load_torrent(self.layout.torrent).magnet_uri
         except (OSError, WakuLegacyError):
             return None
@@ -329,6 +335,7 @@ class CommunityArchiver:
                     clock_ms=clock_ms,
                     archive_link_chats=self.community.archive_link_chats,
                     payload_signer=self.operator_key,
+                    backend=self.community.backend,
                 )  # fmt: skip
             except (WakuLegacyError, OSError) as exc:
                 self._degrade(f"cannot finish the interrupted archive build: {exc}")
@@ -370,6 +377,7 @@ class CommunityArchiver:
             pubsub_topic=self.community.pubsub_topic, clock_ms=clock_ms,
             archive_link_chats=self.community.archive_link_chats,
             payload_signer=self.operator_key,
+            logos_storage=self.logos_storage,
         )  # fmt: skip
         return report, stats
 
@@ -394,8 +402,8 @@ class CommunityArchiver:
                     await self.seeder.seed(report.torrent_path)
                     run.seeded = True
                 self.degraded = None
-                if report.archives_added and report.magnet_uri:
-                    run.published = await self.publish(report.magnet_uri)
+                if report.archives_added and report.archive_link:  # magnet link or CID
+                    run.published = await self.publish(report.archive_link)
                 self.metrics.archive_runs.inc(1, self.name, "ok")
                 log.info(
                     "archive run done",
@@ -430,6 +438,7 @@ class CommunityArchiver:
             pubsub_topic=self.community.pubsub_topic,
             chats=self.community.archive_link_chats,
             payload_signer=self.operator_key,
+            backend=self.community.backend,
         )
         try:
             for _chat, message in messages:

@@ -73,6 +73,11 @@
                                              #   clients), "magnetlinks" (2024 clients), both
     operator_key_file = "operator.key"       # optional: signs that message's 26/WAKU-PAYLOAD
                                              #   (status-go: the node's key); default key_file
+    backend = "torrent"                      # or "logos-storage" (uploads to [logos_storage],
+                                             #   the link is the index CID; never both)
+
+    [logos_storage]                          # required when a community uses that back end
+    url = "http://127.0.0.1:8080"            # the node's REST root (/api/storage/v1 under it)
 
     [admin]
     token = "…"                              # or token_file = "admin.token" (one of the two)
@@ -107,6 +112,7 @@ from waku_legacy.migrate.config import (
     CommunityConfig,
     ConfigTable,
     parse_community,
+    parse_logos_storage,
     read_toml,
     resolve_path,
     resolve_store_url,
@@ -264,6 +270,7 @@ class BridgeConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     origin: str = "<config>"
     base_dir: str = "."
+    logos_storage_url: str | None = None  # [logos_storage] url (issue 12)
 
 
 # -- table readers -----------------------------------------------------------------------------
@@ -579,11 +586,12 @@ def parse_config(
         raise ConfigError(f"{origin}: [[community]] tables need an [archive] table")
     admin = _parse_admin(top, base)
     logging_config = _parse_logging(top)
+    logos_storage_url = parse_logos_storage(top, communities, origin)  # the migration's rules
     top.done()
     return BridgeConfig(
         server=server, store=store, v1=v1, relay=relay, history=history, archive=archive,
         communities=communities, admin=admin, logging=logging_config, origin=origin,
-        base_dir=str(base),
+        base_dir=str(base), logos_storage_url=logos_storage_url,
     )  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from waku_legacy.archive.logos_storage import client_for
 from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, SeederHost
 from waku_legacy.bridge.clock import Clock, SystemClock
 from waku_legacy.bridge.config import BridgeConfig
@@ -226,6 +227,9 @@ class BridgeService:
                 metrics=self.metrics,
                 clock=self.clock,
                 key=self._keys.get(str(community.id)),
+                logos_storage=client_for(  # issue 12: None for the torrent back end
+                    community.backend, self.config.logos_storage_url, f"community {community.id}"
+                ),
                 # asked for the clocks a community already used before a link is published
                 store_nodes=self.config.history.nodes if self.config.history else (),
                 store_node_timeout=self.config.history.timeout if self.config.history else 30.0,

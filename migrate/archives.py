@@ -112,6 +112,9 @@ class CommunityResult:
     magnet_uri: str | None = None
     torrent_path: str | None = None
     magnet_message_paths: list[str] = field(default_factory=list)
+    backend: str = "torrent"  # or "logos-storage" (issue 12)
+    archive_link: str | None = None  # the magnet link or the Logos Storage index CID
+    logos_storage: dict[str, Any] | None = None  # uploads (LogosStoragePublish.to_json())
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -295,6 +298,7 @@ def build_archives(
     partition: int | None = None,
     fault: FaultHook = no_fault,
     community_key: Any = None,
+    logos_storage_url: str | None = None,
 ) -> CommunityResult:
     """Archive one community's channel messages from ``messages`` (kept MESSAGE rows)."""
     from pyspark.sql import functions as F
@@ -443,6 +447,7 @@ def build_archives(
         # issue 12: -memberUpdate and/or -magnetlinks; payload signed by the operator key
         archive_link_chats=community.archive_link_chats,
         payload_signer=load_operator_key(community) if community_key is not None else None,
+        logos_storage=_logos_storage_client(community, logos_storage_url),  # issue 12
     )  # fmt: skip
     result.last_end = report.last_end
     result.total_archives = report.total_archives
@@ -450,5 +455,14 @@ def build_archives(
     result.magnet_uri = report.magnet_uri
     result.torrent_path = report.torrent_path
     result.magnet_message_paths = report.magnet_message_paths
+    result.backend, result.archive_link = report.backend, report.archive_link
+    result.logos_storage = report.logos_storage
     result.seconds = time.monotonic() - started
     return result
+
+
+def _logos_storage_client(community: CommunityConfig, url: str | None) -> Any:
+    """The community's Logos Storage node client, or None for the torrent back end."""
+    from waku_legacy.archive.logos_storage import client_for
+
+    return client_for(community.backend, url, f"community {community.id}")

@@ -31,7 +31,13 @@
                                         #   (<id>-magnetlinks, 2024 clients) or "both"
     operator_key_file = "operator.key"  # optional: signs the 26/WAKU-PAYLOAD of that message
                                         #   (status-go: the sending node's key); default key_file
+    backend = "torrent"                 # or "logos-storage": archives uploaded to the node of
+                                        #   [logos_storage], the link is the index CID (one
+                                        #   kind of link per community; both is refused)
     name = "…"                          # optional label
+
+    [logos_storage]                     # required when a community has that back end
+    url = "http://127.0.0.1:8080"       # the node's REST root (API under /api/storage/v1)
 
     [pipeline]                          # optional
     default_pubsub_topic = "/waku/2/rs/16/32"   # topics of no configured community
@@ -140,6 +146,7 @@ class CommunityConfig:
     name: str | None = None
     archive_link_chats: str = "both"  # "both" | "universal" | "magnetlinks"
     operator_key_file: str | None = None  # signs the archive-link message's 26/WAKU-PAYLOAD
+    backend: str = "torrent"  # "torrent" | "logos-storage" (issue 12)
 
     @property
     def pubsub_topic(self) -> str:
@@ -179,6 +186,7 @@ class MigrateConfig:
     pipeline: PipelineConfig
     output: OutputConfig
     origin: str = "<config>"
+    logos_storage_url: str | None = None  # [logos_storage] url
 
 
 # -- parsing helpers ------------------------------------------------------------------------
@@ -388,10 +396,13 @@ def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
             link_chats,
         )
     operator_key_file = resolve_path(base, t.string("operator_key_file"))
+    from waku_legacy.archive.logos_storage import parse_backend
+
+    backend = parse_backend(t._get("backend"), t.where)
     t.done()
     return CommunityConfig(
         community, channels, shard, key_file, name,
-        archive_link_chats=link_chats, operator_key_file=operator_key_file,
+        archive_link_chats=link_chats, operator_key_file=operator_key_file, backend=backend,
     )  # fmt: skip
 
 
@@ -494,8 +505,30 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
         report=resolve_path(base, out.string("report")),
     )
     out.done()
+    logos_storage_url = parse_logos_storage(top, communities, origin)
     top.done()
-    return MigrateConfig(spark, sources, communities, pipeline, output, origin)
+    return MigrateConfig(spark, sources, communities, pipeline, output, origin, logos_storage_url)
+
+
+def parse_logos_storage(
+    top: ConfigTable, communities: tuple[CommunityConfig, ...], origin: str
+) -> str | None:
+    """``[logos_storage] url``; required when a community's backend is "logos-storage"."""
+    from waku_legacy.archive.logos_storage import LOGOS_STORAGE, parse_node_url
+
+    raw = top._get("logos_storage")
+    users = [str(c.id) for c in communities if c.backend == LOGOS_STORAGE]
+    if raw is None:
+        if users:
+            raise ConfigError(
+                f"{origin}: community {users[0]} has backend = \"logos-storage\" but there is "
+                "no [logos_storage] table with the node's url"
+            )
+        return None
+    table = ConfigTable(raw, "[logos_storage]")
+    url = parse_node_url(table._get("url"), "[logos_storage]")
+    table.done()
+    return url
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

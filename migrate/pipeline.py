@@ -266,6 +266,7 @@ def run_migration(
                         torrent_dir=config.output.torrent_dir,
                         work_dir=str(work), now=now, flavour=config.pipeline.flavour,
                         fault=fault, community_key=keys[str(community.id)],
+                        logos_storage_url=config.logos_storage_url,
                     )  # fmt: skip
             except WakuLegacyError:
                 raise
