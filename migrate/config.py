@@ -34,6 +34,10 @@
     backend = "torrent"                 # or "logos-storage": archives uploaded to the node of
                                         #   [logos_storage], the link is the index CID (one
                                         #   kind of link per community; both is refused)
+    archive_topics = "both"             # 4-byte topic of archived channel messages: "channel"
+                                        #   (their own: clients before status-go PR #5993),
+                                        #   "universal" (<id>-memberUpdate: current clients)
+                                        #   or "both" (each message twice)
     name = "…"                          # optional label
 
     [logos_storage]                     # required when a community has that back end
@@ -147,6 +151,7 @@ class CommunityConfig:
     archive_link_chats: str = "both"  # "both" | "universal" | "magnetlinks"
     operator_key_file: str | None = None  # signs the archive-link message's 26/WAKU-PAYLOAD
     backend: str = "torrent"  # "torrent" | "logos-storage" (issue 12)
+    archive_topics: str = "both"  # "channel" | "universal" | "both" (waku_legacy.archive.topics)
 
     @property
     def pubsub_topic(self) -> str:
@@ -399,10 +404,22 @@ def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
     from waku_legacy.archive.logos_storage import parse_backend
 
     backend = parse_backend(t._get("backend"), t.where)
+    from waku_legacy.archive.topics import ArchiveTopics
+
+    archive_topics = t.string("archive_topics", default=str(ArchiveTopics.BOTH))
+    if archive_topics not in set(ArchiveTopics):
+        raise t.error(
+            "archive_topics",
+            '"channel" (the channels\' own topics, imported by clients from before status-go '
+            'PR #5993), "universal" (<id>-memberUpdate, imported by current Status clients) or '
+            '"both"',
+            archive_topics,
+        )
     t.done()
     return CommunityConfig(
         community, channels, shard, key_file, name,
         archive_link_chats=link_chats, operator_key_file=operator_key_file, backend=backend,
+        archive_topics=archive_topics,
     )  # fmt: skip
 
 

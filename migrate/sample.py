@@ -2,7 +2,8 @@
 
 Each community has a generated secp256k1 key (its id is the compressed public key), a few
 channels (UUIDs), a shard and members (their own keys). Members post on the channels over
-some months: every message is an ``ApplicationMetadataMessage`` (type CHAT_MESSAGE) signed
+some months: every message is an ``ApplicationMetadataMessage`` (type CHAT_MESSAGE, holding a
+``ChatMessage`` whose ``chat_id`` names its channel: :func:`chat_message`) signed
 by its author, wrapped in a 26/WAKU-PAYLOAD signed by the author's key and encrypted with the
 channel's symmetric key (status-go's public-chat derivation), in a v1 envelope sealed with
 PoW on the channel's topic. A little public-chat traffic (no community) is mixed in.
@@ -92,12 +93,30 @@ def _secret(rnd: random.Random) -> bytes:
             continue
 
 
-def _chat_payload(rnd: random.Random, author, text: str) -> bytes:  # type: ignore[no-untyped-def]
+# status-go protocol/protobuf/enums.proto MessageType, chat_message.proto ContentType
+PUBLIC_GROUP = 2
+COMMUNITY_CHAT = 5
+TEXT_PLAIN = 1
+
+
+def chat_message(chat_id: str, text: str, sent: int, message_type: int) -> bytes:
+    """status-go's ``ChatMessage{clock = 1, timestamp = 2, text = 3, chat_id = 6,
+    message_type = 7, content_type = 8}`` (clock and timestamp in ms); a community channel's
+    ``chat_id`` is ``<community id><uuid>``, the chat a client files the message under."""
+    from waku_legacy.archive.wire import len_field, varint_field
+
+    return (
+        varint_field(1, sent * 1000) + varint_field(2, sent * 1000)
+        + len_field(3, text.encode()) + len_field(6, chat_id.encode())
+        + varint_field(7, message_type) + varint_field(8, TEXT_PLAIN)
+    )  # fmt: skip
+
+
+def _chat_payload(rnd: random.Random, author, body: bytes) -> bytes:  # type: ignore[no-untyped-def]
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.secp256k1 import sign_recoverable
     from waku_legacy.proto import application_metadata_pb2
 
-    body = text.encode()
     message = application_metadata_pb2.ApplicationMetadataMessage(
         signature=sign_recoverable(keccak256(body), author),
         payload=body,
@@ -141,6 +160,7 @@ def generate_envelopes(
     for name in PUBLIC_CHATS:
         chats.append((name, spec.public_per_day / len(PUBLIC_CHATS)))
     keys = {chat: symmetric_key_for_chat(chat) for chat, _ in chats}
+    kinds = {chat: PUBLIC_GROUP if chat in PUBLIC_CHATS else COMMUNITY_CHAT for chat, _ in chats}
 
     def random_bytes(n: int) -> bytes:
         return rnd.getrandbits(8 * n).to_bytes(n, "big") if n else b""
@@ -155,7 +175,7 @@ def generate_envelopes(
         for sent, chat in events:
             author = rnd.choice(members)
             data = encode_payload(
-                _chat_payload(rnd, author, _text(rnd)),
+                _chat_payload(rnd, author, chat_message(chat, _text(rnd), sent, kinds[chat])),
                 sign_with=author,
                 symmetric_key=keys[chat],
                 random_source=random_bytes,

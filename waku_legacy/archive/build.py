@@ -43,6 +43,7 @@ from waku_legacy.archive.store import (
     repair_store,
     write_last_end,
 )
+from waku_legacy.archive.topics import apply_archive_topics
 from waku_legacy.archive.torrent import (
     ANNOUNCE_LIST,
     TorrentInfo,
@@ -115,6 +116,7 @@ def build_community_archives(
     archive_link_chats: str = BOTH,
     payload_signer: coincurve.PrivateKey | None = None,
     logos_storage: LogosStorageClient | None = None,
+    archive_topics: str = "channel",
 ) -> BuildReport:
     """Archive ``messages`` of one community up to ``now`` (seconds) and refresh its torrent.
 
@@ -129,7 +131,9 @@ def build_community_archives(
     ``.json`` (``{"path": <nwaku relay path>, "pubsubTopic", "body", "chat", "messages"}``):
     one message per chat ``archive_link_chats`` names (``"both"``: ``<id>-memberUpdate`` and
     ``<id>-magnetlinks``), the 26/WAKU-PAYLOAD signed by ``payload_signer`` (default: the
-    community key); see :func:`_write_magnet_message`.
+    community key); see :func:`_write_magnet_message`. ``archive_topics`` (``"channel"``,
+    ``"universal"``, ``"both"``) relabels the messages on ``content_topics`` (the channels)
+    with the community's ``-memberUpdate`` topic (:mod:`waku_legacy.archive.topics`).
     """
     started = time.monotonic()
     flavour = Flavour.parse(flavour)
@@ -144,6 +148,7 @@ def build_community_archives(
     layout.root.mkdir(parents=True, exist_ok=True)
     status = repair_store(layout, flavour, fault=fault, fsync=fsync)
     previous_end = last_end if last_end is not None else recorded_last_end(layout, status.index)
+    messages, topics = apply_archive_topics(messages, topics, layout.community, archive_topics)
 
     plan = plan_archives(
         messages, last_end=previous_end, now=now, partition=partition,
