@@ -378,6 +378,7 @@ class CommunityArchiver:
             archive_link_chats=self.community.archive_link_chats,
             payload_signer=self.operator_key,
             logos_storage=self.logos_storage,
+            archive_topics=self.community.archive_topics,  # channel/universal/both
         )  # fmt: skip
         return report, stats
 

@@ -75,6 +75,10 @@
                                              #   (status-go: the node's key); default key_file
     backend = "torrent"                      # or "logos-storage" (uploads to [logos_storage],
                                              #   the link is the index CID; never both)
+    archive_topics = "both"                  # archived channel messages on their channel
+                                             #   topics ("channel": clients before status-go
+                                             #   PR #5993), on <id>-memberUpdate ("universal":
+                                             #   current clients), or twice ("both")
 
     [logos_storage]                          # required when a community uses that back end
     url = "http://127.0.0.1:8080"            # the node's REST root (/api/storage/v1 under it)
