@@ -115,6 +115,8 @@ class CommunityResult:
     backend: str = "torrent"  # or "logos-storage" (issue 12)
     archive_link: str | None = None  # the magnet link or the Logos Storage index CID
     logos_storage: dict[str, Any] | None = None  # uploads (LogosStoragePublish.to_json())
+    # the archive-link message's clock and why (waku_legacy.archive.clock.ClockChoice.to_json)
+    archive_link_clock: dict[str, Any] | None = None
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -438,17 +440,43 @@ def build_archives(
     finally:
         archived.unpersist()
 
+    from waku_legacy.archive.clock import ClockEvidence, choose_link_clock
     from waku_legacy.migrate.config import load_operator_key
 
-    report = build_community_archives(
-        archive_dir, torrent_dir, community.id, topics, [],
-        now=now, flavour=flavour, community_key=community_key,
-        pubsub_topic=community.pubsub_topic, clock_ms=now * 1000, fault=archive_fault,
-        # issue 12: -memberUpdate and/or -magnetlinks; payload signed by the operator key
-        archive_link_chats=community.archive_link_chats,
-        payload_signer=load_operator_key(community) if community_key is not None else None,
-        logos_storage=_logos_storage_client(community, logos_storage_url),  # issue 12
+    # The link's clock: above every clock the community already used (description field 9,
+    # earlier archive-link messages in the sources), else the run's clock (now, in ms).
+    evidence = (
+        link_clock_evidence(spark, work_dir, community) if community_key is not None
+        else ClockEvidence()
     )  # fmt: skip
+    previous_link = _current_link(layout, community)
+    logos_storage = _logos_storage_client(community, logos_storage_url)
+
+    def write_message(archive_link: str | None) -> Any:
+        choice = choose_link_clock(
+            evidence, base=now * 1000, base_reason="run clock (now)", archive_link=archive_link
+        )
+        return choice, build_community_archives(
+            archive_dir, torrent_dir, community.id, topics, [],
+            now=now, flavour=flavour, community_key=community_key,
+            pubsub_topic=community.pubsub_topic, clock_ms=choice.clock, fault=archive_fault,
+            # issue 12: -memberUpdate and/or -magnetlinks; payload signed by the operator key
+            archive_link_chats=community.archive_link_chats,
+            payload_signer=load_operator_key(community) if community_key is not None else None,
+            logos_storage=logos_storage,  # issue 12: None = the torrent back end
+        )  # fmt: skip
+
+    choice, report = write_message(previous_link)
+    link = report.archive_link  # the magnet link or the Logos Storage index CID
+    if community_key is not None and link not in (None, previous_link):
+        # a new link: a found message naming the old one no longer counts as "the same link"
+        final = choose_link_clock(
+            evidence, base=now * 1000, base_reason="run clock (now)", archive_link=link
+        )
+        if final.clock != choice.clock:
+            choice, report = write_message(link)
+    if community_key is not None and link:
+        result.archive_link_clock = choice.to_json()
     result.last_end = report.last_end
     result.total_archives = report.total_archives
     result.info_hash = report.info_hash
@@ -466,3 +494,41 @@ def _logos_storage_client(community: CommunityConfig, url: str | None) -> Any:
     from waku_legacy.archive.logos_storage import client_for
 
     return client_for(community.backend, url, f"community {community.id}")
+
+
+def _current_link(layout: Any, community: CommunityConfig) -> str | None:
+    """The archive link of what is already built: the torrent's magnet link, or the Logos
+    Storage index CID (None when there is none yet)."""
+    from waku_legacy.archive.logos_storage import LOGOS_STORAGE, recorded_index_cid
+    from waku_legacy.archive.torrent import load_torrent
+
+    if community.backend == LOGOS_STORAGE:
+        return recorded_index_cid(layout)
+    try:
+        return load_torrent(layout.torrent).magnet_uri
+    except (OSError, WakuLegacyError):
+        return None
+
+
+def link_clock_evidence(spark: SparkSession, work_dir: str, community: CommunityConfig) -> Any:
+    """The archive-link clocks ``community`` already used, from the migrated messages.
+
+    Reads the run's decoded messages (``<work dir>/messages``: every source, store-rest
+    nodes included) on the community's own chat and its two archive-link chats, and hands
+    them to :func:`waku_legacy.archive.clock.read_evidence` (signatures checked there).
+    """
+    from pyspark.sql import functions as F
+
+    from waku_legacy.archive.clock import ClockEvidence, evidence_topics, read_evidence
+
+    path = Path(work_dir) / "messages"
+    if not path.exists():
+        return ClockEvidence()
+    topics = list(evidence_topics(community.id))
+    rows = (
+        spark.read.parquet(str(path))
+        .filter(~F.col("quarantined") & ~F.col("duplicate") & F.col("content_topic").isin(topics))
+        .select("content_topic", "payload", "version")
+        .collect()
+    )
+    return read_evidence(rows, community.id)
