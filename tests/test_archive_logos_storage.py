@@ -263,3 +263,76 @@ def test_bridge_config_reads_backend_and_node_url(tmp_path: Path) -> None:
     )
     assert config.logos_storage_url == "http://127.0.0.1:8080"
     assert config.communities[0].backend == "logos-storage"
+
+
+# -- the bridge: a logos-storage community's run uploads and publishes the CID -----------
+
+
+@pytest.mark.network
+async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) -> None:
+    import asyncio
+    import base64
+    import time
+
+    from tests.test_archive_magnet import independent_open
+    from tests.test_bridge_support import FakeNwaku, bridge_config
+    from waku_legacy.bridge.clock import ManualClock
+    from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.identity.message_hash import message_hash
+    from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
+    from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
+    from waku_legacy.mailserver_compat.payload import encode_payload
+    from waku_legacy.mailserver_compat.pow import seal
+    from waku_legacy.store import StoredMessage, open_store
+
+    channel = str(uuid.UUID(int=3))
+    chat = COMMUNITY.channel_chat_id(channel)
+    (tmp_path / "c.key").write_text(KEY.secret.hex())
+    url = f"sqlite:///{tmp_path}/store.sqlite3"
+    t0 = 1_750_000_000
+    rows = []
+    for i in range(5):
+        data = encode_payload(b"m%d" % i, symmetric_key=symmetric_key_for_chat(chat))
+        msg = envelope_to_waku_message(seal(t0 - 9 * 86_400 + i, 10, chat_topic(chat), data, 0))
+        rows.append(StoredMessage(message_hash(TOPIC, msg), TOPIC, msg.content_topic,
+                                  msg.payload, 1, msg.timestamp))  # fmt: skip
+    with open_store(url) as store:
+        store.insert_messages(rows)
+    nwaku = await FakeNwaku().start()
+    with running_fake() as node:
+        config = bridge_config(
+            tmp_path, url, relay={"url": nwaku.url},
+            archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
+                     "seed_listen": "127.0.0.1:0", "trackers": False,
+                     "republish_interval": "1d"},
+            community=[_community(key_file="c.key", backend="logos-storage",
+                                  archive_link_chats="universal")],
+            logos_storage={"url": node.url},
+        )  # fmt: skip
+        try:
+            service = BridgeService(config, clock=ManualClock(t0))
+            await service.start()
+            archiver = service.archive.archivers[str(COMMUNITY)]
+            deadline = time.monotonic() + 20
+            while not (archiver.last_run and archiver.last_run.published):
+                assert time.monotonic() < deadline, archiver.last_run
+                await asyncio.sleep(0.01)
+            await service.stop()
+        finally:
+            await nwaku.stop()
+        run = archiver.last_run.build
+        assert run["backend"] == "logos-storage" and run["magnet_uri"] is None
+        cid = run["archive_link"]
+        assert node.uploads == run["archives_added"] + 1
+        assert not list((tmp_path / "t").glob("*.torrent"))
+        ((pubsub, body),) = list(nwaku.published)  # one chat: "universal"
+        assert pubsub == TOPIC
+        raw = waku_message_pb2.WakuMessage(
+            payload=base64.b64decode(body["payload"]), content_topic=body["contentTopic"],
+            version=body["version"], timestamp=body["timestamp"],
+        ).SerializeToString()  # fmt: skip
+        opened = independent_open(raw, COMMUNITY.universal_chat_id)
+        assert opened["archive_link"] == cid and opened["type"] == 43
+        fetched = fetch_by_cid(LogosStorageClient(node.url), cid)
+        on_channel = [m for _id, m in fetched.messages if m.topic == chat_topic(chat)]
+        assert len(on_channel) == len(rows)  # (plus -memberUpdate copies: archive_topics)
