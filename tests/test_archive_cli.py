@@ -131,9 +131,21 @@ def test_seed_and_fetch_commands(tmp_path: Path, capsys: pytest.CaptureFixture[s
         lines = (tmp_path / "latest.jsonl").read_text().splitlines()
         assert json.loads(lines[0])["archiveId"] == first["archives"][0]["id"]
 
-        # the same magnet-link message again: its clock is not newer, refused
-        code, _, err = run(capsys, *fetch, "--magnet-message", message, "--new")
-        assert code == 2 and "not newer" in err
+        # the same magnet-link message again: status-go accepts its clock (>= the last one)
+        # but ignores a link it has already processed
+        code, out, err = run(capsys, *fetch, "--magnet-message", message, "--new")
+        assert code == 0, err
+        assert "already processed" in json.loads(out)["ignored"]
+        # a link with a lower clock than the last accepted one is stale
+        from waku_legacy.archive.magnet import build_archive_link_message, verify_magnet_message
+
+        first_clock = verify_magnet_message(Path(message).read_bytes(), COMMUNITY).clock
+        older = build_archive_link_message(
+            KEY, report["magnet_uri"], first_clock - 1, pubsub_topic="/waku/2/rs/16/200"
+        )
+        (tmp_path / "older.pb").write_bytes(older.SerializeToString())
+        code, _, err = run(capsys, *fetch, "--magnet-message", str(tmp_path / "older.pb"), "--new")
+        assert code == 2 and "lower than the last accepted" in err
 
         code, out, err = run(capsys, *fetch, "--magnet", report["magnet_uri"], "--new",
                              "--sqlite", str(tmp_path / "rest.db"))  # fmt: skip

@@ -365,9 +365,18 @@ def _fetch(args: argparse.Namespace) -> int:
             message: Any = magnet_message_from_json(body)
         else:
             message = raw  # protobuf WakuMessage bytes, parsed (with limits) by the verifier
+        # status-go's member rules (HandleHistoryArchiveLinkMessage): a clock lower than the
+        # last accepted one is stale (an error here); an equal or higher one is taken, unless
+        # it names the link already fetched, which is ignored
         last = record.last_clock(str(community)) if record else None
         link = verify_magnet_message(message, community, last_clock=last)
         source, clock = link.magnet_uri, link.clock
+        if record is not None and record.last_link(str(community)) == link.magnet_uri:
+            reason = "already processed this archive link (status-go ignores a link seen twice)"
+            value = {"community": str(community), "ignored": reason, "clock": link.clock,
+                     "archiveLink": link.magnet_uri}  # fmt: skip
+            _emit(args, value, [f"{reason}: {link.magnet_uri}"])
+            return 0
     else:
         source = args.magnet or args.torrent
 
@@ -405,6 +414,7 @@ def _fetch(args: argparse.Namespace) -> int:
         record.add(str(community), [f.entry.archive_id for f in result.archives])
         if clock is not None:
             record.set_last_clock(str(community), clock)
+            record.set_last_link(str(community), source)
         record.save()
     value = {
         "community": str(community),

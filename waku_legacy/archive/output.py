@@ -81,7 +81,9 @@ def write_sqlite(
 
 
 class FetchRecord:
-    """JSON file ``{"<community id>": {"archives": [ids...], "last_clock": ms}}``."""
+    """JSON file ``{"<community id>": {"archives": [ids...], "last_clock": ms, "last_link": …}}``
+    (``last_link``: the archive link last fetched in full, status-go's
+    ``lastSeenArchiveLink``)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         from waku_legacy.files import read_small_file
@@ -117,6 +119,13 @@ class FetchRecord:
 
     def set_last_clock(self, community_id: str, clock: int) -> None:
         self._data.setdefault(community_id, {})["last_clock"] = clock
+
+    def last_link(self, community_id: str) -> str | None:
+        value = self._data.get(community_id, {}).get("last_link")
+        return value if isinstance(value, str) else None
+
+    def set_last_link(self, community_id: str, link: str) -> None:
+        self._data.setdefault(community_id, {})["last_link"] = link
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
