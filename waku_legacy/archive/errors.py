@@ -61,7 +61,8 @@ class MagnetMessageError(DecodeError):
 
 
 class StaleMagnetMessage(MagnetMessageError):
-    """A magnet-link message whose clock is not newer than the last one accepted."""
+    """A magnet-link message whose clock is lower than the last one accepted (status-go takes
+    an equal clock)."""
 
 
 class ForgedMagnetMessage(SignatureError):

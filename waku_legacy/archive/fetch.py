@@ -11,7 +11,8 @@ Checks: the torrent is named after the community; every index key is the keccak2
 metadata and the archives tile ``data``; every fetched piece's SHA-1 matches the torrent
 (libtorrent checks on arrival; this module re-reads and checks again); each archive parses,
 carries the window its index entry says, and holds only messages inside that window; a
-magnet-link message, when given, is signed by the community key and newer than the last one.
+magnet-link message, when given, is signed by the community key and its clock is not lower
+than the last accepted one (status-go takes ``clock >= last``).
 """
 
 from __future__ import annotations
