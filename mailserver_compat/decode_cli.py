@@ -362,8 +362,13 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
         from waku_legacy.archive.magnet import verify_magnet_message
         from waku_legacy.errors import WakuLegacyError
 
+        # the link's kind decides the reader (issue 12): a magnet link (torrent back end) or
+        # a Logos Storage index CID; members read it with their own back end
+        shown = result.get("archive_link", {}).get("archive_link", "")
+        backend = "torrent" if shown.startswith("magnet:") or not shown else "logos-storage"
+        result["backend"] = backend
         try:
-            verified = verify_magnet_message(message, community)
+            verified = verify_magnet_message(message, community, backend=backend)
         except WakuLegacyError as exc:
             result["accepted_by_members"] = False
             result["rejection"] = str(exc)

@@ -336,3 +336,14 @@ async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) ->
         fetched = fetch_by_cid(LogosStorageClient(node.url), cid)
         on_channel = [m for _id, m in fetched.messages if m.topic == chat_topic(chat)]
         assert len(on_channel) == len(rows)  # (plus -memberUpdate copies: archive_topics)
+
+
+def test_decode_magnet_message_reads_a_cid_link(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    cid = cid_of(b"an index")
+    message = build_archive_link_message(KEY, cid, 7, pubsub_topic=TOPIC, backend="logos-storage")
+    path = tmp_path / "link.pb"
+    path.write_bytes(message.SerializeToString())
+    assert main(["decode", "magnet-message", str(path), "--community", str(COMMUNITY)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["backend"] == "logos-storage" and out["accepted_by_members"] is True
+    assert out["archive_link"]["archive_link"] == cid
