@@ -166,7 +166,14 @@ def _export(args: argparse.Namespace) -> int:
     if discovery is not None and not args.json:
         print(f"\nchannels found: {discovery.summary()}")
         print(f"  from: {discovery.newest_location}")
+    if not args.json and result.get("archive_link_clock"):
+        print(f"\n{_clock_line(result['archive_link_clock'])}")
     return 0
+
+
+def _clock_line(clock: dict[str, Any]) -> str:
+    """The archive-link message's clock and why (``CommunityResult.archive_link_clock``)."""
+    return f"archive-link clock: {clock['clock']} ({clock['reason']})"
 
 
 def _rewrite_report(path: str | None, report: Any) -> None:
@@ -274,6 +281,8 @@ def _demo(args: argparse.Namespace) -> int:
             print(f"  magnet link: {c['magnet_uri']}")
             for path in c["magnet_message_paths"]:
                 print(f"  signed magnet-link message: {path}")
+            if c.get("archive_link_clock"):
+                print(f"  {_clock_line(c['archive_link_clock'])}")
     return 0
 
 

@@ -78,11 +78,13 @@ def _description(legacy: dict, field9: int) -> waku_message_pb2.WakuMessage:
     )  # fmt: skip
 
 
-def _export(legacy: dict, out: Path, *extra_sources: Path) -> dict:
+def _export(legacy: dict, out: Path, *extra_sources: Path, as_json: bool = True) -> dict:
     community = legacy["community"]
     args = ["export", "--community", str(community.id), "--shard", str(community.shard),
             "--key-file", str(legacy["key_file"]), "--now", str(NOW), "--out", str(out),
-            "--json", "--quiet", "--source", f"leveldb:{legacy['mailserver']}"]  # fmt: skip
+            "--quiet", "--source", f"leveldb:{legacy['mailserver']}"]  # fmt: skip
+    if as_json:
+        args.append("--json")
     for channel in community.channels:
         args += ["--channel", channel]
     for source in extra_sources:
@@ -127,7 +129,7 @@ def test_export_signs_above_field_9_and_reruns_identically(legacy, tmp_path, cap
     assert _link_files(third) == links and _archive_files(out) == files
 
 
-def test_a_previous_link_in_the_sources_pushes_the_clock_above_it(legacy, tmp_path) -> None:
+def test_a_previous_link_in_the_sources_pushes_the_clock_above_it(legacy, tmp_path, capsys) -> None:
     community = legacy["community"]
     previous = FIELD9 + 5_000
     earlier = build_archive_link_message(
@@ -135,8 +137,12 @@ def test_a_previous_link_in_the_sources_pushes_the_clock_above_it(legacy, tmp_pa
         pubsub_topic=f"/waku/2/rs/16/{community.shard}", chat="magnetlinks",
     )  # fmt: skip
     evidence = _v2_store(tmp_path / "v2.sqlite3", legacy, [_description(legacy, FIELD9), earlier])
-    result = _export(legacy, tmp_path / "export", evidence)
+    capsys.readouterr()
+    result = _export(legacy, tmp_path / "export", evidence, as_json=False)
     assert _clock(result, legacy) == previous + 1
+    # the text report says it too
+    out = capsys.readouterr().out
+    assert f"archive-link clock: {previous + 1} (previous link clock {previous} (+1))" in out
     report = result["archive_link_clock"]
     assert report["reason"] == f"previous link clock {previous} (+1)"
     assert (report["previous_link_clock"], report["previous_link"]) == (previous, OLD_LINK)
