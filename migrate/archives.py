@@ -198,11 +198,15 @@ def encode_window(
     topics: tuple[bytes, ...],
     flavour: str,
     scratch_dir: str,
+    community: str = "",
+    archive_topics: str = "channel",
 ) -> pa.Table:
     """Plan and encode one window's archives (the archive module's rules) into a scratch
     file; return one metadata row. The file holds the parts back to back, each preceded by
-    its 8-byte big-endian length and message count."""
+    its 8-byte big-endian length and message count. ``topics`` are the channel topics;
+    ``archive_topics`` relabels as :func:`~waku_legacy.archive.topics.apply_archive_topics`."""
     from waku_legacy.archive import ArchiveMessage, EncodedArchive, plan_archives
+    from waku_legacy.archive.topics import apply_archive_topics
 
     rows = table.to_pylist()
     window = rows[0]["window"]
@@ -219,7 +223,8 @@ def encode_window(
         )
         for r in rows
     ]
-    plan = plan_archives(messages, last_end=window_from, now=window_to, partition=partition)
+    relabelled, topics = apply_archive_topics(messages, topics, community, archive_topics)
+    plan = plan_archives(relabelled, last_end=window_from, now=window_to, partition=partition)
     if plan.late or plan.future or plan.windows != 1:
         raise WakuLegacyError(
             f"window {window_from}..{window_to} planned into {plan.windows} windows "
@@ -314,6 +319,7 @@ def build_archives(
         repair_store,
         write_last_end,
     )
+    from waku_legacy.archive.topics import archive_metadata_topics
     from waku_legacy.identity.topics import (
         symmetric_key_for_chat,
         v1_topic_to_content_topic,
@@ -327,6 +333,8 @@ def build_archives(
         pubsub_topic=community.pubsub_topic, channels=len(community.channels),
     )  # fmt: skip
     topics = tuple(sorted(community.channel_topics()))
+    archive_topics = community.archive_topics  # issue 12: "channel" | "universal" | "both"
+    metadata_topics = archive_metadata_topics(topics, cid, archive_topics)
     keys = {
         v1_topic_to_content_topic(topic): symmetric_key_for_chat(community.id.channel_chat_id(c))
         for topic, c in community.channel_topics().items()
@@ -414,6 +422,8 @@ def build_archives(
                         topics=topics,
                         flavour=flavour,
                         scratch_dir=scratch_dir,
+                        community=cid,
+                        archive_topics=archive_topics,
                     ),
                     spark_ddl(WINDOW_RESULT_SCHEMA),
                 )
@@ -423,7 +433,7 @@ def build_archives(
         # Sequential, deterministic appends, one window at a time (bounded memory).
         for row in window_results:
             encoded = read_window_file(
-                row["path"], row["window_from"], row["window_to"], topics, flavour
+                row["path"], row["window_from"], row["window_to"], metadata_topics, flavour
             )
             appended = append_archives(
                 archive_dir, community.id, encoded, flavour=flavour, fault=archive_fault
@@ -464,6 +474,7 @@ def build_archives(
             archive_link_chats=community.archive_link_chats,
             payload_signer=load_operator_key(community) if community_key is not None else None,
             logos_storage=logos_storage,  # issue 12: None = the torrent back end
+            archive_topics=archive_topics,
         )  # fmt: skip
 
     choice, report = write_message(previous_link)

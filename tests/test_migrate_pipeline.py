@@ -227,7 +227,8 @@ def _reference_archives(ds: Dataset, out: Path, envelopes: list[bytes], now: int
                     )
                 )
         build_community_archives(out / "archives", out / "torrents", c.id, sorted(keys), messages,
-                                 now=now, clock_ms=now * 1000)  # fmt: skip
+                                 now=now, clock_ms=now * 1000,
+                                 archive_topics="both")  # the [[community]] default  # fmt: skip
 
 
 @pytest.fixture(scope="module")
