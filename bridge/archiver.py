@@ -47,6 +47,7 @@ from waku_legacy.archive.clock import (
     choose_link_clock,
     evidence_topics,
     read_evidence,
+    read_store_evidence,
 )
 from waku_legacy.archive.logos_storage import recorded_index_cid
 from waku_legacy.archive.magnet import build_archive_link_messages
@@ -73,9 +74,7 @@ log = logging.getLogger("waku_legacy.bridge.archive")
 NS = 1_000_000_000
 DAY = 86_400
 RECONCILE_RETRY = 300.0  # seconds between attempts to finish an interrupted build
-# Newest messages read per topic when looking for the clocks a community already used (its
-# descriptions are republished often; the newest carry the highest field 9).
-CLOCK_EVIDENCE_LIMIT = 2000
+CLOCK_EVIDENCE_LIMIT = 2000  # messages read from a store node when looking for used clocks
 T = TypeVar("T")
 
 
@@ -134,19 +133,15 @@ def collect_archive_messages(
 
 
 def store_clock_evidence(store: MessageStore, community: CommunityConfig) -> ClockEvidence:
-    """Clocks ``community`` already used, from the local v2 store (any shard): the newest
-    ``CLOCK_EVIDENCE_LIMIT`` messages of each of :func:`evidence_topics`."""
-    rows: list[Any] = []
-    for topic in evidence_topics(community.id):
-        page = store.query(content_topics=[topic], ascending=False, limit=CLOCK_EVIDENCE_LIMIT)
-        rows.extend(page.messages)
-    return read_evidence(rows, community.id)
+    """Clocks ``community`` already used, from the local v2 store (the core's reader)."""
+    return read_store_evidence(store, community.id)
 
 
 def node_clock_evidence(
     node: str, community: CommunityConfig, *, timeout: float = 30.0, retries: int = 2
 ) -> ClockEvidence:
-    """The same from a store node, through its REST store API (the migration's pager)."""
+    """The same from a store node, through its REST store API (the migration's pager): its
+    first ``3 * CLOCK_EVIDENCE_LIMIT`` messages on the three topics."""
     from waku_legacy.migrate.store_rest import StorePager, fetch_pages
     from waku_legacy.store.rest_json import parse_key_value
 

@@ -306,8 +306,12 @@ def build_archives(
     fault: FaultHook = no_fault,
     community_key: Any = None,
     logos_storage_url: str | None = None,
+    store_url: str | None = None,
 ) -> CommunityResult:
-    """Archive one community's channel messages from ``messages`` (kept MESSAGE rows)."""
+    """Archive one community's channel messages from ``messages`` (kept MESSAGE rows).
+
+    ``store_url``: the output v2 store, also read for the archive-link clocks the community
+    already used (it may hold links and descriptions earlier runs or the bridge stored)."""
     from pyspark.sql import functions as F
 
     from waku_legacy.archive import WEEK_SECONDS
@@ -456,7 +460,7 @@ def build_archives(
     # The link's clock: above every clock the community already used (description field 9,
     # earlier archive-link messages in the sources), else the run's clock (now, in ms).
     evidence = (
-        link_clock_evidence(spark, work_dir, community) if community_key is not None
+        link_clock_evidence(spark, work_dir, community, store_url) if community_key is not None
         else ClockEvidence()
     )  # fmt: skip
     previous_link = _current_link(layout, community)
@@ -521,25 +525,41 @@ def _current_link(layout: Any, community: CommunityConfig) -> str | None:
         return None
 
 
-def link_clock_evidence(spark: SparkSession, work_dir: str, community: CommunityConfig) -> Any:
+def link_clock_evidence(
+    spark: SparkSession, work_dir: str, community: CommunityConfig, store_url: str | None = None
+) -> Any:
     """The archive-link clocks ``community`` already used, from the migrated messages.
 
     Reads the run's decoded messages (``<work dir>/messages``: every source, store-rest
-    nodes included) on the community's own chat and its two archive-link chats, and hands
-    them to :func:`waku_legacy.archive.clock.read_evidence` (signatures checked there).
+    nodes included) on the community's own chat and its two archive-link chats, and the
+    output store's (``store_url``) newest on those topics, and hands them to
+    :mod:`waku_legacy.archive.clock` (signatures checked there).
     """
     from pyspark.sql import functions as F
 
-    from waku_legacy.archive.clock import ClockEvidence, evidence_topics, read_evidence
-
-    path = Path(work_dir) / "messages"
-    if not path.exists():
-        return ClockEvidence()
-    topics = list(evidence_topics(community.id))
-    rows = (
-        spark.read.parquet(str(path))
-        .filter(~F.col("quarantined") & ~F.col("duplicate") & F.col("content_topic").isin(topics))
-        .select("content_topic", "payload", "version")
-        .collect()
+    from waku_legacy.archive.clock import (
+        ClockEvidence,
+        evidence_topics,
+        read_evidence,
+        read_store_evidence,
     )
-    return read_evidence(rows, community.id)
+
+    evidence = ClockEvidence()
+    path = Path(work_dir) / "messages"
+    if path.exists():
+        topics = list(evidence_topics(community.id))
+        rows = (
+            spark.read.parquet(str(path))
+            .filter(
+                ~F.col("quarantined") & ~F.col("duplicate") & F.col("content_topic").isin(topics)
+            )
+            .select("content_topic", "payload", "version")
+            .collect()
+        )
+        evidence = read_evidence(rows, community.id)
+    if store_url:
+        from waku_legacy.store import open_store
+
+        with open_store(store_url) as store:
+            evidence = evidence.merge(read_store_evidence(store, community.id))
+    return evidence

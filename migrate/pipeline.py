@@ -267,6 +267,7 @@ def run_migration(
                         work_dir=str(work), now=now, flavour=config.pipeline.flavour,
                         fault=fault, community_key=keys[str(community.id)],
                         logos_storage_url=config.logos_storage_url,
+                        store_url=config.output.store,  # also read for used link clocks
                     )  # fmt: skip
             except WakuLegacyError:
                 raise

@@ -146,3 +146,32 @@ def test_a_previous_link_in_the_sources_pushes_the_clock_above_it(legacy, tmp_pa
     report = result["archive_link_clock"]
     assert report["reason"] == f"previous link clock {previous} (+1)"
     assert (report["previous_link_clock"], report["previous_link"]) == (previous, OLD_LINK)
+
+
+def test_migrate_reads_the_output_store_for_earlier_links(spark, legacy, tmp_path) -> None:
+    """The v2 store the migration writes may already hold links (an earlier run's, the
+    bridge's): the clock goes above them too."""
+    from waku_legacy.migrate.config import parse_config
+    from waku_legacy.migrate.pipeline import run_migration
+
+    community = legacy["community"]
+    previous = FIELD9 + 7_000
+    earlier = build_archive_link_message(
+        private_key_from_bytes(community.secret), OLD_LINK, previous,
+        pubsub_topic=f"/waku/2/rs/16/{community.shard}",
+    )  # fmt: skip
+    store = _v2_store(tmp_path / "store.sqlite3", legacy, [earlier])
+    data = {
+        "spark": {"master": "local[2]"},
+        "source": [{"kind": "mailserver-leveldb", "name": "ms", "path": str(legacy["mailserver"])}],
+        "community": [{"id": str(community.id), "channels": list(community.channels),
+                       "shard": community.shard, "key_file": str(legacy["key_file"])}],
+        "pipeline": {"now": NOW},
+        "output": {"store": f"sqlite:{store}", "archive_dir": "a", "torrent_dir": "t",
+                   "work_dir": "work", "report": "report.json"},
+    }  # fmt: skip
+    report = run_migration(parse_config(data, base_dir=tmp_path), spark=spark)
+    (result,) = report.communities
+    assert result["archive_link_clock"]["clock"] == previous + 1
+    assert result["archive_link_clock"]["reason"] == f"previous link clock {previous} (+1)"
+    assert _clock(result, legacy) == previous + 1

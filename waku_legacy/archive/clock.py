@@ -59,7 +59,10 @@ __all__ = [
     "choose_link_clock",
     "evidence_topics",
     "read_evidence",
+    "read_store_evidence",
 ]
+
+STORE_EVIDENCE_LIMIT = 2000  # newest messages read per topic from a v2 store
 
 
 class RawMessage(Protocol):
@@ -209,6 +212,18 @@ def read_evidence(messages: Iterable[RawMessage], community: CommunityId) -> Clo
                 out.link_clock, out.link = clock, link
     out.rejected = dict(rejected)
     return out
+
+
+def read_store_evidence(
+    store: Any, community: CommunityId, *, limit: int = STORE_EVIDENCE_LIMIT
+) -> ClockEvidence:
+    """The same from a v2 store (a :class:`~waku_legacy.store.MessageStore`, any shard): the
+    newest ``limit`` messages of each of :func:`evidence_topics` (descriptions are republished
+    often; the newest carry the highest field 9)."""
+    rows: list[Any] = []
+    for topic in evidence_topics(community):
+        rows.extend(store.query(content_topics=[topic], ascending=False, limit=limit).messages)
+    return read_evidence(rows, community)
 
 
 def choose_link_clock(
