@@ -187,12 +187,27 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
                          data_timeout=30, peers=(f"127.0.0.1:{service.seeder.port}",)),
         )  # fmt: skip
         messages = [m for _, m in fetched.messages()]
-        assert sorted(m.payload for m in messages) == sorted(f"new {i}".encode() for i in range(5))
+        # archive_topics defaults to "both": each message on its channel topic (2024 clients)
+        # and relabelled to <id>-memberUpdate (clients after status-go #5993), keccak-derived
+        # hash, payload, sig and timestamp unchanged.
+        universal = keccak256(f"{COMMUNITY}-memberUpdate".encode())[:4]
+        channel = [m for m in messages if m.topic == TOPIC]
+        relabelled = [m for m in messages if m.topic == universal]
+        assert len(channel) + len(relabelled) == len(messages)
+        new_texts = sorted(f"new {i}".encode() for i in range(5))
+        assert sorted(m.payload for m in channel) == new_texts
+        assert sorted(m.payload for m in relabelled) == new_texts
         uncompressed = sender.public_key.format(compressed=False)
-        for m in messages:  # status-go archive semantics
-            assert m.sig == uncompressed and m.topic == TOPIC
-            assert m.hash in {keccak256(e.encode()) for e in posted}  # v1: envelope hash
+        envelope_hashes = {keccak256(e.encode()) for e in posted}
+        for m in channel:  # status-go archive semantics
+            assert m.sig == uncompressed
+            assert m.hash in envelope_hashes  # v1: envelope hash
             assert t0 + 0 <= m.timestamp < t0 + 7 * DAY
+        originals = {m.payload: m for m in channel}
+        for m in relabelled:
+            source = originals[m.payload]
+            assert (m.sig, m.timestamp) == (source.sig, source.timestamp)
+            assert m.hash == keccak256(source.hash + universal)
 
         # 7. Admin view, and the metrics that count all this.
         headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
