@@ -241,5 +241,17 @@ async def test_bridge_publishes_above_the_description_field_9(tmp_path):
     field9 = BASE + 500_000
     published, state = await _bridge_publish(tmp_path, [], [description(field9)])
     ((_, body),) = published
-    assert independent_open(_raw(body), COMMUNITY.universal_chat_id)["clock"] == field9 + 1
+    # Issue 12, must show, on one published message: status-go's layers and signatures, the
+    # -memberUpdate topic, and a clock above the description's field 9.
+    opened = independent_open(_raw(body), COMMUNITY.universal_chat_id)
+    assert opened["clock"] == field9 + 1
+    assert opened["installation_id"]  # the ProtocolMessage layer is there
+    assert opened["type"] == 43 and opened["application_signer"] == COMMUNITY.public_key
+    assert opened["payload_signer"] is not None  # the 26/WAKU-PAYLOAD is signed
+    assert opened["content_topic"] == body["contentTopic"]
+    # status-go's public-chat topic: keccak256(chat id)[:4], as an rfc26 content topic
+    from Crypto.Hash import keccak
+
+    topic = keccak.new(data=f"{COMMUNITY}-memberUpdate".encode(), digest_bits=256).digest()[:4]
+    assert body["contentTopic"] == f"/waku/1/0x{topic.hex()}/rfc26"
     assert state["archiveLinkClock"]["reason"] == f"description field 9 = {field9} (+1)"
