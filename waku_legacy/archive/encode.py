@@ -361,17 +361,23 @@ def index_entry_for(
     )  # fmt: skip
 
 
-def encode_index(entries: Iterable[IndexEntry]) -> bytes:
-    """Serialized ``WakuMessageArchiveIndex``; map entries sorted by key (deterministic)."""
+def encode_archive_map(entries: Iterable[tuple[str, bytes]]) -> bytes:
+    """Field 1 ``map<string, message>`` of an archive index, entries sorted by key (status-go
+    marshals Go maps deterministically, keys in order), each value already serialized."""
     out = bytearray()
-    for entry in sorted(entries, key=lambda e: e.archive_id):
-        key = entry.archive_id.encode("ascii")
+    for key_text, value in sorted(entries):
+        key = key_text.encode("ascii")
         body = (
             b"\x0a" + encode_varint(len(key)) + key
-            + b"\x12" + encode_varint(len(entry.metadata_bytes)) + entry.metadata_bytes
+            + b"\x12" + encode_varint(len(value)) + value
         )  # fmt: skip
         out += b"\x0a" + encode_varint(len(body)) + body
     return bytes(out)
+
+
+def encode_index(entries: Iterable[IndexEntry]) -> bytes:
+    """Serialized ``WakuMessageArchiveIndex``; map entries sorted by key (deterministic)."""
+    return encode_archive_map((e.archive_id, e.metadata_bytes) for e in entries)
 
 
 def _parse_metadata(data: bytes, what: str) -> tuple[int, int, tuple[bytes, ...]]:

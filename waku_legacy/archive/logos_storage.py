@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.archive.encode import Flavour, decode_archive, encode_metadata
+from waku_legacy.archive.encode import Flavour, decode_archive, encode_archive_map, encode_metadata
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveError, FetchError
 from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
 from waku_legacy.archive.message import ArchiveMessage
@@ -163,15 +163,7 @@ def logos_index_entry(
 
 def encode_logos_index(entries: list[LogosStorageIndexEntry]) -> bytes:
     """Serialized ``LogosStorageWakuMessageArchiveIndex``, map entries sorted by key."""
-    out = bytearray()
-    for entry in sorted(entries, key=lambda e: e.archive_id):
-        key = entry.archive_id.encode("ascii")
-        body = (
-            b"\x0a" + encode_varint(len(key)) + key
-            + b"\x12" + encode_varint(len(entry.metadata_bytes)) + entry.metadata_bytes
-        )  # fmt: skip
-        out += b"\x0a" + encode_varint(len(body)) + body
-    return bytes(out)
+    return encode_archive_map((e.archive_id, e.metadata_bytes) for e in entries)
 
 
 def decode_logos_index(data: bytes, *, verify_keys: bool = True) -> list[LogosStorageIndexEntry]:
