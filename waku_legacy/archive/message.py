@@ -84,12 +84,12 @@ class ArchiveMessage:
             "timestamp": self.timestamp,
             "hash": "0x" + self.hash.hex(),
             "topic": "0x" + self.topic.hex(),
-            "payload": base64.b64encode(self.payload).decode(),
+            "payload": _content_text(self.payload),
         }
         if self.sig:
             out["sig"] = "0x" + self.sig.hex()
         if self.padding:
-            out["padding"] = base64.b64encode(self.padding).decode()
+            out["padding"] = _content_text(self.padding)
         if self.third_party_id:
             out["thirdPartyId"] = self.third_party_id
         return out
@@ -130,6 +130,13 @@ class ArchiveMessage:
             where = f"archive message (line {line})" if line is not None else "archive message"
             raise ArchiveDecodeError(where, f"not JSON: {exc}") from exc
         return cls.from_json(obj, line=line)
+
+
+def _content_text(data: bytes) -> str:
+    """Base64 of a content field, unless that text starts with ``0x``, which
+    :func:`decode_bytes_field` reads as hex: then ``0x`` hex, so JSON reads back the same."""
+    text = base64.b64encode(data).decode()
+    return "0x" + data.hex() if text.startswith(("0x", "0X")) else text
 
 
 def decode_bytes_field(value: Any, name: str, where: str) -> bytes:
