@@ -7,7 +7,7 @@ and decoded with the migration's decoder
 (:func:`~waku_legacy.migrate.decode.decode_record`); only messages on the community's own
 chat topic (v1 topic, or its ``/waku/1/…/rfc26`` content topic on v2) are decrypted, with
 that chat's public-chat key. Each one that is a ``COMMUNITY_DESCRIPTION`` signed by the
-community key counts (:func:`~waku_legacy.identity.descriptions.read_signed_description`);
+community key counts (:func:`~waku_legacy.identity.descriptions.open_description_payload`);
 the newest clock wins. Messages on that topic that are not such a description (another
 message type, a signature by another key, unreadable bytes) are counted by reason and
 left out. A ``store-rest`` URL is asked for the community topic only.
@@ -26,13 +26,12 @@ from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.descriptions import (
     SignedDescription,
     newest_description,
-    read_signed_description,
+    open_description_payload,
 )
 from waku_legacy.identity.topics import (
     CommunityId,
     chat_topic,
     content_topic_of_chat,
-    symmetric_key_for_chat,
 )
 from waku_legacy.migrate.records import FORMAT_V1
 
@@ -96,12 +95,10 @@ def find_descriptions(
 ) -> Iterator[tuple[dict[str, Any], SignedDescription | Exception]]:
     """For each RAW record on the community's own topic: the record and its description,
     or the exception saying why it is not one. Records on other topics are skipped."""
-    from waku_legacy.mailserver_compat.payload import decode_payload
     from waku_legacy.migrate.decode import decode_record
     from waku_legacy.migrate.mapping import TopicMapping
 
     content_topic = content_topic_of_chat(community.chat_id)
-    key = symmetric_key_for_chat(community.chat_id)
     mapping = TopicMapping.build("/waku/2/rs/16/64", [])
     topic_hex = chat_topic(community.chat_id).hex()
     for raw in rows:
@@ -120,8 +117,7 @@ def find_descriptions(
             yield raw, ConfigError(f"payload version {row['version']}, not 1")
             continue
         try:
-            decoded = decode_payload(row["payload"], symmetric_key=key)
-            yield raw, read_signed_description(decoded.payload, community)
+            yield raw, open_description_payload(row["payload"], community)
         except WakuLegacyError as exc:
             yield raw, exc
 

@@ -24,8 +24,8 @@ byte-identical.
 
 Messages are checked as a member checks them: descriptions with
 :func:`~waku_legacy.identity.descriptions.read_signed_description` (community signature),
-links with :func:`~waku_legacy.archive.magnet.open_archive_link_message` and the community
-signature (any link kind: a Logos Storage CID raises members' clocks as a magnet link does).
+links with :func:`~waku_legacy.archive.magnet.open_signed_archive_link` (community
+signature) (any link kind: a Logos Storage CID raises members' clocks as a magnet link does).
 Anything else on those topics is counted by reason and left out.
 """
 
@@ -38,19 +38,17 @@ from typing import Any, Protocol
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
+from waku_legacy.archive.errors import ForgedMagnetMessage
 from waku_legacy.archive.magnet import (
-    COMMUNITY_MESSAGE_ARCHIVE_LINK,
     MAGNETLINKS,
     UNIVERSAL,
     archive_link_chat_id,
-    open_archive_link_message,
+    open_signed_archive_link,
 )
-from waku_legacy.crypto.keccak import keccak256
-from waku_legacy.crypto.secp256k1 import compress_public_key, recover_public_key
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.identity.descriptions import read_signed_description
-from waku_legacy.identity.topics import CommunityId, content_topic_of_chat, symmetric_key_for_chat
-from waku_legacy.proto import status_archive_pb2, waku_message_pb2
+from waku_legacy.identity.descriptions import open_description_payload
+from waku_legacy.identity.topics import CommunityId, content_topic_of_chat
+from waku_legacy.proto import waku_message_pb2
 
 __all__ = [
     "ClockChoice",
@@ -148,37 +146,25 @@ _UNREADABLE = (WakuLegacyError, ProtobufDecodeError, ValueError)
 
 
 def _reason(exc: Exception) -> str:
+    if isinstance(exc, ForgedMagnetMessage):
+        return "signed by another key"
     text = getattr(exc, "reason", None) or str(exc)
     return text.split(":")[0][:80] or type(exc).__name__
 
 
 def _link_of(message: RawMessage, community: CommunityId) -> tuple[int, str]:
     """(clock, link) of a community-signed archive-link message; raises otherwise."""
-    what = "archive-link message"
     wm = waku_message_pb2.WakuMessage(
         payload=bytes(message.payload), content_topic=message.content_topic,
         version=int(message.version or 0),
     )  # fmt: skip
-    opened = open_archive_link_message(wm, community)
-    application = opened.application
-    if application.type != COMMUNITY_MESSAGE_ARCHIVE_LINK:
-        raise WakuLegacyError(f"application message type {application.type}, not 43 ({what})")
-    signer = compress_public_key(
-        recover_public_key(keccak256(application.payload), application.signature)
-    )
-    if signer != community.public_key:
-        raise WakuLegacyError("signed by another key")
-    link = status_archive_pb2.CommunityMessageArchiveLink()
-    link.ParseFromString(application.payload)
+    _, link, _ = open_signed_archive_link(wm, community)
     return link.clock, link.archive_link
 
 
 def read_evidence(messages: Iterable[RawMessage], community: CommunityId) -> ClockEvidence:
     """Read descriptions and archive-link messages among ``messages`` (others are skipped)."""
-    from waku_legacy.archive.magnet import _payload_codec
-
     own, universal, magnetlinks = evidence_topics(community)
-    description_key = symmetric_key_for_chat(community.chat_id)
     out = ClockEvidence()
     rejected: Counter[str] = Counter()
     for message in messages:
@@ -187,10 +173,7 @@ def read_evidence(messages: Iterable[RawMessage], community: CommunityId) -> Clo
             try:
                 if int(message.version or 0) != 1:
                     raise WakuLegacyError("payload version is not 1")
-                decoded = _payload_codec().decode_payload(
-                    bytes(message.payload), symmetric_key=description_key
-                )
-                described = read_signed_description(bytes(decoded.payload), community)
+                described = open_description_payload(bytes(message.payload), community)
             except _UNREADABLE as exc:  # left out, counted by reason
                 rejected[f"description: {_reason(exc)}"] += 1
                 continue

@@ -93,6 +93,7 @@ __all__ = [
     "installation_id_for",
     "magnet_message_from_json",
     "open_archive_link_message",
+    "open_signed_archive_link",
     "relay_publish_body",
     "relay_publish_path",
     "verify_magnet_message",
@@ -432,21 +433,14 @@ class VerifiedMagnetLink:
     installation_id: str | None = None
 
 
-def verify_magnet_message(
-    message: waku_message_pb2.WakuMessage | bytes,
-    community: CommunityId,
-    *,
-    last_clock: int | None = None,
-    backend: str = "torrent",
-) -> VerifiedMagnetLink:
-    """Open and check an archive-link message as a member does.
+def open_signed_archive_link(
+    message: waku_message_pb2.WakuMessage | bytes, community: CommunityId
+) -> tuple[OpenedArchiveLink, Any, bytes]:
+    """The opened layers, the ``CommunityMessageArchiveLink`` and its (compressed) signer of
+    an archive-link message signed by the community key, whatever its clock and link kind.
 
-    Accepted on either chat (``-memberUpdate`` or ``-magnetlinks``) and in either layering
-    (``ProtocolMessage``-wrapped or bare). Raises MagnetMessageError (not an archive-link
-    message: wrong topic, version, type, bytes, unsigned payload), ForgedMagnetMessage (not
-    signed by the community key), StaleMagnetMessage (clock lower than ``last_clock``;
-    equal is accepted, as status-go does);
-    decryption failures surface as CryptoError.
+    Raises MagnetMessageError (not an archive-link message) or ForgedMagnetMessage (not
+    signed by the community key); decryption failures surface as CryptoError.
     """
     what = "magnet-link message"
     opened = open_archive_link_message(message, community)
@@ -468,6 +462,27 @@ def verify_magnet_message(
             f"{what}: signed by 0x{signer.hex()}, not by the community {community}"
         )
     link = _parse(status_archive_pb2.CommunityMessageArchiveLink, application.payload, what)
+    return opened, link, signer
+
+
+def verify_magnet_message(
+    message: waku_message_pb2.WakuMessage | bytes,
+    community: CommunityId,
+    *,
+    last_clock: int | None = None,
+    backend: str = "torrent",
+) -> VerifiedMagnetLink:
+    """Open and check an archive-link message as a member does.
+
+    Accepted on either chat (``-memberUpdate`` or ``-magnetlinks``) and in either layering
+    (``ProtocolMessage``-wrapped or bare). Raises MagnetMessageError (not an archive-link
+    message: wrong topic, version, type, bytes, unsigned payload), ForgedMagnetMessage (not
+    signed by the community key), StaleMagnetMessage (clock lower than ``last_clock``;
+    equal is accepted, as status-go does);
+    decryption failures surface as CryptoError.
+    """
+    what = "magnet-link message"
+    opened, link, signer = open_signed_archive_link(message, community)
     # status-go accepts ``clock >= lastArchiveLinkClock`` (HandleHistoryArchiveLinkMessage,
     # protocol/messenger_handler.go): an equal clock is accepted, only a lower one is stale.
     if last_clock is not None and link.clock < last_clock:

@@ -7,16 +7,17 @@ How status-go publishes it (``publishOrg`` in ``protocol/messenger_communities.g
   v1 topic is ``keccak256(id string)[:4]`` and the v2 content topic its rfc26 form
   (56/STATUS-COMMUNITIES "Advertising a Community");
 - the 26/WAKU-PAYLOAD is encrypted with that chat's public-chat symmetric key;
-- inside it (``SkipEncryption``: no ``ProtocolMessage`` layer) an
-  ``ApplicationMetadataMessage`` of type ``COMMUNITY_DESCRIPTION`` (25) whose signature is
-  the *community key's* recoverable signature over ``keccak256(payload)``;
+- inside it (bare, or in the encryption layer's ``ProtocolMessage`` as ``SendPublic`` wraps
+  public messages; both are read) an ``ApplicationMetadataMessage`` of type
+  ``COMMUNITY_DESCRIPTION`` (25) whose signature is the *community key's* recoverable
+  signature over ``keccak256(payload)``;
 - its payload is the ``CommunityDescription`` proto: ``clock`` (field 1) orders
   descriptions, newest wins; ``chats`` (field 6) maps each channel uuid to its
   ``CommunityChat`` (display name in ``identity.display_name``).
 
 :func:`read_signed_description` checks one decrypted ``ApplicationMetadataMessage`` and
-returns what it says; :func:`newest_description` picks the one a member would keep.
-Decryption (the 26/WAKU-PAYLOAD layer) is the caller's.
+returns what it says; :func:`open_description_payload` first opens the 26/WAKU-PAYLOAD
+with the community chat's key; :func:`newest_description` picks the one a member would keep.
 """
 
 from __future__ import annotations
@@ -31,9 +32,15 @@ from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import recover_public_key
 from waku_legacy.errors import SignatureError
 from waku_legacy.identity.shards import CommunityDescriptionError
-from waku_legacy.identity.topics import CommunityId
+from waku_legacy.identity.topics import CommunityId, symmetric_key_for_chat
 
-__all__ = ["DescribedChannel", "SignedDescription", "newest_description", "read_signed_description"]
+__all__ = [
+    "DescribedChannel",
+    "SignedDescription",
+    "newest_description",
+    "open_description_payload",
+    "read_signed_description",
+]
 
 COMMUNITY_DESCRIPTION_TYPE = 25  # ApplicationMetadataMessage.Type.COMMUNITY_DESCRIPTION
 
@@ -126,6 +133,18 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
         archive_clock=getattr(description, description.DESCRIPTOR.fields_by_number[9].name),
         ignored=tuple(sorted(ignored)),
     )
+
+
+def open_description_payload(payload: bytes, community: CommunityId) -> SignedDescription:
+    """The description in a 26/WAKU-PAYLOAD (version 1) on the community's own chat:
+    decrypted with that chat's public-chat key, then :func:`read_signed_description`.
+    Decryption failures are the payload codec's typed errors."""
+    # 26/WAKU-PAYLOAD still lives in the v1 package (moving to the core is issue 11's).
+    from waku_legacy.mailserver_compat.payload import decode_payload
+
+    key = symmetric_key_for_chat(community.chat_id)
+    decoded = decode_payload(bytes(payload), symmetric_key=key)
+    return read_signed_description(bytes(decoded.payload), community)
 
 
 def newest_description(descriptions: Iterable[SignedDescription]) -> SignedDescription | None:
