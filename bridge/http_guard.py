@@ -26,7 +26,6 @@ import asyncio
 import logging
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
-from waku_legacy.limits import LogThrottle, RateLimiter, address_key
+from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key
 
 __all__ = [
     "ConnectionGuard",
@@ -262,9 +261,7 @@ class RequestBudget:
     ) -> None:
         self.buckets = RateLimiter(rate=rate, burst=burst, max_keys=max_keys)
         self.clock = clock
-        self.max_continuations = max_continuations
-        self.continuation_ttl = continuation_ttl
-        self._continuations: OrderedDict[tuple[str, Hashable], float] = OrderedDict()
+        self.continuations = Continuations(max_continuations, ttl=continuation_ttl)
 
     @property
     def enabled(self) -> bool:
@@ -281,18 +278,12 @@ class RequestBudget:
 
     def issued(self, key: str, cursor: Hashable) -> None:
         """A page answered to ``key`` carried ``cursor``: its continuation will be free."""
-        if not self.enabled:
-            return
-        item = (key, cursor)
-        self._continuations.pop(item, None)
-        self._continuations[item] = self.clock() + self.continuation_ttl
-        while len(self._continuations) > self.max_continuations:
-            self._continuations.popitem(last=False)
+        if self.enabled:
+            self.continuations.issue((key, cursor), self.clock())
 
     def continues(self, key: str, cursor: Hashable) -> bool:
         """Is this the (first) continuation of a page answered to ``key``? (Consumes it.)"""
-        expiry = self._continuations.pop((key, cursor), None)
-        return expiry is not None and expiry >= self.clock()
+        return self.continuations.redeem((key, cursor), self.clock())
 
 
 def retry_after(seconds: float) -> str:

@@ -59,7 +59,7 @@ import rlp
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import public_key_of
 from waku_legacy.errors import CryptoError, DecodeError
-from waku_legacy.limits import LogThrottle, RateLimiter, address_key, allow_all
+from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key, allow_all
 from waku_legacy.mailserver_compat.complete import ZERO_HASH, RequestComplete
 from waku_legacy.mailserver_compat.cursor import CURSOR_SIZE
 from waku_legacy.mailserver_compat.enode import Enode
@@ -288,7 +288,7 @@ class MailServerCore:
         )
         self.seen = SeenSet(self.config.seen_capacity)
         # (peer, cursor handed out) -> the query it continues; one use each.
-        self._issued: OrderedDict[tuple[bytes, bytes], tuple[object, ...]] = OrderedDict()
+        self._issued = Continuations(_ISSUED_CURSORS)
 
     def is_trusted(self, peer: bytes) -> bool:
         return peer in self.config.trusted_peers
@@ -351,19 +351,10 @@ class MailServerCore:
     def _continues(self, peer: bytes, cursor: bytes, asked: tuple[object, ...]) -> bool:
         """Is this the next page of a query this server answered for ``peer``? (The
         cursor is used up; a forged or repeated cursor is a fresh request.)"""
-        if not cursor:
-            return False
-        issued = self._issued.get((peer, cursor))
-        if issued != asked:
-            return False
-        del self._issued[(peer, cursor)]
-        return True
+        return bool(cursor) and self._issued.redeem((peer, cursor), 0.0, asked)
 
     def _issue(self, peer: bytes, cursor: bytes, asked: tuple[object, ...]) -> None:
-        self._issued[(peer, cursor)] = asked
-        self._issued.move_to_end((peer, cursor))
-        while len(self._issued) > _ISSUED_CURSORS:
-            self._issued.popitem(last=False)
+        self._issued.issue((peer, cursor), 0.0, asked)
 
     def query(self, prepared: PreparedRequest) -> StorePage:
         request = prepared.request

@@ -64,3 +64,20 @@ def test_log_throttle_one_line_per_key_per_interval_with_bounded_memory() -> Non
     for key in ("p", "q", "r"):
         throttle.should_log(key, 2.0)
     assert len(throttle._last) == 3
+
+
+def test_continuations_are_one_use_per_client_query_and_expire() -> None:
+    from waku_legacy.limits import Continuations
+
+    tickets = Continuations(size=2, ttl=10.0)
+    tickets.issue(("peer", b"c1"), 0.0, "query A")
+    assert not tickets.redeem(("peer", b"c1"), 1.0, "query B")  # another query: fresh
+    assert not tickets.redeem(("other", b"c1"), 1.0, "query A")  # another client: fresh
+    assert tickets.redeem(("peer", b"c1"), 1.0, "query A")  # the mismatches used nothing
+    assert not tickets.redeem(("peer", b"c1"), 1.0, "query A")  # one use
+    tickets.issue(("peer", b"c2"), 0.0)
+    assert not tickets.redeem(("peer", b"c2"), 10.5)  # expired
+    for i in range(5):
+        tickets.issue(("peer", i), 0.0)
+    assert len(tickets) == 2 and tickets.redeem(("peer", 4), 0.0)
+    assert not tickets.redeem(("peer", 0), 0.0)  # oldest forgotten first

@@ -11,6 +11,9 @@ only ever favours the client).
 an IPv4 address as is (IPv4-mapped IPv6 included), an IPv6 address by its /64 (a host gets
 a whole /64; new addresses from it must not buy new budgets).
 
+:class:`Continuations` remembers the pages a server answered, so that the request for the
+next page (its cursor) can go free of the rate limit: paging at full speed is honest use.
+
 :class:`LogThrottle` says whether a refusal is worth a log line: at most one per key (for
 example reason and address) per ``every`` seconds, so a flood cannot flood the logs while
 every refusal is still counted in the metrics.
@@ -26,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-__all__ = ["LogThrottle", "RateLimiter", "address_key", "allow_all"]
+__all__ = ["Continuations", "LogThrottle", "RateLimiter", "address_key", "allow_all"]
 
 
 def address_key(host: str) -> str:
@@ -131,3 +134,34 @@ class LogThrottle:
         while len(self._last) > self.size:
             self._last.popitem(last=False)
         return True
+
+
+class Continuations:
+    """One-use tickets for "the next page of a query this server answered to this client".
+
+    :meth:`issue` records ``key`` (client and cursor handed out) with the ``query`` it
+    belongs to; :meth:`redeem` is true once for the same key and query before ``ttl``
+    seconds pass (a forged, repeated, expired or other-query cursor is a fresh request).
+    At most ``size`` tickets are kept, the oldest forgotten first.
+    """
+
+    def __init__(self, size: int = 100_000, *, ttl: float = math.inf) -> None:
+        self.size = size
+        self.ttl = ttl
+        self._tickets: OrderedDict[Hashable, tuple[Hashable, float]] = OrderedDict()
+
+    def issue(self, key: Hashable, now: float, query: Hashable = None) -> None:
+        self._tickets.pop(key, None)
+        self._tickets[key] = (query, now + self.ttl)
+        while len(self._tickets) > self.size:
+            self._tickets.popitem(last=False)
+
+    def redeem(self, key: Hashable, now: float, query: Hashable = None) -> bool:
+        ticket = self._tickets.get(key)
+        if ticket is None or ticket[0] != query:
+            return False  # a mismatch does not use up the client's ticket
+        del self._tickets[key]
+        return ticket[1] >= now
+
+    def __len__(self) -> int:
+        return len(self._tickets)
