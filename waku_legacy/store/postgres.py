@@ -34,7 +34,10 @@ from waku_legacy.store.types import (
     StoredMessage,
     StoreError,
     check_query,
+    content_topic_reads,
     envelope_cursor_bounds,
+    merge_reads,
+    page_of_rows,
 )
 
 __all__ = ["SCHEMA", "PostgresMessageStore"]
@@ -71,6 +74,11 @@ SCHEMA = (
 )
 
 _COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
+
+
+def _hash_only_message(row: Sequence[Any]) -> StoredMessage:
+    """A hash-only query's row (``includeData`` false): the hash, nothing else."""
+    return StoredMessage(bytes.fromhex(row[0]), "", "", b"", 0, 0)
 
 
 def _row_to_message(row: Sequence[Any]) -> StoredMessage:
@@ -210,12 +218,7 @@ class PostgresMessageStore(MessageStore):
             where.append("timestamp <= %s")
             args.append(end_time)
         order = "ASC" if ascending else "DESC"
-        # One indexed, ordered read of at most limit + 1 rows per content topic, merged
-        # here (as the SQLite store does): ANY(list) would collect and sort them all.
-        groups: list[list[str]] = [[]]
-        if content_topics:
-            topics = list(dict.fromkeys(content_topics))
-            groups = [topics] if hashes else [[t] for t in topics]
+        groups = content_topic_reads(content_topics, hashes)
         merged = len(groups) > 1
         columns = _COLUMNS if include_data and not merged else "messageHash, timestamp"
         ts_at = 5 if include_data and not merged else 1
@@ -234,8 +237,10 @@ class PostgresMessageStore(MessageStore):
             sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT %s"
             rows += self._conn.execute(sql, [*values, limit + 1]).fetchall()
         if merged:
-            rows.sort(key=lambda r: (r[ts_at], r[0]), reverse=not ascending)
-            del rows[limit + 1 :]
+            rows = merge_reads(
+                rows, ascending=ascending, limit=limit,
+                sort_key=lambda r: (r[ts_at], r[0]),  # hex text sorts as the bytes do
+            )  # fmt: skip
             if include_data and rows:
                 found = {
                     r[0]: r
@@ -246,14 +251,10 @@ class PostgresMessageStore(MessageStore):
                 }
                 rows = [found[r[0]] for r in rows if r[0] in found]
         self._conn.rollback()
-        if include_data:
-            page = [_row_to_message(r) for r in rows[:limit]]
-        else:
-            page = [StoredMessage(bytes.fromhex(r[0]), "", "", b"", 0, 0) for r in rows[:limit]]
-        next_cursor = page[-1].message_hash if len(rows) > limit else None
-        if not ascending:
-            page.reverse()
-        return QueryPage(page, next_cursor)
+        return page_of_rows(
+            rows, limit=limit, ascending=ascending,
+            message=_row_to_message if include_data else _hash_only_message,
+        )  # fmt: skip
 
     def get_message(self, message_hash: bytes) -> StoredMessage | None:
         row = self._conn.execute(

@@ -36,7 +36,10 @@ from waku_legacy.store.types import (
     StoredMessage,
     StoreError,
     check_query,
+    content_topic_reads,
     envelope_cursor_bounds,
+    merge_reads,
+    page_of_rows,
 )
 
 __all__ = ["SCHEMA", "SqliteMessageStore"]
@@ -80,6 +83,11 @@ _INSERT_ENVELOPE = (
     "INSERT OR IGNORE INTO v1_envelopes (messageHash, envelope, dbKey) VALUES (?, ?, ?)"
 )
 _COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
+
+
+def _hash_only_message(row: Sequence[Any]) -> StoredMessage:
+    """A hash-only query's row (``includeData`` false): the hash, nothing else."""
+    return StoredMessage(bytes(row[0]), "", "", b"", 0, 0)
 
 
 def _row_to_message(row: Sequence[Any]) -> StoredMessage:
@@ -202,13 +210,9 @@ class SqliteMessageStore(MessageStore):
             where.append("timestamp <= ?")
             args.append(end_time)
         order = "ASC" if ascending else "DESC"
-        # One indexed, ordered read of at most limit + 1 rows per content topic (hashes
-        # only, from the covering index), merged here; then the page's rows by hash. An IN
-        # list would make SQLite collect and sort every message of the topics.
-        groups: list[list[str]] = [[]]
-        if content_topics:
-            topics = list(dict.fromkeys(content_topics))
-            groups = [topics] if hashes else [[t] for t in topics]
+        # Several reads (hashes only, from the covering index) are merged, then the page's
+        # rows are read by hash.
+        groups = content_topic_reads(content_topics, hashes)
         merged = len(groups) > 1
         columns = _COLUMNS if include_data and not merged else "messageHash, timestamp"
         ts_at = 5 if include_data and not merged else 1
@@ -224,8 +228,10 @@ class SqliteMessageStore(MessageStore):
             sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT ?"
             rows += self._db.execute(sql, [*values, limit + 1]).fetchall()
         if merged:
-            rows.sort(key=lambda r: (r[ts_at], bytes(r[0])), reverse=not ascending)
-            del rows[limit + 1 :]
+            rows = merge_reads(
+                rows, ascending=ascending, limit=limit,
+                sort_key=lambda r: (r[ts_at], bytes(r[0])),
+            )  # fmt: skip
             if include_data and rows:
                 found = {
                     bytes(r[0]): r
@@ -236,14 +242,10 @@ class SqliteMessageStore(MessageStore):
                     )
                 }
                 rows = [found[bytes(r[0])] for r in rows if bytes(r[0]) in found]
-        if include_data:
-            page = [_row_to_message(r) for r in rows[:limit]]
-        else:
-            page = [StoredMessage(bytes(r[0]), "", "", b"", 0, 0) for r in rows[:limit]]
-        next_cursor = page[-1].message_hash if len(rows) > limit else None
-        if not ascending:
-            page.reverse()
-        return QueryPage(page, next_cursor)
+        return page_of_rows(
+            rows, limit=limit, ascending=ascending,
+            message=_row_to_message if include_data else _hash_only_message,
+        )  # fmt: skip
 
     def get_message(self, message_hash: bytes) -> StoredMessage | None:
         row = self._db.execute(

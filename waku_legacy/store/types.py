@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from waku_legacy.errors import WakuLegacyError
 
@@ -20,6 +20,8 @@ __all__ = [
     "StoreError",
     "StoredMessage",
 ]
+
+R = TypeVar("R")  # a database row
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -183,6 +185,40 @@ def check_query(
         reason = _bad_topic_reason(topic)
         if reason is not None:
             raise InvalidQuery(f"the {kind} {topic[:80]!r} {reason}")
+
+
+def content_topic_reads(content_topics: Sequence[str], hashes: Sequence[bytes]) -> list[list[str]]:
+    """The content topics of each indexed read a page takes (``[[]]``: one read, no topic
+    filter). One ordered read of at most a page per content topic, merged by
+    :func:`merge_reads`, keeps a page's work bounded: an ``IN``/``ANY`` list would make the
+    database collect and sort every message of the topics. With ``hashes`` the hashes bound
+    the work already, so the topics go in one read."""
+    if not content_topics:
+        return [[]]
+    topics = list(dict.fromkeys(content_topics))
+    return [topics] if hashes else [[t] for t in topics]
+
+
+def merge_reads(
+    rows: list[R], *, ascending: bool, limit: int, sort_key: Callable[[R], object]
+) -> list[R]:
+    """Rows of several ordered reads in query order, cut to ``limit + 1`` (one more than a
+    page tells whether a next page exists)."""
+    rows.sort(key=sort_key, reverse=not ascending)
+    del rows[limit + 1 :]
+    return rows
+
+
+def page_of_rows(
+    rows: Sequence[R], *, limit: int, ascending: bool, message: Callable[[R], StoredMessage]
+) -> QueryPage:
+    """The page of ``limit + 1``-or-fewer rows in query order: messages chronological, the
+    cursor the last one's hash when more follow (nwaku's paging)."""
+    page = [message(r) for r in rows[:limit]]
+    next_cursor = page[-1].message_hash if len(rows) > limit else None
+    if not ascending:
+        page.reverse()
+    return QueryPage(page, next_cursor)
 
 
 def envelope_cursor_bounds(
