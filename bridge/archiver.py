@@ -106,6 +106,7 @@ def collect_archive_messages(
             content_topics=list(by_content), start_time=None if start is None else start * NS,
             end_time=end * NS - 1, cursor=cursor, ascending=True, limit=batch,
         )  # fmt: skip
+        envelopes = store.get_envelopes([m.message_hash for m in page.messages])
         for m in page.messages:
             stats.read += 1
             topic = by_content[m.content_topic]
@@ -114,7 +115,7 @@ def collect_archive_messages(
             except (CryptoError, DecodeError):
                 stats.undecryptable += 1
                 continue
-            envelope = store.get_envelope(m.message_hash)
+            envelope = envelopes.get(bytes(m.message_hash))
             if envelope is not None:
                 stats.from_envelopes += 1
                 digest = keccak256(envelope)

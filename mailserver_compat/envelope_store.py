@@ -325,8 +325,21 @@ class V2StoreSource:
                 return
             cursor = rows[-1][0][:CURSOR_SIZE]
 
-    def _bridged(self, message: object) -> tuple[bytes, bytes] | None:
-        """``(db_key, envelope)`` of a v2-origin message, None for one v1 cannot see."""
+    def _needs_lookup(self, message: object) -> bool:
+        """Could ``message`` have come from an envelope (so the envelope table must say)?
+        Only a v1-visible message stamped on a whole second (sent time * 10**9) can."""
+        from waku_legacy.mailserver_compat.convert import PAYLOAD_VERSION_WAKU1
+
+        return (
+            message.version == PAYLOAD_VERSION_WAKU1  # type: ignore[attr-defined]
+            and message.timestamp % _NANOS == 0  # type: ignore[attr-defined]
+            and is_v1_content_topic(message.content_topic)  # type: ignore[attr-defined]
+        )
+
+    def _bridged(self, message: object, has_envelope: bool | None) -> tuple[bytes, bytes] | None:
+        """``(db_key, envelope)`` of a v2-origin message, None for one v1 cannot see or one
+        that came from an envelope (the other stream serves it). ``has_envelope``: what the
+        page's lookup said (None: not looked up, e.g. cached then, evicted since)."""
         from waku_legacy.mailserver_compat.convert import (
             PAYLOAD_VERSION_WAKU1,
             bridged_history_envelope,
@@ -337,15 +350,12 @@ class V2StoreSource:
             if digest in self._cache:
                 return self._cache[digest]
         row: tuple[bytes, bytes] | None = None
+        if has_envelope is None and self._needs_lookup(message):
+            has_envelope = self.store.get_envelope(digest) is not None  # type: ignore[attr-defined]
         if (
             message.version == PAYLOAD_VERSION_WAKU1  # type: ignore[attr-defined]
             and is_v1_content_topic(message.content_topic)  # type: ignore[attr-defined]
-            # A message that came from an envelope is stamped on a whole second (sent time
-            # * 10**9): only those can have one, so only those are looked up.
-            and (
-                message.timestamp % _NANOS  # type: ignore[attr-defined]
-                or self.store.get_envelope(digest) is None  # type: ignore[attr-defined]
-            )
+            and not has_envelope
         ):
             try:
                 envelope = bridged_history_envelope(
@@ -403,6 +413,16 @@ class V2StoreSource:
                 ascending=True,
                 limit=batch,
             )
+            # One envelope-table lookup per store page, not one per message.
+            with self._lock:
+                unknown = [
+                    bytes(m.message_hash) for m in page.messages
+                    if bytes(m.message_hash) not in self._cache and self._needs_lookup(m)
+                ]  # fmt: skip
+            with_envelope = (
+                self.store.get_envelopes(unknown) if unknown else {}  # type: ignore[attr-defined]
+            )
+            looked_up = set(unknown)
             for message in page.messages:
                 sent = message.timestamp // _NANOS
                 if sent != second:
@@ -412,7 +432,10 @@ class V2StoreSource:
                         return
                     second = sent
                 examined += 1
-                row = self._bridged(message)
+                digest = bytes(message.message_hash)
+                row = self._bridged(
+                    message, (digest in with_envelope) if digest in looked_up else None
+                )
                 if row is not None:
                     group.append(row)
             if page.cursor is None:

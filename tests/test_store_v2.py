@@ -139,6 +139,14 @@ def test_rows_round_trip_and_envelopes(store_url: str) -> None:
             assert store.get_envelope(r.message_hash) == r.envelope
         page = store.query(include_data=False, limit=5)
         assert [m.message_hash for m in page.messages] == _model(rows)[:5]
+        # The batched lookup agrees with the one-by-one lookup, over more hashes than one
+        # SQL IN list takes, with repeats and unknown hashes in the request.
+        unknown = [(i << 8 | 0xEE).to_bytes(32, "big") for i in range(600)]
+        asked = unknown[:300] + [r.message_hash for r in rows] * 2 + unknown[300:]
+        assert store.get_envelopes(asked) == {
+            r.message_hash: r.envelope for r in rows if r.envelope is not None
+        }
+        assert store.get_envelopes([]) == {}
 
 
 def test_v1_envelopes_page_by_db_key(store_url: str) -> None:

@@ -271,6 +271,17 @@ class PostgresMessageStore(MessageStore):
         self._conn.rollback()
         return None if row is None else bytes(row[0])
 
+    def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
+        wanted = list(dict.fromkeys(bytes(h).hex() for h in message_hashes))
+        if not wanted:
+            return {}
+        rows = self._conn.execute(
+            "SELECT messageHash, envelope FROM v1_envelopes WHERE messageHash = ANY(%s)",
+            (wanted,),
+        ).fetchall()
+        self._conn.rollback()
+        return {bytes.fromhex(h): bytes(e) for h, e in rows}
+
     def query_v1_envelopes(
         self,
         lower_key: bytes,

@@ -85,6 +85,9 @@ _INSERT_ENVELOPE = (
 _COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
 
 
+_IN_LIST_SIZE = 500  # SQLite's host-parameter limit is 32766 (999 before 3.32)
+
+
 def _hash_only_message(row: Sequence[Any]) -> StoredMessage:
     """A hash-only query's row (``includeData`` false): the hash, nothing else."""
     return StoredMessage(bytes(row[0]), "", "", b"", 0, 0)
@@ -258,6 +261,19 @@ class SqliteMessageStore(MessageStore):
             "SELECT envelope FROM v1_envelopes WHERE messageHash = ?", (bytes(message_hash),)
         ).fetchone()
         return None if row is None else bytes(row[0])
+
+    def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
+        wanted = list(dict.fromkeys(bytes(h) for h in message_hashes))
+        found: dict[bytes, bytes] = {}
+        for at in range(0, len(wanted), _IN_LIST_SIZE):
+            chunk = wanted[at : at + _IN_LIST_SIZE]
+            rows = self._db.execute(
+                "SELECT messageHash, envelope FROM v1_envelopes WHERE messageHash IN "
+                f"({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            found.update((bytes(h), bytes(e)) for h, e in rows)
+        return found
 
     def query_v1_envelopes(
         self,

@@ -119,6 +119,11 @@ class MessageStore(abc.ABC):
         """The original v1 envelope bytes of a message that came from one."""
 
     @abc.abstractmethod
+    def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The original v1 envelopes of those of ``message_hashes`` that came from one, in
+        one query (callers pass a page's hashes, at most a few thousand)."""
+
+    @abc.abstractmethod
     def query_v1_envelopes(
         self,
         lower_key: bytes,
