@@ -347,3 +347,17 @@ def test_decode_magnet_message_reads_a_cid_link(tmp_path: Path, capsys) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["backend"] == "logos-storage" and out["accepted_by_members"] is True
     assert out["archive_link"]["archive_link"] == cid
+
+
+def test_a_damaged_state_file_is_a_typed_error(tmp_path: Path) -> None:
+    """The CID state is the tool's own file, but a damaged one (truncated, deep, not an
+    object) is ArchiveCorrupted naming it, never a traceback."""
+
+    from waku_legacy.archive.errors import ArchiveCorrupted
+    from waku_legacy.archive.logos_storage import _read_state
+
+    state = tmp_path / ".state.json"
+    for damage in ("{\"archives\": {", "[" * 100_000 + "]" * 100_000, "[]", '{"archives": 1}'):
+        state.write_text(damage)
+        with pytest.raises(ArchiveCorrupted, match="Logos Storage state"):
+            _read_state(state)

@@ -253,8 +253,8 @@ def _read_state(path: Path) -> dict[str, Any]:
         state = json.loads(path.read_bytes())
     except FileNotFoundError:
         return {"archives": {}, "index_cid": None, "index_sha256": None}
-    except (OSError, ValueError) as exc:
-        raise ArchiveCorrupted("Logos Storage state", f"{path}: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+        raise ArchiveCorrupted("Logos Storage state", f"{path}: {exc!r}") from None
     if not isinstance(state, dict) or not isinstance(state.get("archives"), dict):
         raise ArchiveCorrupted("Logos Storage state", f"{path}: not a state document")
     return state
