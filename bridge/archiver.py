@@ -321,14 +321,20 @@ class CommunityArchiver:
         """Finish an interrupted build: data, index, torrent and magnet-link message agree
         afterwards (the torrent is rebuilt from the files when it does not describe them).
         False (and ``degraded`` set) when that is not possible."""
+        loop = asyncio.get_running_loop()
+
+        def clock_for(link: str) -> int:
+            # Called from the build's thread, and only when a message must be rewritten:
+            # the evidence (store, store nodes) is not gathered at every start.
+            return asyncio.run_coroutine_threadsafe(self.link_clock(link), loop).result().clock
+
         async with self.lock:
             try:
-                clock_ms = (await self.link_clock(self.magnet_uri())).clock
                 report = await asyncio.to_thread(
                     finish_interrupted_build, self.config.archive_dir, self.config.torrent_dir,
                     self.community.id, flavour=self.config.flavour, community_key=self.key,
                     pubsub_topic=self.community.pubsub_topic,
-                    clock_ms=clock_ms,
+                    link_clock=clock_for,
                     archive_link_chats=self.community.archive_link_chats,
                     payload_signer=self.operator_key,
                     backend=self.community.backend,

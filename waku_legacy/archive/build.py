@@ -340,6 +340,7 @@ def finish_interrupted_build(
     archive_link_chats: str = BOTH,
     payload_signer: coincurve.PrivateKey | None = None,
     backend: str = TORRENT,
+    link_clock: Callable[[str], int] | None = None,
 ) -> FinishReport:
     """Make ``data``, ``index``, the .torrent and the magnet-link message agree again.
 
@@ -349,6 +350,9 @@ def finish_interrupted_build(
     they are rebuilt when they disagree (compared piece by piece, not by date). Archives are
     never added or removed here. Raises ArchiveCorrupted when it cannot be finished (data
     shorter than the index accounts for, an unreadable index, a torrent without archives).
+
+    A rewritten message is signed with ``link_clock(link)`` when given (called only then:
+    finding the clock can ask store nodes), else ``clock_ms``, else the wall clock.
     """
     flavour = Flavour.parse(flavour)
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
@@ -398,7 +402,10 @@ def finish_interrupted_build(
         problem = _magnet_message_problem(layout, magnet_uri, archive_link_chats)
         if problem is not None:
             report.magnet_message_problem = problem
-            clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
+            if link_clock is not None:
+                clock = link_clock(magnet_uri)
+            else:
+                clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
             _write_magnet_message(layout, community_key, magnet_uri, clock, pubsub_topic,
                                   fault=fault, fsync=fsync, chats=archive_link_chats,
                                   payload_signer=payload_signer)  # fmt: skip
