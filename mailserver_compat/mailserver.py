@@ -400,11 +400,6 @@ class MailServerCore:
             max_message_size=self.config.max_message_size,
         )
 
-    def check_live(self, raw: bytes, envelope: Envelope, now: int) -> str | None:
-        """Why a live envelope is not accepted (``None``: accept)."""
-        refusal = self.live_refusal(raw, envelope, now)
-        return None if refusal is None else refusal.description
-
     def admit_live(self, peer: bytes, address: str, now: float, count: int = 1) -> str | None:
         """Spend ``count`` live-envelope tokens of ``peer`` and its address; the refusal
         code when either is out of them (trusted peers are not limited)."""
