@@ -152,7 +152,7 @@ def _import_or_unavailable(module: str) -> object:
 
 
 def _sealed_envelope_bytes(payload_size: int) -> bytes:
-    envelope_mod = _import_or_unavailable("waku_legacy.mailserver_compat.envelope")
+    envelope_mod = _import_or_unavailable("waku_legacy.mailserver_compat.wire.envelope")
     from waku_legacy.crypto.symmetric import aes_gcm_encrypt
 
     # The envelope codec never looks inside ``data``; a symmetric ciphertext of the right
@@ -165,7 +165,7 @@ def _sealed_envelope_bytes(payload_size: int) -> bytes:
 
 
 def case_envelope_decode(payload_size: int) -> Case:
-    envelope_mod = _import_or_unavailable("waku_legacy.mailserver_compat.envelope")
+    envelope_mod = _import_or_unavailable("waku_legacy.mailserver_compat.wire.envelope")
     import rlp
 
     raw = _sealed_envelope_bytes(payload_size)
@@ -182,7 +182,7 @@ def case_envelope_decode(payload_size: int) -> Case:
 
 
 def case_payload_decrypt_recover(payload_size: int) -> Case:
-    payload_mod = _import_or_unavailable("waku_legacy.mailserver_compat.payload")
+    payload_mod = _import_or_unavailable("waku_legacy.crypto.payload")
     import coincurve
     from Crypto.Cipher import AES
 
@@ -233,8 +233,8 @@ def _signer_of(decoded: object) -> bytes | None:
 
 
 def case_archive_message_encode(payload_size: int) -> Case:
-    convert = _import_or_unavailable("waku_legacy.mailserver_compat.convert")
-    payload_mod = _import_or_unavailable("waku_legacy.mailserver_compat.payload")
+    convert = _import_or_unavailable("waku_legacy.mailserver_compat.wire.convert")
+    payload_mod = _import_or_unavailable("waku_legacy.crypto.payload")
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.proto.status_archive_pb2 import WakuMessage as ArchiveMessage
 

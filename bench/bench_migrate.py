@@ -133,11 +133,11 @@ def generate_rows(n: int, seed: int):  # type: ignore[no-untyped-def]
     """(db key, envelope rlp, topic, bloom) rows, cheap per row: encrypted channel payloads
     come from a pool (distinct envelopes by expiry and nonce)."""
     from waku_legacy.crypto.keccak import keccak256
+    from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.bloom import topic_to_bloom
-    from waku_legacy.mailserver_compat.envelope import Envelope
-    from waku_legacy.mailserver_compat.payload import encode_payload
+    from waku_legacy.mailserver_compat.wire.bloom import topic_to_bloom
+    from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
     rnd = random.Random(seed)
     c = community(seed)
@@ -222,11 +222,11 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
 def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     from waku_legacy.archive import ArchiveMessage
     from waku_legacy.archive.build import build_community_archives
+    from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
     from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
     from waku_legacy.migrate.archives import archive_fields
     from waku_legacy.migrate.decode import decode_record
-    from waku_legacy.migrate.mapping import TopicMapping
     from waku_legacy.store import open_store
 
     out = Path(args.out)

@@ -42,16 +42,16 @@ from waku_legacy.crypto.secp256k1 import (
     recover_public_key,
     sign_recoverable,
 )
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.envelope_store import MemoryEnvelopeStore
-from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
-from waku_legacy.mailserver_compat.mailserver_client import (
+from waku_legacy.mailserver_compat.client.mailserver_client import (
     HistoryQuery,
     MailServerClient,
 )
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import dial, listen
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
-from waku_legacy.mailserver_compat.waku_protocol import WAKU_CAPABILITY
+from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+from waku_legacy.mailserver_compat.storage.envelope_store import MemoryEnvelopeStore
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.waku_protocol import WAKU_CAPABILITY
 
 T0 = 1_650_000_000
 TOPIC = b"\xbe\x0c\xbe\x0c"
@@ -141,7 +141,7 @@ def build_history(count: int, data_size: int) -> list[bytes]:
 def open_store(kind: str, history: list[bytes], tmp: Path):
     if kind == "memory":
         return MemoryEnvelopeStore(history)
-    from waku_legacy.mailserver_compat.envelope_store import LevelDBSource
+    from waku_legacy.mailserver_compat.storage.envelope_store import LevelDBSource
     from waku_legacy.mailserver_compat.storage.leveldb import LevelDBEnvelopeStore
 
     with LevelDBEnvelopeStore(tmp / "ldb", create=True) as db:

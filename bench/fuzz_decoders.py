@@ -121,8 +121,8 @@ class EnvelopeTarget(Target):
         self.sym = symmetric_key_for_chat("fuzz-public-chat")
 
     def seeds(self) -> list[Seed]:
-        from waku_legacy.mailserver_compat.envelope import Envelope, encode_many
-        from waku_legacy.mailserver_compat.payload import build_plaintext, encode_payload
+        from waku_legacy.crypto.payload import build_plaintext, encode_payload
+        from waku_legacy.mailserver_compat.wire.envelope import Envelope, encode_many
 
         out: list[Seed] = []
         envelopes = []
@@ -151,9 +151,9 @@ class EnvelopeTarget(Target):
         return out
 
     def run(self, mode: str, data: bytes) -> None:
-        from waku_legacy.mailserver_compat.envelope import Envelope, decode_many
-        from waku_legacy.mailserver_compat.payload import decode_payload, parse_plaintext
-        from waku_legacy.mailserver_compat.pow import pow_of
+        from waku_legacy.crypto.payload import decode_payload, parse_plaintext
+        from waku_legacy.mailserver_compat.wire.envelope import Envelope, decode_many
+        from waku_legacy.mailserver_compat.wire.pow import pow_of
 
         if mode == "plaintext":
             parse_plaintext(data)
@@ -175,7 +175,7 @@ class RequestTarget(Target):
     name = "v1-request"
 
     def seeds(self) -> list[Seed]:
-        from waku_legacy.mailserver_compat.request import (
+        from waku_legacy.mailserver_compat.wire.request import (
             FieldOrder,
             MessagesRequest,
             encode_envelope_request,
@@ -202,7 +202,7 @@ class RequestTarget(Target):
         return out
 
     def run(self, mode: str, data: bytes) -> None:
-        from waku_legacy.mailserver_compat.request import (
+        from waku_legacy.mailserver_compat.wire.request import (
             decode_p2p_request,
             decode_request_payload,
             normalize_request,
@@ -343,9 +343,9 @@ class WakuPacketTarget(Target):
     name = "waku-packet"
 
     def seeds(self) -> list[Seed]:
-        from waku_legacy.mailserver_compat.complete import RequestComplete
-        from waku_legacy.mailserver_compat.envelope import Envelope
-        from waku_legacy.mailserver_compat.waku_protocol import (
+        from waku_legacy.mailserver_compat.wire.complete import RequestComplete
+        from waku_legacy.mailserver_compat.wire.envelope import Envelope
+        from waku_legacy.mailserver_compat.wire.waku_protocol import (
             EnvelopeRejection,
             MessagesResponse,
             RateLimits,
@@ -375,8 +375,8 @@ class WakuPacketTarget(Target):
         ]
 
     def run(self, mode: str, data: bytes) -> None:
-        from waku_legacy.mailserver_compat.envelope import Envelope
-        from waku_legacy.mailserver_compat.waku_protocol import (
+        from waku_legacy.mailserver_compat.wire.envelope import Envelope
+        from waku_legacy.mailserver_compat.wire.waku_protocol import (
             EnvelopesReceived,
             P2PMessagesReceived,
             WakuPeerState,
@@ -426,7 +426,7 @@ class RestQueryTarget(Target):
         import yarl
         from multidict import MultiDict
 
-        from waku_legacy.bridge.rest_store import parse_legacy_query, parse_v3_query
+        from waku_legacy.bridge.store_rest_server import parse_legacy_query, parse_v3_query
         from waku_legacy.store.rest_json import parse_hash, parse_hashes
 
         # aiohttp decodes the request target as UTF-8 with surrogateescape: bytes that are
@@ -479,7 +479,7 @@ class RestJsonTarget(Target):
         return out
 
     def run(self, mode: str, data: bytes) -> None:
-        from waku_legacy.migrate.store_rest import parse_page
+        from waku_legacy.store.rest_client import parse_page
         from waku_legacy.store.rest_json import parse_key_value
 
         page = parse_page(data, 1)

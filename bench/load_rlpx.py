@@ -51,20 +51,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import generate_private_key
-from waku_legacy.mailserver_compat.enode import Enode
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.mailserver_client import (
+from waku_legacy.mailserver_compat.client.mailserver_client import (
     HistoryQuery,
     MailServerClient,
     RequestMode,
 )
-from waku_legacy.mailserver_compat.pow import seal
-from waku_legacy.mailserver_compat.request import MessagesRequest, encode_plain_request
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
+from waku_legacy.mailserver_compat.rlpx.enode import Enode
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter
 from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.waku_protocol import (
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import seal
+from waku_legacy.mailserver_compat.wire.request import MessagesRequest, encode_plain_request
+from waku_legacy.mailserver_compat.wire.waku_protocol import (
     WAKU_CAPABILITY,
     RequestCompleteReceived,
     StatusOptions,

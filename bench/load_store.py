@@ -333,7 +333,7 @@ def raw_sqlite_page(db: sqlite3.Connection, params: dict[str, str]) -> int:
 
 
 def store_json_page(store: object, params: dict[str, str]) -> int:
-    from waku_legacy.bridge.rest_store import parse_v3_query, run_v3_query
+    from waku_legacy.bridge.store_rest_server import parse_v3_query, run_v3_query
 
     return len(run_v3_query(store, parse_v3_query(params), "bench"))  # type: ignore[arg-type]
 

@@ -49,21 +49,21 @@ from waku_legacy.archive.clock import (
     read_evidence,
     read_store_evidence,
 )
+from waku_legacy.archive.data_files import recorded_last_end
 from waku_legacy.archive.logos_storage import recorded_index_cid
 from waku_legacy.archive.magnet import build_archive_link_messages
-from waku_legacy.archive.store import recorded_last_end
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import RelayError, RelayPublisher
-from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.bridge.store_threads import StoreAccess
+from waku_legacy.community_config import load_operator_key
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
 from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
-from waku_legacy.mailserver_compat.convert import archive_message
-from waku_legacy.mailserver_compat.payload import decode_payload
-from waku_legacy.migrate.config import load_operator_key  # owner of [[community]]
+from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.store import MessageStore
 
@@ -143,7 +143,7 @@ def node_clock_evidence(
 ) -> ClockEvidence:
     """The same from a store node, through its REST store API (the migration's pager): its
     first ``3 * CLOCK_EVIDENCE_LIMIT`` messages on the three topics."""
-    from waku_legacy.migrate.store_rest import StorePager, fetch_pages
+    from waku_legacy.store.rest_client import StorePager, fetch_pages
     from waku_legacy.store.rest_json import parse_key_value
 
     pager = StorePager(

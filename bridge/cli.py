@@ -17,7 +17,7 @@ def _serve(args: argparse.Namespace) -> int:
     from waku_legacy.bridge.config import load_config
     from waku_legacy.bridge.logs import configure_logging
     from waku_legacy.bridge.service import BridgeService
-    from waku_legacy.cli import print_json
+    from waku_legacy.console import print_json
 
     config = load_config(args.config)
     if args.check:

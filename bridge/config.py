@@ -105,22 +105,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from waku_legacy.community_config import (
+    CommunityConfig,
+    parse_communities,
+    parse_logos_storage,
+)
+from waku_legacy.config import ConfigTable, read_toml, resolve_path, resolve_store_url
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.files import MAX_KEY_FILE, read_small_text
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
-from waku_legacy.mailserver_compat.limits import V1Limits
-
-# The migration owns the [[community]] format and its typed table reader; the bridge reads
-# the same tables the same way.
-from waku_legacy.migrate.config import (
-    CommunityConfig,
-    ConfigTable,
-    parse_community,
-    parse_logos_storage,
-    read_toml,
-    resolve_path,
-    resolve_store_url,
-)
+from waku_legacy.mailserver_compat.server.limits import V1Limits
 
 __all__ = [
     "AdminConfig",
@@ -281,12 +275,12 @@ class BridgeConfig:
 
 
 def _duration(t: ConfigTable, key: str, default: float) -> float:
-    value = t._get(key)
+    value = t.raw(key)
     return default if value is None else parse_duration(value, t.where, key)
 
 
 def _boolean(t: ConfigTable, key: str, default: bool) -> bool:
-    value = t._get(key)
+    value = t.raw(key)
     if value is None:
         return default
     if not isinstance(value, bool):
@@ -314,7 +308,7 @@ def _pubsub_topic(t: ConfigTable, key: str, value: str) -> str:
 
 
 def _rate(t: ConfigTable, key: str, default: float) -> float:
-    value = t._get(key)
+    value = t.raw(key)
     if value is None:
         return default
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
@@ -360,7 +354,7 @@ def _parse_store(top: ConfigTable, base: Path) -> StoreConfig:
 
 
 def _public_key(t: ConfigTable, key: str, text: str) -> bytes:
-    from waku_legacy.mailserver_compat.enode import Enode
+    from waku_legacy.mailserver_compat.rlpx.enode import Enode
 
     value = text.strip()
     if value.startswith("enode://"):
@@ -387,12 +381,12 @@ def _parse_v1(top: ConfigTable, base: Path) -> V1Config | None:
     host, port = parse_listen(t.string("listen", default="0.0.0.0:30303"), t.where, "listen")
     key_file = resolve_path(base, t.string("node_key_file", default="nodekey"))
     assert key_file is not None
-    min_pow = t._get("min_pow")
+    min_pow = t.raw("min_pow")
     if min_pow is None:
         min_pow = 0.001
     elif not isinstance(min_pow, int | float) or isinstance(min_pow, bool) or min_pow < 0:
         raise t.error("min_pow", "a non-negative number", min_pow)
-    rate_limit = t._get("rate_limit")
+    rate_limit = t.raw("rate_limit")
     rate = 1.0 if rate_limit is None else (
         0.0 if rate_limit == 0 else parse_duration(rate_limit, t.where, "rate_limit")
     )  # fmt: skip
@@ -406,15 +400,15 @@ def _parse_v1(top: ConfigTable, base: Path) -> V1Config | None:
         trusted_peers=trusted,
         live_window=_duration(t, "live_window", 300.0),
         seen_capacity=t.integer("seen_capacity", default=100_000, low=100, high=10_000_000),
-        limits=V1Limits.from_mapping(t._get("limits"), f"{t.where}.limits"),
+        limits=V1Limits.from_mapping(t.raw("limits"), f"{t.where}.limits"),
     )
     t.done()
     return config
 
 
 def _parse_protected_shard(raw: Any, number: int, base: Path) -> ProtectedShard:
+    from waku_legacy.crypto.key_file import load_node_key
     from waku_legacy.crypto.secp256k1 import uncompressed_public_key
-    from waku_legacy.mailserver_compat.nodekey import load_node_key
 
     t = ConfigTable(raw, f"[[relay.protected_shard]] #{number}")
     topic = _pubsub_topic(t, "pubsub_topic", t.string("pubsub_topic", required=True))
@@ -454,7 +448,7 @@ def _parse_relay(top: ConfigTable, base: Path) -> RelayConfig | None:
     t = _optional_table(top, "relay")
     if t is None:
         return None
-    raw_shards = t._get("protected_shard")
+    raw_shards = t.raw("protected_shard")
     if raw_shards is None:
         raw_shards = []
     if not isinstance(raw_shards, list):
@@ -572,20 +566,7 @@ def parse_config(
     relay = _parse_relay(top, base)
     history = _parse_history(top, base)
     archive = _parse_archive(top, base)
-    raw_communities = top._get("community") or []
-    if not isinstance(raw_communities, list):
-        raise top.error("community", "an array of tables ([[community]])", raw_communities)
-    communities = tuple(parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
-    if len({str(c.id) for c in communities}) != len(communities):
-        raise ConfigError(f"{origin}: a community is configured twice")
-    seen: dict[bytes, str] = {}
-    for community in communities:
-        for topic in community.channel_topics():
-            if topic in seen:
-                raise ConfigError(
-                    f"{origin}: channel topic 0x{topic.hex()} belongs to two communities"
-                )
-            seen[topic] = str(community.id)
+    communities = parse_communities(top, base, origin)
     if communities and archive is None:
         raise ConfigError(f"{origin}: [[community]] tables need an [archive] table")
     admin = _parse_admin(top, base)

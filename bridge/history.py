@@ -30,16 +30,16 @@ from typing import Any
 
 import aiohttp
 
-from waku_legacy.archive.layout import write_atomic
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import HistoryConfig
 from waku_legacy.bridge.http_body import ResponseTooLarge, read_body, read_text
 from waku_legacy.bridge.live import LiveBridge
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
-from waku_legacy.bridge.store_access import StoreAccess
-from waku_legacy.migrate.store_rest import MAX_RESPONSE_BYTES, StorePager, StoreRestError
+from waku_legacy.bridge.store_threads import StoreAccess
+from waku_legacy.durable import write_atomic
 from waku_legacy.store import MessageStore, StoredMessage
+from waku_legacy.store.rest_client import MAX_RESPONSE_BYTES, StorePager, StoreRestError
 from waku_legacy.store.rest_json import HashMismatch, RestJsonError, parse_key_value
 
 __all__ = ["HistoryPuller", "PullReport"]

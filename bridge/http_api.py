@@ -52,7 +52,7 @@ from waku_legacy.bridge.http_guard import (
 )
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import CONTENT_TYPE, BridgeMetrics
-from waku_legacy.bridge.rest_store import (
+from waku_legacy.bridge.store_rest_server import (
     LegacyCursor,
     LegacyCursorCache,
     RestError,
@@ -63,7 +63,7 @@ from waku_legacy.bridge.rest_store import (
     run_v3_query,
     store_error_status,
 )
-from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.errors import WakuLegacyError
 
 __all__ = ["BridgeBackend", "make_app", "make_runner"]

@@ -3,7 +3,7 @@
 v1 -> v2: an envelope a v1 peer sends (accepted by the mailserver's live checks) becomes the
 v2 message nwaku's bridge would publish (:func:`envelope_to_waku_message`: payload unchanged,
 version 1, ``/waku/1/0x<topic>/rfc26``, timestamp ``(expiry - ttl) * 10^9``) on the shard
-that :class:`~waku_legacy.migrate.mapping.TopicMapping` picks (the migration's mapping, so
+that :class:`~waku_legacy.identity.topic_mapping.TopicMapping` picks (the migration's mapping, so
 a live envelope and the same envelope migrated get the same v2 hash). It is stored with its
 original envelope bytes and DB key (so v1 history requests serve it byte for byte),
 published through the nwaku relay REST API when it is live (sent within ``live_window``;
@@ -34,27 +34,27 @@ from pathlib import Path
 
 import rlp
 
-from waku_legacy.archive.layout import fsync_dir, write_atomic
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import ProtectedTopicError, RelayPublisher
-from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.durable import fsync_dir, write_atomic
 from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.identity.message_hash import message_hash
+from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import is_v1_content_topic
-from waku_legacy.mailserver_compat.convert import (
+from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
+from waku_legacy.mailserver_compat.server.mailserver import MailServer, SeenSet
+from waku_legacy.mailserver_compat.wire.convert import (
     PAYLOAD_VERSION_WAKU1,
     envelope_to_waku_message,
     waku_message_to_envelope,
 )
-from waku_legacy.mailserver_compat.cursor import db_key_for
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.mailserver import MailServer, SeenSet
-from waku_legacy.mailserver_compat.pow import pow_of
-from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
-from waku_legacy.migrate.mapping import TopicMapping
+from waku_legacy.mailserver_compat.wire.cursor import db_key_for
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import pow_of
 from waku_legacy.proto import waku_message_pb2
 from waku_legacy.store import StoredMessage
 

@@ -84,7 +84,7 @@ class RelayPublisher:
         for shard in config.protected_shards:
             key = None
             if shard.key_file is not None:
-                from waku_legacy.mailserver_compat.nodekey import load_node_key
+                from waku_legacy.crypto.key_file import load_node_key
 
                 try:
                     key = load_node_key(shard.key_file)

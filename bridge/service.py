@@ -40,12 +40,12 @@ from waku_legacy.bridge.live import LiveBridge
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import RelayPublisher
-from waku_legacy.bridge.rest_store import RestError
-from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.bridge.store_rest_server import RestError
+from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
+from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.migrate.mapping import TopicMapping
 from waku_legacy.store import is_postgres_url, sqlite_path
 
 __all__ = ["BridgeService"]
@@ -85,7 +85,7 @@ class BridgeService:
         self._register_probes()
 
     def _load_community_keys(self) -> dict[str, Any]:
-        from waku_legacy.mailserver_compat.nodekey import load_node_key
+        from waku_legacy.crypto.key_file import load_node_key
 
         keys = {}
         for community in self.config.communities:
@@ -174,9 +174,9 @@ class BridgeService:
         log.info("bridge ready", extra=fields(**self.info()))
 
     async def _start_mailserver(self) -> None:
-        from waku_legacy.mailserver_compat.envelope_store import V2StoreSource
-        from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
-        from waku_legacy.mailserver_compat.nodekey import load_or_create_node_key
+        from waku_legacy.crypto.key_file import load_or_create_node_key
+        from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+        from waku_legacy.mailserver_compat.storage.envelope_store import V2StoreSource
 
         v1 = self.config.v1
         assert v1 is not None and self.live is not None

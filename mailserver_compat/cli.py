@@ -2,7 +2,7 @@
 
 serve
     Listen for Waku v1 peers and answer their history requests from ``--store`` (see
-    :func:`~waku_legacy.mailserver_compat.envelope_store.open_envelope_store` for the URL
+    :func:`~waku_legacy.mailserver_compat.storage.envelope_store.open_envelope_store` for the URL
     forms). Prints the node's enode URL on stdout first, then runs until interrupted. The
     node key file holds the 32-byte key as hex on one line (geth's ``nodekey``); it is
     created when missing.
@@ -105,11 +105,11 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
-    from waku_legacy.mailserver_compat.enode import Enode, EnodeError
-    from waku_legacy.mailserver_compat.envelope_store import open_envelope_store
-    from waku_legacy.mailserver_compat.limits import V1Limits
-    from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
-    from waku_legacy.mailserver_compat.nodekey import load_or_create_node_key
+    from waku_legacy.crypto.key_file import load_or_create_node_key
+    from waku_legacy.mailserver_compat.rlpx.enode import Enode, EnodeError
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+    from waku_legacy.mailserver_compat.storage.envelope_store import open_envelope_store
 
     _setup_logging(args.verbose)
     host, port = parse_listen(args.listen)
@@ -190,14 +190,14 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 
 
 def _pull_command(args: argparse.Namespace) -> int:
+    from waku_legacy.crypto.key_file import load_node_key
     from waku_legacy.identity.cli import parse_hex
-    from waku_legacy.mailserver_compat.enode import Enode
-    from waku_legacy.mailserver_compat.mailserver_client import (
+    from waku_legacy.mailserver_compat.client.mailserver_client import (
         HistoryQuery,
         MailServerClient,
         PullResult,
     )
-    from waku_legacy.mailserver_compat.nodekey import load_node_key
+    from waku_legacy.mailserver_compat.rlpx.enode import Enode
     from waku_legacy.mailserver_compat.storage.dump import DumpWriter
 
     _setup_logging(args.verbose)
@@ -318,7 +318,7 @@ class _Progress:
 
 def _report(summary: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
-        from waku_legacy.cli import print_json
+        from waku_legacy.console import print_json
 
         print_json(summary)
         return
@@ -354,7 +354,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     serve.add_argument("--min-request-pow", type=float, default=0.0)
     serve.add_argument("--trusted", action="append", help="trusted peer (enode URL or pubkey hex)")
     serve.add_argument("--live-dump", help="append accepted live envelopes to this dump")
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     V1Limits.add_arguments(serve.add_argument_group("limits (per peer and per source address)"))
     serve.add_argument("-v", "--verbose", action="store_true")

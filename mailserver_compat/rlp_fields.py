@@ -9,6 +9,10 @@ reverse. These helpers apply the same rules and raise the caller's
 
 ``decode_rlp`` wraps the ``rlp`` package's own decoder (canonical prefixes, no trailing
 bytes) with a size limit, so that no library exception escapes a public decoder.
+
+Devp2p messages (RLPx) are forward compatible instead: EIP-8 handshake bodies are followed
+by padding and every list may carry extra trailing elements, so ``decode_prefix`` takes the
+first item of a buffer and ``list_at_least`` requires a minimum (not exact) list length.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from typing import TypeAlias
 
 import rlp
+from rlp.codec import consume_item
 
 from waku_legacy.errors import DecodeError
 
@@ -25,8 +30,10 @@ __all__ = [
     "as_bytes",
     "as_list",
     "as_uint",
+    "decode_prefix",
     "decode_rlp",
     "describe",
+    "list_at_least",
 ]
 
 RlpItem: TypeAlias = "bytes | list[RlpItem]"
@@ -112,3 +119,23 @@ def as_bool(item: RlpItem, what: str, field: str, error: type[DecodeError]) -> b
     if item == b"\x01":
         return True
     raise error(what, f"{field} must be a boolean (0x80 or 0x01), got {describe(item)}")
+
+
+def decode_prefix(data: bytes, what: str, error: type[DecodeError]) -> RlpItem:
+    """Decode the first RLP item in ``data``, ignoring whatever follows it (devp2p padding)."""
+    try:
+        item, _, _ = consume_item(data, 0)
+    except (rlp.exceptions.RLPException, IndexError, ValueError, RecursionError) as exc:
+        raise error(what, f"not RLP ({type(exc).__name__}: {exc})") from None
+    item_: RlpItem = item
+    return item_
+
+
+def list_at_least(
+    item: RlpItem, what: str, min_length: int, error: type[DecodeError]
+) -> list[RlpItem]:
+    """``item`` as a list of at least ``min_length`` elements (more are allowed, as devp2p's)."""
+    fields = as_list(item, what, "the message", error)
+    if len(fields) < min_length:
+        raise error(what, f"list has {len(fields)} elements, need at least {min_length}")
+    return fields

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 
 import coincurve
 
-from waku_legacy.mailserver_compat.complete import RequestComplete
-from waku_legacy.mailserver_compat.enode import Enode
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
     HANDSHAKE_TIMEOUT,
     PING_INTERVAL,
@@ -22,8 +20,10 @@ from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
     RlpxPeer,
     dial,
 )
+from waku_legacy.mailserver_compat.rlpx.enode import Enode
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
-from waku_legacy.mailserver_compat.waku_protocol import (
+from waku_legacy.mailserver_compat.wire.complete import RequestComplete
+from waku_legacy.mailserver_compat.wire.waku_protocol import (
     WAKU_CAPABILITY,
     WAKU_NAME,
     PacketCode,

@@ -4,10 +4,10 @@ Per configured community:
 
 1. (executors) Channel messages are decrypted with their channel's symmetric key, signers
    recovered, and turned into archive-flavour messages
-   (:func:`~waku_legacy.mailserver_compat.convert.archive_message`); what does not open is
+   (:func:`~waku_legacy.mailserver_compat.wire.convert.archive_message`); what does not open is
    counted per reason (it is still stored).
 2. (driver) The archive store is repaired if a previous run was interrupted, and the recorded
-   end of the last archive read (:mod:`waku_legacy.archive.store`).
+   end of the last archive read (:mod:`waku_legacy.archive.data_files`).
 3. (executors) Messages before that end which no existing archive holds are *late*: counted
    and reported (never silently dropped; they are in the v2 store). Existing archives are read
    in parallel to know which hashes they hold.
@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.migrate.faults import FaultHook, no_fault
+from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.migrate.records import spark_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from waku_legacy.migrate.config import CommunityConfig
+    from waku_legacy.community_config import CommunityConfig
 
 __all__ = [
     "ARCHIVE_SCHEMA",
@@ -137,9 +137,9 @@ def archive_fields(
     symmetric_key: bytes,
 ) -> dict[str, Any]:
     """One stored channel message -> the archive message's fields (``ok``) or a reason."""
+    from waku_legacy.crypto.payload import decode_payload
     from waku_legacy.identity.topics import v1_topic_from_content_topic
-    from waku_legacy.mailserver_compat.convert import archive_message
-    from waku_legacy.mailserver_compat.payload import decode_payload
+    from waku_legacy.mailserver_compat.wire.convert import archive_message
 
     if version != 1:
         return {"ok": False, "reason": f"payload version {version} is not 26/WAKU-PAYLOAD"}
@@ -316,13 +316,13 @@ def build_archives(
 
     from waku_legacy.archive import WEEK_SECONDS
     from waku_legacy.archive.build import build_community_archives
-    from waku_legacy.archive.layout import CommunityLayout
-    from waku_legacy.archive.store import (
+    from waku_legacy.archive.data_files import (
         append_archives,
         recorded_last_end,
         repair_store,
         write_last_end,
     )
+    from waku_legacy.archive.layout import CommunityLayout
     from waku_legacy.archive.topics import archive_metadata_topics
     from waku_legacy.identity.topics import (
         symmetric_key_for_chat,
@@ -455,7 +455,7 @@ def build_archives(
         archived.unpersist()
 
     from waku_legacy.archive.clock import ClockEvidence, choose_link_clock
-    from waku_legacy.migrate.config import load_operator_key
+    from waku_legacy.community_config import load_operator_key
 
     # The link's clock: above every clock the community already used (description field 9,
     # earlier archive-link messages in the sources), else the run's clock (now, in ms).

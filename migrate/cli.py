@@ -17,7 +17,7 @@
   local Spark into the embedded SQLite store, printing the magnet links and the report.
 
 Progress goes to stderr; the report to stdout (a table, or JSON with ``--json``).
-``WAKU_LEGACY_FAULT`` (see :mod:`~waku_legacy.migrate.faults`) makes a run kill itself at a
+``WAKU_LEGACY_FAULT`` (see :mod:`~waku_legacy.faults`) makes a run kill itself at a
 named step, for crash tests.
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,7 @@ def parse_source_spec(spec: str, number: int) -> dict[str, Any]:
 
 
 def _emit(args: argparse.Namespace, report: Any) -> None:
-    from waku_legacy.cli import print_json
+    from waku_legacy.console import print_json
     from waku_legacy.migrate.report import render_report
 
     if args.json:
@@ -70,7 +69,7 @@ def _emit(args: argparse.Namespace, report: Any) -> None:
 
 
 def _run(config: Any, args: argparse.Namespace) -> Any:
-    from waku_legacy.migrate.faults import fault_from_env
+    from waku_legacy.faults import fault_from_env
     from waku_legacy.migrate.pipeline import run_migration
     from waku_legacy.migrate.progress import Progress
 
@@ -85,7 +84,8 @@ def _with_master(data: dict[str, Any], master: str | None) -> dict[str, Any]:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from waku_legacy.migrate.config import load_config, parse_config, read_toml
+    from waku_legacy.config import read_toml
+    from waku_legacy.migrate.config import load_config, parse_config
 
     if args.master:
         path = Path(args.config)
@@ -179,7 +179,7 @@ def _clock_line(clock: dict[str, Any]) -> str:
 def _rewrite_report(path: str | None, report: Any) -> None:
     if not path:
         return
-    from waku_legacy.archive.layout import write_atomic
+    from waku_legacy.durable import write_atomic
 
     write_atomic(
         Path(path), (json.dumps(report.to_json(), indent=2) + "\n").encode(), step="report"
@@ -207,7 +207,7 @@ def write_demo_config(path: Path, data: dict[str, Any]) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from waku_legacy.mailserver_compat.nodekey import write_node_key
+    from waku_legacy.crypto.key_file import write_node_key
     from waku_legacy.migrate.config import load_config
     from waku_legacy.migrate.progress import Progress
     from waku_legacy.migrate.sample import (
@@ -334,8 +334,3 @@ def register(subparsers: Any) -> None:
     common(demo)
     demo.set_defaults(func=_demo)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from waku_legacy.cli import main
-
-    sys.exit(main(["demo", *sys.argv[1:]]))

@@ -64,26 +64,23 @@ NUL characters; TOML nested more than 64 levels deep is refused.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.errors import ConfigError, WakuLegacyError
-from waku_legacy.files import (
-    MAX_CONFIG_FILE,
-    check_nesting,
-    check_path_component,
-    nesting_error,
-    read_small_text,
+from waku_legacy.community_config import (
+    CommunityConfig,
+    parse_communities,
+    parse_logos_storage,
 )
-from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, community_pubsub_topic
-from waku_legacy.identity.topics import CommunityId, chat_topic
+from waku_legacy.config import ConfigTable, read_toml, resolve_path, resolve_store_url
+from waku_legacy.errors import ConfigError
+from waku_legacy.files import check_path_component
+from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 
 __all__ = [
-    "CommunityConfig",
     "MigrateConfig",
     "OutputConfig",
     "PipelineConfig",
@@ -91,7 +88,6 @@ __all__ = [
     "SourceKind",
     "SparkConfig",
     "load_config",
-    "load_operator_key",
     "parse_config",
 ]
 
@@ -135,35 +131,10 @@ class SourceConfig:
     def location(self) -> str:
         """Where the source is, for provenance (never a password)."""
         if self.dsn:
-            from waku_legacy.mailserver_compat.storage.postgres import _redact
+            from waku_legacy.store.dsn import redact_dsn
 
-            return _redact(self.dsn)
+            return redact_dsn(self.dsn)
         return self.url or self.path or ""
-
-
-@dataclass(frozen=True, slots=True)
-class CommunityConfig:
-    id: CommunityId
-    channels: tuple[str, ...]
-    shard: int
-    key_file: str | None = None
-    name: str | None = None
-    archive_link_chats: str = "both"  # "both" | "universal" | "magnetlinks"
-    operator_key_file: str | None = None  # signs the archive-link message's 26/WAKU-PAYLOAD
-    backend: str = "torrent"  # "torrent" | "logos-storage" (issue 12)
-    archive_topics: str = "both"  # "channel" | "universal" | "both" (waku_legacy.archive.topics)
-
-    @property
-    def pubsub_topic(self) -> str:
-        return community_pubsub_topic(self.shard)
-
-    def channel_chat_ids(self) -> dict[str, str]:
-        """channel uuid -> chat id."""
-        return {c: self.id.channel_chat_id(c) for c in self.channels}
-
-    def channel_topics(self) -> dict[bytes, str]:
-        """4-byte v1 topic -> channel uuid, for every channel."""
-        return {chat_topic(chat): uuid for uuid, chat in self.channel_chat_ids().items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,126 +163,6 @@ class MigrateConfig:
     output: OutputConfig
     origin: str = "<config>"
     logos_storage_url: str | None = None  # [logos_storage] url
-
-
-# -- parsing helpers ------------------------------------------------------------------------
-
-
-class ConfigTable:
-    """A TOML table being read: typed getters that name the key in their errors, and a
-    final check that no unknown key is left."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where} must be a table, got {_kind(data)}")
-        self.data = data
-        self.where = where
-        self.used: set[str] = set()
-
-    def _get(self, key: str) -> Any:
-        self.used.add(key)
-        return self.data.get(key)
-
-    def error(self, key: str, expected: str, value: Any) -> ConfigError:
-        return ConfigError(f"{self.where}: key '{key}' must be {expected}, got {_show(value)}")
-
-    def string(self, key: str, *, required: bool = False, default: str | None = None) -> Any:
-        value = self._get(key)
-        if value is None:
-            if required:
-                raise ConfigError(f"{self.where}: key '{key}' is required")
-            return default
-        if not isinstance(value, str):
-            raise self.error(key, "a string", value)
-        if "\x00" in value:  # never meant; and a path or URL with one fails deep inside the OS
-            raise self.error(key, "a string without NUL characters", value)
-        return value
-
-    def integer(
-        self, key: str, *, default: int | None = None, low: int | None = None,
-        high: int | None = None, required: bool = False,
-    ) -> Any:  # fmt: skip
-        value = self._get(key)
-        if value is None:
-            if required:
-                raise ConfigError(f"{self.where}: key '{key}' is required")
-            return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(key, "an integer", value)
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"{'' if low is None else low}..{'' if high is None else high}"
-            raise self.error(key, f"an integer in {bounds}", value)
-        return value
-
-    def number(self, key: str, *, default: float) -> float:
-        value = self._get(key)
-        if value is None:
-            return default
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-            raise self.error(key, "a positive number", value)
-        return float(value)
-
-    def strings(self, key: str, *, required: bool = False) -> tuple[str, ...]:
-        value = self._get(key)
-        if value is None:
-            if required:
-                raise ConfigError(f"{self.where}: key '{key}' is required")
-            return ()
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(key, "a list of strings", value)
-        if any("\x00" in v for v in value):
-            raise self.error(key, "a list of strings without NUL characters", value)
-        return tuple(value)
-
-    def table(self, key: str) -> ConfigTable:
-        value = self._get(key)
-        return ConfigTable({} if value is None else value, f"{self.where}.{key}")
-
-    def done(self) -> None:
-        unknown = sorted(set(self.data) - self.used)
-        if unknown:
-            raise ConfigError(
-                f"{self.where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                f"expected some of {', '.join(sorted(self.used))}"
-            )
-
-
-def _kind(value: Any) -> str:
-    return {
-        bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-        list: "a list", dict: "a table",
-    }.get(type(value), type(value).__name__)  # fmt: skip
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{_kind(value)} {text[:60]}{'…' if len(text) > 60 else ''}"
-
-
-def resolve_path(base: Path, value: str | None) -> str | None:
-    if value is None or value == "":
-        return value
-    try:
-        path = Path(value).expanduser()
-    except RuntimeError:  # "~name/…" of a user that does not exist
-        raise ConfigError(f"path {value[:200]!r}: cannot expand '~' (no such user)") from None
-    return str(path if path.is_absolute() else (base / path))
-
-
-def resolve_store_url(base: Path, url: str) -> str:
-    if url == "" or url.startswith(("postgresql://", "postgres://")):
-        return url
-    if url.startswith("sqlite:///"):
-        return url
-    if url.startswith("sqlite:"):
-        return "sqlite:///" + str((base / url[len("sqlite:") :]).resolve()).lstrip("/")
-    if "://" in url:
-        raise ConfigError(
-            f"[output]: key 'store' must be sqlite:///path or postgresql://…, got {url!r}"
-        )
-    return "sqlite:///" + str((base / url).resolve()).lstrip("/")
 
 
 # -- the parser -------------------------------------------------------------------------------
@@ -367,76 +218,6 @@ def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
     )  # fmt: skip
 
 
-def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
-    t = ConfigTable(raw, f"[[community]] #{number}")
-    text = t.string("id", required=True)
-    try:
-        community = CommunityId.parse(text)
-    except WakuLegacyError:
-        raise t.error(
-            "id", "0x followed by 66 hex digits (a compressed public key)", text
-        ) from None
-    t.where = f"[[community]] {text[:12]}…"
-    channels = t.strings("channels", required=True)
-    if not channels:
-        raise ConfigError(f"{t.where}: key 'channels' must list at least one channel uuid")
-    for channel in channels:
-        try:
-            community.channel_chat_id(channel)
-        except WakuLegacyError:
-            raise t.error("channels", "canonical lowercase UUIDs (8-4-4-4-12)", channel) from None
-    shard = t.integer("shard", required=True, low=0, high=1023)
-    try:
-        community_pubsub_topic(shard)
-    except WakuLegacyError as exc:
-        raise ConfigError(f"{t.where}: key 'shard': {exc}") from None
-    key_file = resolve_path(base, t.string("key_file"))
-    name = t.string("name")
-    link_chats = t.string("archive_link_chats", default="both")
-    if link_chats not in ("both", "universal", "magnetlinks"):
-        raise t.error(
-            "archive_link_chats",
-            '"both", "universal" (<id>-memberUpdate, read by current Status clients) or '
-            '"magnetlinks" (<id>-magnetlinks, read by clients from 2024)',
-            link_chats,
-        )
-    operator_key_file = resolve_path(base, t.string("operator_key_file"))
-    from waku_legacy.archive.logos_storage import parse_backend
-
-    backend = parse_backend(t._get("backend"), t.where)
-    from waku_legacy.archive.topics import ArchiveTopics
-
-    archive_topics = t.string("archive_topics", default=str(ArchiveTopics.BOTH))
-    if archive_topics not in set(ArchiveTopics):
-        raise t.error(
-            "archive_topics",
-            '"channel" (the channels\' own topics, imported by clients from before status-go '
-            'PR #5993), "universal" (<id>-memberUpdate, imported by current Status clients) or '
-            '"both"',
-            archive_topics,
-        )
-    t.done()
-    return CommunityConfig(
-        community, channels, shard, key_file, name,
-        archive_link_chats=link_chats, operator_key_file=operator_key_file, backend=backend,
-        archive_topics=archive_topics,
-    )  # fmt: skip
-
-
-def load_operator_key(community: CommunityConfig) -> Any:
-    """The key that signs the archive-link message's 26/WAKU-PAYLOAD (``operator_key_file``),
-    or None: then the community key signs it as well. status-go signs that layer with the
-    sending node's identity key (``Transport.addSig``)."""
-    if community.operator_key_file is None:
-        return None
-    from waku_legacy.mailserver_compat.nodekey import load_node_key
-
-    try:
-        return load_node_key(community.operator_key_file)
-    except WakuLegacyError as exc:
-        raise ConfigError(f"[[community]] {community.id}: operator_key_file: {exc}") from None
-
-
 def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin: str = "<config>"
                  ) -> MigrateConfig:  # fmt: skip
     """Validate a parsed TOML document (paths relative to ``base_dir``)."""
@@ -458,7 +239,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     )
     spark_t.done()
 
-    raw_sources = top._get("source")
+    raw_sources = top.raw("source")
     if raw_sources is None:
         raise ConfigError(f"{origin}: at least one [[source]] table is required")
     if not isinstance(raw_sources, list):
@@ -468,21 +249,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     if len(set(names)) != len(names):
         raise ConfigError(f"{origin}: source names must be unique, got {names}")
 
-    raw_communities = top._get("community") or []
-    if not isinstance(raw_communities, list):
-        raise top.error("community", "an array of tables ([[community]])", raw_communities)
-    communities = tuple(parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
-    ids = [str(c.id) for c in communities]
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"{origin}: a community is configured twice")
-    seen_topics: dict[bytes, str] = {}
-    for community in communities:
-        for topic in community.channel_topics():
-            if topic in seen_topics:
-                raise ConfigError(
-                    f"{origin}: channel topic 0x{topic.hex()} belongs to two communities"
-                )
-            seen_topics[topic] = str(community.id)
+    communities = parse_communities(top, base, origin)
 
     pipe_t = top.table("pipeline")
     default_topic = pipe_t.string("default_pubsub_topic", default=DEFAULT_PUBSUB_TOPIC)
@@ -499,7 +266,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     )
     pipe_t.done()
 
-    out_t = top._get("output")
+    out_t = top.raw("output")
     if out_t is None:
         raise ConfigError(f"{origin}: an [output] table is required")
     out = ConfigTable(out_t, "[output]")
@@ -525,45 +292,6 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     logos_storage_url = parse_logos_storage(top, communities, origin)
     top.done()
     return MigrateConfig(spark, sources, communities, pipeline, output, origin, logos_storage_url)
-
-
-def parse_logos_storage(
-    top: ConfigTable, communities: tuple[CommunityConfig, ...], origin: str
-) -> str | None:
-    """``[logos_storage] url``; required when a community's backend is "logos-storage"."""
-    from waku_legacy.archive.logos_storage import LOGOS_STORAGE, parse_node_url
-
-    raw = top._get("logos_storage")
-    users = [str(c.id) for c in communities if c.backend == LOGOS_STORAGE]
-    if raw is None:
-        if users:
-            raise ConfigError(
-                f"{origin}: community {users[0]} has backend = \"logos-storage\" but there is "
-                "no [logos_storage] table with the node's url"
-            )
-        return None
-    table = ConfigTable(raw, "[logos_storage]")
-    url = parse_node_url(table._get("url"), "[logos_storage]")
-    table.done()
-    return url
-
-
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file; every failure is a ConfigError naming the file: not a regular file,
-    over :data:`~waku_legacy.files.MAX_CONFIG_FILE` bytes, not UTF-8, not TOML, or nested
-    more than :data:`~waku_legacy.files.MAX_NESTING` levels."""
-    path = Path(path)
-    text = read_small_text(path, what="config file", max_size=MAX_CONFIG_FILE)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    except ValueError as exc:  # tomllib: an integer of more than 4300 digits
-        raise ConfigError(f"{path}: not a usable TOML value: {str(exc)[:200]}") from exc
-    except RecursionError:
-        raise nesting_error(str(path)) from None
-    check_nesting(data, what=str(path))
-    return data
 
 
 def load_config(path: str | Path) -> MigrateConfig:

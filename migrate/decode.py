@@ -6,7 +6,7 @@ quarantined with the reason. :func:`decode_batch` applies it to an Arrow record 
 ``mapInArrow`` hands a Spark task).
 
 - v1 envelopes are converted as nwaku's bridge does
-  (:func:`~waku_legacy.mailserver_compat.convert.envelope_to_waku_message`) onto the pubsub
+  (:func:`~waku_legacy.mailserver_compat.wire.convert.envelope_to_waku_message`) onto the pubsub
   topic of the shard mapping, and keep their envelope bytes and status-go DB key.
 - v2 records (REST JSON entries, serialized WakuMessages) keep the pubsub topic they were
   on; their hash is recomputed and must match the one the source claims.
@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.identity.message_hash import deterministic_hash
+from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import is_v1_content_topic
-from waku_legacy.migrate.mapping import TopicMapping
 from waku_legacy.migrate.records import (
     FORMAT_V1,
     FORMAT_V2_JSON,
@@ -119,9 +119,9 @@ def _message_row(
 
 def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
     from waku_legacy.identity.message_hash import envelope_hash
-    from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-    from waku_legacy.mailserver_compat.cursor import DBKey
-    from waku_legacy.mailserver_compat.envelope import Envelope
+    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+    from waku_legacy.mailserver_compat.wire.cursor import DBKey
+    from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
     data = raw["data"]
     envelope = Envelope.decode(data)

@@ -95,8 +95,8 @@ def find_descriptions(
 ) -> Iterator[tuple[dict[str, Any], SignedDescription | Exception]]:
     """For each RAW record on the community's own topic: the record and its description,
     or the exception saying why it is not one. Records on other topics are skipped."""
+    from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.migrate.decode import decode_record
-    from waku_legacy.migrate.mapping import TopicMapping
 
     content_topic = content_topic_of_chat(community.chat_id)
     mapping = TopicMapping.build("/waku/2/rs/16/64", [])

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.faults import FaultHook, no_fault
+from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import MigrateConfig
-from waku_legacy.migrate.faults import FaultHook, no_fault
-from waku_legacy.migrate.mapping import TopicMapping
 from waku_legacy.migrate.progress import Progress
 from waku_legacy.migrate.records import MESSAGE_SCHEMA, spark_ddl
 from waku_legacy.migrate.report import RunReport, SourceReport, WeekRow
@@ -67,7 +67,7 @@ def _spark_failure(step: str, exc: Exception) -> MigrationError:
 def _community_key(path: str | None) -> Any:
     if not path:
         return None
-    from waku_legacy.mailserver_compat.nodekey import load_node_key
+    from waku_legacy.crypto.key_file import load_node_key
 
     try:
         return load_node_key(path)
@@ -295,7 +295,7 @@ def run_migration(
     if config.output.report:
         import json
 
-        from waku_legacy.archive.layout import write_atomic
+        from waku_legacy.durable import write_atomic
 
         Path(config.output.report).parent.mkdir(parents=True, exist_ok=True)
         write_atomic(
@@ -308,7 +308,7 @@ def run_migration(
 
 def _display_url(url: str) -> str:
     if url.startswith(("postgresql://", "postgres://")):
-        from waku_legacy.mailserver_compat.storage.postgres import _redact
+        from waku_legacy.store.dsn import redact_dsn
 
-        return _redact(url)
+        return redact_dsn(url)
     return url

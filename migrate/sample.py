@@ -144,10 +144,10 @@ def generate_envelopes(
     seed: int | None = None,
 ) -> Iterator[bytes]:
     """Envelope RLP bytes, in time order, for ``days`` days from ``start``."""
+    from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.payload import encode_payload
-    from waku_legacy.mailserver_compat.pow import seal
+    from waku_legacy.mailserver_compat.wire.pow import seal
 
     rnd = random.Random(spec.seed * 1000 + (seed or 0))
     start = spec.start if start is None else start
@@ -220,10 +220,10 @@ def generate_descriptions(spec: SampleSpec, communities: list[SampleCommunity]) 
     the first at creation (first channel only, clock = its time in ms), the newest a week
     later with every channel. Seeded apart from :func:`generate_envelopes`, so adding them
     changes none of the message envelopes."""
+    from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.payload import encode_payload
-    from waku_legacy.mailserver_compat.pow import seal
+    from waku_legacy.mailserver_compat.wire.pow import seal
 
     rnd = random.Random(spec.seed * 1000 + 999)
 

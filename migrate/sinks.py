@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from waku_legacy.migrate.faults import FaultHook, no_fault
+from waku_legacy.faults import FaultHook, no_fault
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

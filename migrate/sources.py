@@ -349,7 +349,7 @@ def _rest_rows(page: Any, prefix: str, pubsub: str | None, out: _Batcher):  # ty
 
 
 def _read_rest(task: Task, out: _Batcher) -> Iterator[pa.RecordBatch | None]:
-    from waku_legacy.migrate.store_rest import StorePager, fetch_pages
+    from waku_legacy.store.rest_client import StorePager, fetch_pages
 
     pubsub = task.get("pubsub_topic")
     if "files" in task:
@@ -374,7 +374,7 @@ def _read_rest(task: Task, out: _Batcher) -> Iterator[pa.RecordBatch | None]:
 
 
 def _safe_saved_pages(files: list[str]):  # type: ignore[no-untyped-def]
-    from waku_legacy.migrate.store_rest import iter_saved_pages
+    from waku_legacy.store.rest_client import iter_saved_pages
 
     for file in files:
         try:

@@ -15,8 +15,8 @@ import pytest
 
 from tests.test_archive_cli import CHANNEL, COMMUNITY, T0, W, write_input
 from waku_legacy.archive.bencode import bencode
+from waku_legacy.archive.data_files import read_index
 from waku_legacy.archive.encode import PIECE_LENGTH
-from waku_legacy.archive.store import read_index
 from waku_legacy.cli import main
 
 WAKU_LEGACY = Path(sys.executable).with_name("waku-legacy")

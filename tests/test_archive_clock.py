@@ -25,6 +25,8 @@ from waku_legacy.archive.magnet import build_archive_link_message, verify_magnet
 from waku_legacy.bridge.archiver import node_clock_evidence
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
+from waku_legacy.community_config import parse_community
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import (
@@ -33,10 +35,8 @@ from waku_legacy.identity.topics import (
     content_topic_of_chat,
     symmetric_key_for_chat,
 )
-from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-from waku_legacy.mailserver_compat.payload import encode_payload
-from waku_legacy.mailserver_compat.pow import seal
-from waku_legacy.migrate.config import parse_community
+from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.migrate.sample import SampleCommunity, description_message
 from waku_legacy.proto import waku_message_pb2
 from waku_legacy.store import StoredMessage, open_store

@@ -15,14 +15,14 @@ from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
+from waku_legacy.community_config import load_operator_key, parse_community
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import CommunityId, chat_topic, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-from waku_legacy.mailserver_compat.payload import encode_payload
-from waku_legacy.mailserver_compat.pow import seal
-from waku_legacy.migrate.config import load_operator_key, parse_community
+from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.proto import waku_message_pb2
 from waku_legacy.store import StoredMessage, open_store
 

@@ -30,11 +30,11 @@ from waku_legacy.archive.logos_storage import (
 )
 from waku_legacy.archive.magnet import build_archive_link_message, verify_magnet_message
 from waku_legacy.cli import main
+from waku_legacy.community_config import parse_community, parse_logos_storage
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.errors import ConfigError, DecodeError
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.migrate.config import parse_community, parse_logos_storage
 from waku_legacy.proto import status_archive_pb2, waku_message_pb2
 
 KEY = private_key_from_bytes(bytes.fromhex("5a" * 32))
@@ -222,7 +222,7 @@ def _community(**extra: object) -> dict:
 
 
 def test_config_backend_per_community_and_both_refused(tmp_path: Path) -> None:
-    from waku_legacy.migrate.config import ConfigTable
+    from waku_legacy.config import ConfigTable
 
     assert parse_community(_community(), 1, tmp_path).backend == "torrent"
     chosen = parse_community(_community(backend="logos-storage"), 1, tmp_path)
@@ -278,11 +278,11 @@ async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) ->
     from tests.test_bridge_support import FakeNwaku, bridge_config
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.identity.message_hash import message_hash
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-    from waku_legacy.mailserver_compat.payload import encode_payload
-    from waku_legacy.mailserver_compat.pow import seal
+    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+    from waku_legacy.mailserver_compat.wire.pow import seal
     from waku_legacy.store import StoredMessage, open_store
 
     channel = str(uuid.UUID(int=3))

@@ -26,10 +26,10 @@ from waku_legacy.archive.magnet import (
     magnet_message_from_json,
     wrap_application_message,
 )
+from waku_legacy.crypto.payload import decode_payload, encode_payload
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.errors import ConfigError, CryptoError
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.mailserver_compat.payload import decode_payload, encode_payload
 from waku_legacy.proto import application_metadata_pb2, status_archive_pb2, waku_message_pb2
 
 KEY = private_key_from_bytes(bytes.fromhex("22" * 32))

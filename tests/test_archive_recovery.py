@@ -136,11 +136,11 @@ def _bridge_setup(tmp_path: Path):
 
 
 def _store_messages(url: str, community, channel: str, start: int, n: int, pubsub: str) -> None:
+    from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.identity.message_hash import message_hash
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-    from waku_legacy.mailserver_compat.payload import encode_payload
-    from waku_legacy.mailserver_compat.pow import seal
+    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+    from waku_legacy.mailserver_compat.wire.pow import seal
     from waku_legacy.store import StoredMessage, open_store
 
     chat = community.channel_chat_id(channel)
@@ -156,7 +156,7 @@ def _store_messages(url: str, community, channel: str, start: int, n: int, pubsu
 
 def _bridge_build(config, key, url: str, now: int, fault=None):
     """What CommunityArchiver._build does, with the build's fault hook."""
-    from waku_legacy.archive.store import read_index, recorded_last_end
+    from waku_legacy.archive.data_files import read_index, recorded_last_end
     from waku_legacy.bridge.archiver import collect_archive_messages
     from waku_legacy.store import open_store
 

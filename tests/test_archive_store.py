@@ -27,8 +27,8 @@ from waku_legacy.archive import (
     read_index,
     verify_store,
 )
+from waku_legacy.archive.data_files import inspect_store
 from waku_legacy.archive.layout import CommunityLayout
-from waku_legacy.archive.store import inspect_store
 from waku_legacy.archive.torrent import ANNOUNCE_LIST, build_torrent
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.errors import WakuLegacyError

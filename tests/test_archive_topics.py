@@ -19,12 +19,12 @@ from Crypto.Hash import keccak
 
 from waku_legacy.archive import build_community_archives
 from waku_legacy.archive.topics import ArchiveTopics, apply_archive_topics
+from waku_legacy.community_config import parse_community
+from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.convert import archive_message
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.payload import decode_payload
-from waku_legacy.migrate.config import parse_community
+from waku_legacy.mailserver_compat.wire.convert import archive_message
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.migrate.sample import SampleSpec, generate_envelopes, make_communities
 
 SPEC = SampleSpec(communities=2, channels=3, members=4, days=24, messages_per_channel_day=1.5)

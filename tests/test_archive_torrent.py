@@ -30,9 +30,9 @@ from waku_legacy.archive import (
 from waku_legacy.archive.errors import FetchTimeout, ForgedMagnetMessage, SeederError
 from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.magnet import wrap_application_message
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.identity.topics import CommunityId, content_topic_of_chat, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.payload import encode_payload
 from waku_legacy.proto import status_archive_pb2, waku_message_pb2
 
 pytestmark = [pytest.mark.torrent, pytest.mark.timeout(60)]

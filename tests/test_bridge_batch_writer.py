@@ -9,7 +9,7 @@ import asyncio
 from tests.test_bridge_support import make_rows
 from waku_legacy.bridge.live import BatchWriter
 from waku_legacy.bridge.metrics import BridgeMetrics
-from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.store import StoreError
 
 

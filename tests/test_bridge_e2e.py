@@ -26,6 +26,7 @@ from waku_legacy.archive.magnet import magnet_message_from_json
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import (
@@ -34,13 +35,12 @@ from waku_legacy.identity.topics import (
     content_topic_of_chat,
     symmetric_key_for_chat,
 )
-from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-from waku_legacy.mailserver_compat.cursor import db_key_for
-from waku_legacy.mailserver_compat.mailserver_client import HistoryQuery, MailServerClient
-from waku_legacy.mailserver_compat.payload import encode_payload
-from waku_legacy.mailserver_compat.pow import seal
+from waku_legacy.mailserver_compat.client.mailserver_client import HistoryQuery, MailServerClient
 from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.waku_protocol import StatusOptions
+from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+from waku_legacy.mailserver_compat.wire.cursor import db_key_for
+from waku_legacy.mailserver_compat.wire.pow import seal
+from waku_legacy.mailserver_compat.wire.waku_protocol import StatusOptions
 from waku_legacy.store import StoredMessage, open_store
 
 pytestmark = [pytest.mark.network, pytest.mark.torrent]

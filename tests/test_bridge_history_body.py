@@ -18,8 +18,8 @@ from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.config import HistoryConfig
 from waku_legacy.bridge.history import HistoryPuller
 from waku_legacy.bridge.metrics import BridgeMetrics
-from waku_legacy.bridge.rest_store import parse_v3_query, run_v3_query
-from waku_legacy.bridge.store_access import StoreAccess
+from waku_legacy.bridge.store_rest_server import parse_v3_query, run_v3_query
+from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 from waku_legacy.store import StoredMessage, open_store
 

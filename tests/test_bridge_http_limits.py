@@ -217,7 +217,7 @@ async def test_the_request_budget_stops_floods_not_paging(tmp_path, store_url, c
 
 
 async def test_a_forged_legacy_cursor_reads_a_bounded_number_of_rows(tmp_path):
-    from waku_legacy.bridge.rest_store import (
+    from waku_legacy.bridge.store_rest_server import (
         LEGACY_CURSOR_SCAN,
         LegacyCursorCache,
         parse_legacy_query,

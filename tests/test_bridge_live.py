@@ -21,10 +21,10 @@ from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 from waku_legacy.identity.topics import v1_topic_to_content_topic
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.pow import seal
 from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.waku_protocol import EnvelopesReceived, StatusOptions
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import seal
+from waku_legacy.mailserver_compat.wire.waku_protocol import EnvelopesReceived, StatusOptions
 from waku_legacy.store import StoredMessage
 
 pytestmark = pytest.mark.network

@@ -20,13 +20,13 @@ from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.logs import configure_logging, fields
 from waku_legacy.bridge.metrics import Registry
 from waku_legacy.bridge.service import BridgeService
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import CommunityId, chat_topic, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.convert import envelope_to_waku_message
-from waku_legacy.mailserver_compat.payload import encode_payload
-from waku_legacy.mailserver_compat.pow import seal
 from waku_legacy.mailserver_compat.waku_peer import connect
+from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.store import StoredMessage, open_store
 
 DAY = 86_400

@@ -81,7 +81,7 @@ def test_missing_files_and_directories_exit_2(tmp_path: Path, capsys) -> None:
 @pytest.mark.timeout(30)
 def test_key_files_are_small_regular_files(tmp_path: Path, capsys) -> None:
     """--community-key-file /dev/zero and a v1 node key file /dev/zero: refused, not read."""
-    from waku_legacy.mailserver_compat.nodekey import load_node_key
+    from waku_legacy.crypto.key_file import load_node_key
 
     code = _run([
         "archive", "build", "--community", COMMUNITY, "--topic", "0x01020304",

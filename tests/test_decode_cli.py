@@ -12,11 +12,11 @@ import pytest
 import rlp
 
 from waku_legacy.cli import main
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import public_key_of
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.mailserver_compat.envelope import Envelope, encode_many
-from waku_legacy.mailserver_compat.payload import encode_payload
+from waku_legacy.mailserver_compat.wire.envelope import Envelope, encode_many
 from waku_legacy.proto import status_archive_pb2, store_v3_pb2, waku_message_pb2
 
 KEY = b"k" * 32
@@ -172,8 +172,8 @@ def test_magnet_message_bare_layering(tmp_path: Path, capsys: pytest.CaptureFixt
     """Issue 12: a 2024-style message (the ApplicationMetadataMessage directly in the payload,
     on -magnetlinks) is read too, and the output says which layering it saw."""
     from waku_legacy.archive.magnet import wrap_application_message
+    from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.identity.topics import content_topic_of_chat, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.payload import encode_payload
     from waku_legacy.proto import status_archive_pb2
 
     chat_id = COMMUNITY.magnetlinks_chat_id

@@ -57,7 +57,7 @@ def test_magnet_message_json_with_infinite_numbers(body: dict) -> None:
 def test_store_rest_page_nested_too_deeply() -> None:
     """parse_page let json's RecursionError out (the bridge's history pull and the
     migration's store-rest source read pages through it)."""
-    from waku_legacy.migrate.store_rest import StoreRestError, parse_page
+    from waku_legacy.store.rest_client import StoreRestError, parse_page
 
     for body in (b"[" * 100_000, b'{"messages": ' * 50_000 + b"[]" + b"}" * 50_000):
         with pytest.raises(StoreRestError, match="not JSON"):

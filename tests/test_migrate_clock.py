@@ -12,11 +12,11 @@ import pytest
 from tests.test_migrate_pipeline import _archive_files
 from waku_legacy.archive.magnet import build_archive_link_message, verify_magnet_message
 from waku_legacy.cli import main
+from waku_legacy.crypto.key_file import write_node_key
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import content_topic_of_chat, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.nodekey import write_node_key
-from waku_legacy.mailserver_compat.payload import encode_payload
 from waku_legacy.migrate.sample import (
     SampleSpec,
     description_message,

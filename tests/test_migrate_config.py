@@ -231,7 +231,7 @@ def test_saved_rest_pages_are_small_regular_files(tmp_path: Path) -> None:
     bounded reader: a FIFO, a device or an oversized page is a StoreRestError."""
     import os
 
-    from waku_legacy.migrate.store_rest import (
+    from waku_legacy.store.rest_client import (
         MAX_RESPONSE_BYTES,
         StoreRestError,
         iter_saved_pages,

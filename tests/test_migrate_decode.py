@@ -14,8 +14,8 @@ import pyarrow as pa
 import rlp
 from Crypto.Hash import keccak
 
+from waku_legacy.identity.topic_mapping import ChannelRoute, TopicMapping
 from waku_legacy.migrate.decode import decode_batch, decode_record
-from waku_legacy.migrate.mapping import ChannelRoute, TopicMapping
 from waku_legacy.migrate.records import MESSAGE_SCHEMA, RAW_SCHEMA
 from waku_legacy.proto import waku_message_pb2
 

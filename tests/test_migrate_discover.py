@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import generate_private_key, sign_recoverable
 from waku_legacy.identity.descriptions import newest_description, read_signed_description
 from waku_legacy.identity.shards import CommunityDescriptionError
 from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.payload import encode_payload
-from waku_legacy.mailserver_compat.pow import seal
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter
+from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.migrate.config import SourceConfig, SourceKind
 from waku_legacy.migrate.discover import discover_channels
 from waku_legacy.migrate.sample import (

@@ -18,8 +18,8 @@ from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
 from waku_legacy.archive.magnet import verify_magnet_message
 from waku_legacy.cli import main
 from waku_legacy.identity.topics import chat_topic
-from waku_legacy.mailserver_compat.envelope import Envelope
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.migrate.config import parse_config
 from waku_legacy.migrate.pipeline import run_migration
 from waku_legacy.migrate.sample import SampleSpec, generate_envelopes, make_communities

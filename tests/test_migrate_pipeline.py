@@ -27,17 +27,17 @@ import pytest
 from tests.conftest import database_of, dsn_for_database
 from tests.test_migrate_rest import NwakuRestServer, v2_messages
 from waku_legacy.archive.build import build_community_archives
+from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import WakuLegacyError
+from waku_legacy.faults import CrashAt, SimulatedCrash
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.convert import archive_message
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.payload import decode_payload
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter
 from waku_legacy.mailserver_compat.storage.leveldb import LevelDBEnvelopeStore
 from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
+from waku_legacy.mailserver_compat.wire.convert import archive_message
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.migrate.config import parse_config
-from waku_legacy.migrate.faults import CrashAt, SimulatedCrash
 from waku_legacy.migrate.pipeline import run_migration
 from waku_legacy.migrate.sample import (
     SampleSpec,

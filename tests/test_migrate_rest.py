@@ -13,9 +13,9 @@ import pytest
 from aiohttp import web
 
 from waku_legacy.identity.message_hash import message_hash
-from waku_legacy.migrate.store_rest import StorePager, StoreRestError, fetch_pages
 from waku_legacy.proto import waku_message_pb2
 from waku_legacy.store import StoredMessage
+from waku_legacy.store.rest_client import StorePager, StoreRestError, fetch_pages
 from waku_legacy.store.rest_json import parse_hash, response_json
 
 pytestmark = pytest.mark.network

@@ -10,12 +10,12 @@ import pyarrow as pa
 import pytest
 
 from tests.test_migrate_rest import NwakuRestServer, v2_messages
+from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import parse_config
 from waku_legacy.migrate.decode import decode_batch
-from waku_legacy.migrate.mapping import TopicMapping
 from waku_legacy.migrate.sources import plan_source, read_task
-from waku_legacy.migrate.store_rest import StorePager, fetch_pages
 from waku_legacy.store import open_store
+from waku_legacy.store.rest_client import StorePager, fetch_pages
 
 MAPPING = TopicMapping("/waku/2/rs/16/32")
 

@@ -7,14 +7,13 @@ import logging
 
 import pytest
 
-from waku_legacy.crypto.secp256k1 import generate_private_key, public_key_of
-from waku_legacy.errors import ConfigError
-from waku_legacy.mailserver_compat.enode import Enode, EnodeError
-from waku_legacy.mailserver_compat.nodekey import (
+from waku_legacy.crypto.key_file import (
     load_node_key,
     load_or_create_node_key,
     write_node_key,
 )
+from waku_legacy.crypto.secp256k1 import generate_private_key, public_key_of
+from waku_legacy.errors import ConfigError
 from waku_legacy.mailserver_compat.rlpx import p2p
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
     PeerDisconnected,
@@ -22,6 +21,7 @@ from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
     dial,
     listen,
 )
+from waku_legacy.mailserver_compat.rlpx.enode import Enode, EnodeError
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(30)]

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from waku_legacy.crypto.keccak import keccak256
-from waku_legacy.mailserver_compat.bloom import FULL_BLOOM, topic_to_bloom
-from waku_legacy.mailserver_compat.complete import RequestComplete
-from waku_legacy.mailserver_compat.waku_protocol import (
+from waku_legacy.mailserver_compat.wire.bloom import FULL_BLOOM, topic_to_bloom
+from waku_legacy.mailserver_compat.wire.complete import RequestComplete
+from waku_legacy.mailserver_compat.wire.waku_protocol import (
     WAKU_CAPABILITY,
     BatchAcknowledged,
     EnvelopeRejection,
@@ -215,7 +215,7 @@ def test_split_enforces_item_limit() -> None:
 
 
 def test_float_bits_are_ieee754() -> None:
-    from waku_legacy.mailserver_compat.waku_protocol import bits_to_float, float_to_bits
+    from waku_legacy.mailserver_compat.wire.waku_protocol import bits_to_float, float_to_bits
 
     assert float_to_bits(1.0) == 0x3FF0000000000000
     assert bits_to_float(0x3FF8000000000000) == 1.5

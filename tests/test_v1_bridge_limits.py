@@ -16,10 +16,10 @@ from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.errors import ConfigError
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.pow import seal
 from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.waku_protocol import StatusOptions
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import seal
+from waku_legacy.mailserver_compat.wire.waku_protocol import StatusOptions
 
 pytestmark = pytest.mark.network
 TOPIC = bytes.fromhex("0badcafe")

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.mailserver_compat.complete import (
+from waku_legacy.mailserver_compat.wire.complete import (
     ZERO_HASH,
     RequestComplete,
     RequestCompleteError,

@@ -7,17 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from waku_legacy.crypto.payload import DecodedPayload, decode_payload, encode_payload
 from waku_legacy.crypto.secp256k1 import public_key_of
 from waku_legacy.errors import InvalidTopic, LimitExceeded
-from waku_legacy.mailserver_compat.convert import (
+from waku_legacy.mailserver_compat.wire.convert import (
     ConversionError,
     archive_message,
     envelope_to_waku_message,
     waku_message_to_envelope,
 )
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.payload import DecodedPayload, decode_payload, encode_payload
-from waku_legacy.mailserver_compat.pow import pow_of
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import pow_of
 from waku_legacy.proto import waku_message_pb2
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.mailserver_compat.cursor import (
+from waku_legacy.mailserver_compat.wire.cursor import (
     CURSOR_SIZE,
     DB_KEY_SIZE,
     CursorError,
@@ -17,7 +17,7 @@ from waku_legacy.mailserver_compat.cursor import (
     db_key_for,
     parse_cursor,
 )
-from waku_legacy.mailserver_compat.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
 keys = st.builds(
     DBKey,

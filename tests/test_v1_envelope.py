@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from waku_legacy.errors import DecodeError, LimitExceeded
-from waku_legacy.mailserver_compat.envelope import (
+from waku_legacy.mailserver_compat.wire.envelope import (
     Envelope,
     EnvelopeError,
     EnvelopeTooLarge,

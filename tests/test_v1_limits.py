@@ -16,20 +16,20 @@ import pytest
 
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import generate_private_key, public_key_of
-from waku_legacy.mailserver_compat.bloom import topics_to_bloom
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.envelope_store import MemoryEnvelopeStore
-from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
-from waku_legacy.mailserver_compat.mailserver_client import (
+from waku_legacy.mailserver_compat.client.mailserver_client import (
     HistoryQuery,
     MailServerClient,
     RequestMode,
 )
-from waku_legacy.mailserver_compat.pow import pow_of, seal
-from waku_legacy.mailserver_compat.request import MessagesRequest, encode_plain_request
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
+from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+from waku_legacy.mailserver_compat.storage.envelope_store import MemoryEnvelopeStore
 from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.waku_protocol import (
+from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import pow_of, seal
+from waku_legacy.mailserver_compat.wire.request import MessagesRequest, encode_plain_request
+from waku_legacy.mailserver_compat.wire.waku_protocol import (
     WAKU_CAPABILITY,
     RequestCompleteReceived,
 )
@@ -106,7 +106,7 @@ async def test_default_config_pages_a_whole_channel_without_pauses(mode: str) ->
 
 
 async def test_a_flood_of_fresh_requests_is_still_refused() -> None:
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     history = _channel_history(50)
     server = await _server(MemoryEnvelopeStore(history))
@@ -138,7 +138,7 @@ async def test_a_flood_of_fresh_requests_is_still_refused() -> None:
 
 
 async def test_new_node_keys_from_one_address_share_its_request_budget() -> None:
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     limits = V1Limits(address_request_burst=4, address_request_rate=0.01)
     server = await _server(
@@ -165,7 +165,7 @@ async def test_new_node_keys_from_one_address_share_its_request_budget() -> None
 
 
 async def test_bloom_only_request_scans_a_bounded_number_of_rows() -> None:
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     # 6000 rows of one topic, 40 of another spread among them.
     history = _channel_history(6000, other=40)
@@ -218,7 +218,10 @@ def _page_store(source, bloom: bytes, max_scan: int) -> tuple[list[bytes], int]:
 
 
 def _backends(tmp_path, history, postgres_dsn):
-    from waku_legacy.mailserver_compat.envelope_store import V2StoreSource, open_envelope_store
+    from waku_legacy.mailserver_compat.storage.envelope_store import (
+        V2StoreSource,
+        open_envelope_store,
+    )
     from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
     from waku_legacy.store import StoredMessage, open_store
 
@@ -235,7 +238,7 @@ def _backends(tmp_path, history, postgres_dsn):
     )
     yield V2StoreSource(store, batch=64)
     with PostgresEnvelopeStore(postgres_dsn, create_schema=True) as db:
-        from waku_legacy.mailserver_compat.bloom import topic_to_bloom
+        from waku_legacy.mailserver_compat.wire.bloom import topic_to_bloom
 
         db._conn.execute("DELETE FROM envelopes")
         db._conn.commit()
@@ -343,7 +346,7 @@ async def test_a_flood_of_refusals_is_counted_whole_and_logged_sparingly(caplog)
 
 
 async def test_live_floods_are_limited_per_peer_and_per_address() -> None:
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     stored = MemoryEnvelopeStore()
     limits = V1Limits(live_burst=30, live_rate=0.01, address_live_burst=45,
@@ -412,7 +415,7 @@ async def _handshake(server: MailServer, local_host: str = "127.0.0.1"):
 
 
 async def test_connection_caps_per_address_and_in_total_close_before_the_handshake() -> None:
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     limits = V1Limits(max_peers=5, max_peers_per_address=3, max_pending_handshakes=2,
                       handshake_timeout=1.0)  # fmt: skip
@@ -452,7 +455,7 @@ async def test_connection_caps_per_address_and_in_total_close_before_the_handsha
 
 
 def test_validate_live_envelope_size_rule_is_status_go_size() -> None:
-    from waku_legacy.mailserver_compat.mailserver import validate_live_envelope
+    from waku_legacy.mailserver_compat.server.mailserver import validate_live_envelope
 
     now = int(time.time())
     for length, code in ((1000 - 20, None), (1000 - 19, "oversized")):
@@ -464,7 +467,7 @@ def test_validate_live_envelope_size_rule_is_status_go_size() -> None:
 
 
 async def test_stalled_handshakes_and_reconnect_loops_from_one_address_are_capped() -> None:
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     limits = V1Limits(max_pending_handshakes_per_address=2, address_connect_rate=0.01,
                       address_connect_burst=5, handshake_timeout=3.0)  # fmt: skip
@@ -496,7 +499,7 @@ async def test_stalled_handshakes_and_reconnect_loops_from_one_address_are_cappe
 def test_limits_from_config_and_cli_with_errors_naming_the_key() -> None:
     from waku_legacy.errors import ConfigError
     from waku_legacy.limits import address_key
-    from waku_legacy.mailserver_compat.limits import V1Limits
+    from waku_legacy.mailserver_compat.server.limits import V1Limits
 
     limits = V1Limits.from_mapping({"max_peers": 50, "live_rate": 2.5, "scan_limit": 100})
     assert (limits.max_peers, limits.live_rate, limits.scan_limit) == (50, 2.5, 100)

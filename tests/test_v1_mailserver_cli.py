@@ -15,10 +15,10 @@ import rlp
 from tests.conftest import REPO_ROOT
 from waku_legacy.cli import main
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.crypto.key_file import load_node_key
 from waku_legacy.crypto.secp256k1 import public_key_of
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.nodekey import load_node_key
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter, read_dump
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
 pytestmark = [pytest.mark.network, pytest.mark.timeout(60)]
 
@@ -143,7 +143,7 @@ def test_pull_writes_a_dump_and_a_rerun_resumes(served, tmp_path, capsys) -> Non
 
 
 def test_pull_in_envelope_mode_with_bloom(served, tmp_path, capsys) -> None:
-    from waku_legacy.mailserver_compat.bloom import topics_to_bloom
+    from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom
 
     _, history, enode, _ = served
     out = tmp_path / "bloom.dump"

@@ -20,29 +20,29 @@ import snappy
 
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import generate_private_key, public_key_of
-from waku_legacy.mailserver_compat.bloom import topics_to_bloom
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.envelope_store import MemoryEnvelopeStore
-from waku_legacy.mailserver_compat.limits import V1Limits
-from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
-from waku_legacy.mailserver_compat.mailserver_client import (
+from waku_legacy.mailserver_compat.client.mailserver_client import (
     HistoryQuery,
     MailServerClient,
     MailServerRequestError,
     RequestMode,
 )
-from waku_legacy.mailserver_compat.pow import seal
-from waku_legacy.mailserver_compat.request import (
-    MessagesRequest,
-    encode_envelope_request,
-    encode_plain_request,
-)
 from waku_legacy.mailserver_compat.rlpx import p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.rlpx.events import DisconnectReceived
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
+from waku_legacy.mailserver_compat.server.limits import V1Limits
+from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+from waku_legacy.mailserver_compat.storage.envelope_store import MemoryEnvelopeStore
 from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.waku_protocol import (
+from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import seal
+from waku_legacy.mailserver_compat.wire.request import (
+    MessagesRequest,
+    encode_envelope_request,
+    encode_plain_request,
+)
+from waku_legacy.mailserver_compat.wire.waku_protocol import (
     WAKU_CAPABILITY,
     MessageResponseReceived,
     PacketCode,
@@ -441,7 +441,7 @@ async def test_live_envelopes_checked_deduplicated_and_sunk() -> None:
         good = seal(now + 30, 30, TOPICS[0], b"hello world" * 5, 0.01).encode()
         expired = seal(now - 100, 30, TOPICS[0], b"old", 0.01).encode()
         future = seal(now + 3600, 30, TOPICS[0], b"future", 0.01).encode()
-        from waku_legacy.mailserver_compat.pow import pow_of
+        from waku_legacy.mailserver_compat.wire.pow import pow_of
 
         weak = next(
             e

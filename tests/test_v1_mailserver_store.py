@@ -11,17 +11,8 @@ import rlp
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.identity.topics import v1_topic_to_content_topic
-from waku_legacy.mailserver_compat.bloom import topic_to_bloom, topics_to_bloom
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.envelope_store import (
-    LegacyPostgresSource,
-    LevelDBSource,
-    MemoryEnvelopeStore,
-    V2StoreSource,
-    open_envelope_store,
-)
-from waku_legacy.mailserver_compat.limits import V1Limits
-from waku_legacy.mailserver_compat.mailserver import (
+from waku_legacy.mailserver_compat.server.limits import V1Limits
+from waku_legacy.mailserver_compat.server.mailserver import (
     MailServerConfig,
     MailServerCore,
     RateLimiter,
@@ -29,7 +20,16 @@ from waku_legacy.mailserver_compat.mailserver import (
     SeenSet,
     bundle_envelopes,
 )
-from waku_legacy.mailserver_compat.request import MessagesRequest, encode_plain_request
+from waku_legacy.mailserver_compat.storage.envelope_store import (
+    LegacyPostgresSource,
+    LevelDBSource,
+    MemoryEnvelopeStore,
+    V2StoreSource,
+    open_envelope_store,
+)
+from waku_legacy.mailserver_compat.wire.bloom import topic_to_bloom, topics_to_bloom
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.request import MessagesRequest, encode_plain_request
 
 T0 = 1_650_000_000
 # Each topic's three bloom bits sit in bytes no other topic touches, so a topic's bloom
@@ -261,7 +261,7 @@ def test_core_prepare_defaults_and_response(history) -> None:
 
 
 def test_core_min_request_pow(history) -> None:
-    from waku_legacy.mailserver_compat.request import encode_envelope_request
+    from waku_legacy.mailserver_compat.wire.request import encode_envelope_request
 
     core = MailServerCore(
         MemoryEnvelopeStore(history),

@@ -11,10 +11,7 @@ from Crypto.Hash import keccak as pycryptodome_keccak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waku_legacy.crypto.secp256k1 import public_key_of
-from waku_legacy.crypto.symmetric import aes_gcm_encrypt
-from waku_legacy.errors import CryptoError, DecodeError, LimitExceeded, SignatureError
-from waku_legacy.mailserver_compat.payload import (
+from waku_legacy.crypto.payload import (
     DecodedPayload,
     PayloadError,
     PayloadTooLarge,
@@ -24,6 +21,9 @@ from waku_legacy.mailserver_compat.payload import (
     parse_plaintext,
     status_go_padding_size,
 )
+from waku_legacy.crypto.secp256k1 import public_key_of
+from waku_legacy.crypto.symmetric import aes_gcm_encrypt
+from waku_legacy.errors import CryptoError, DecodeError, LimitExceeded, SignatureError
 
 SYM_KEY = bytes(range(32))
 SIGNER = coincurve.PrivateKey(b"\x11" * 32)

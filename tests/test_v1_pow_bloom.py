@@ -8,7 +8,7 @@ from Crypto.Hash import keccak as pycryptodome_keccak
 from hypothesis import given
 from hypothesis import strategies as st
 
-from waku_legacy.mailserver_compat.bloom import (
+from waku_legacy.mailserver_compat.wire.bloom import (
     BLOOM_SIZE,
     FULL_BLOOM,
     BloomError,
@@ -17,8 +17,8 @@ from waku_legacy.mailserver_compat.bloom import (
     topic_to_bloom,
     topics_to_bloom,
 )
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.pow import (
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import (
     PowError,
     _PrefixedKeccak,
     leading_zero_bits,

@@ -10,13 +10,13 @@ import rlp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import public_key_of
 from waku_legacy.errors import CryptoError, DecodeError, LimitExceeded
 from waku_legacy.identity.topics import mailserver_request_key
-from waku_legacy.mailserver_compat.bloom import topic_to_bloom, topics_to_bloom
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.payload import encode_payload
-from waku_legacy.mailserver_compat.request import (
+from waku_legacy.mailserver_compat.wire.bloom import topic_to_bloom, topics_to_bloom
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.request import (
     FieldOrder,
     MessagesRequest,
     RequestError,
@@ -227,7 +227,7 @@ def test_envelope_request_asymmetric_and_pow() -> None:
     envelope = encode_envelope_request(
         _request(), sign_with=CLIENT, public_key=public_key_of(SERVER), target_pow=0.01, now=100
     )
-    from waku_legacy.mailserver_compat.pow import pow_of
+    from waku_legacy.mailserver_compat.wire.pow import pow_of
 
     assert pow_of(envelope) >= 0.01
     decoded = decode_envelope_request(envelope, private_key=SERVER, symmetric_key=bytes(32))

@@ -17,6 +17,7 @@ import pytest
 import rlp
 
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.crypto.payload import decode_payload, encode_payload
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
 from waku_legacy.identity.topics import (
     CommunityId,
@@ -24,13 +25,12 @@ from waku_legacy.identity.topics import (
     symmetric_key_for_chat,
     v1_topic_to_content_topic,
 )
-from waku_legacy.mailserver_compat.bloom import topics_to_bloom
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.envelope_store import V2StoreSource
-from waku_legacy.mailserver_compat.mailserver import MailServer, MailServerConfig
-from waku_legacy.mailserver_compat.mailserver_client import HistoryQuery, MailServerClient
-from waku_legacy.mailserver_compat.payload import decode_payload, encode_payload
-from waku_legacy.mailserver_compat.pow import pow_of, seal
+from waku_legacy.mailserver_compat.client.mailserver_client import HistoryQuery, MailServerClient
+from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+from waku_legacy.mailserver_compat.storage.envelope_store import V2StoreSource
+from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import pow_of, seal
 from waku_legacy.store import StoredMessage, open_store
 
 T0 = 1_700_000_000
@@ -227,7 +227,7 @@ async def test_v1_client_over_rlpx_sees_the_v2_members_conversation(store) -> No
 
 def test_bridged_history_envelope_refuses_what_v1_cannot_carry() -> None:
     from waku_legacy.errors import InvalidTopic
-    from waku_legacy.mailserver_compat.convert import ConversionError, bridged_history_envelope
+    from waku_legacy.mailserver_compat.wire.convert import ConversionError, bridged_history_envelope
 
     topic = v1_topic_to_content_topic(TOPIC)
     good = bridged_history_envelope(

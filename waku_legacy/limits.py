@@ -19,6 +19,9 @@ example reason and address) per ``every`` seconds, so a flood cannot flood the l
 every refusal is still counted in the metrics.
 
 The v1 mailserver (RLPx) and the bridge's HTTP side both use these.
+
+:data:`MAX_MESSAGE_SIZE` is status-go's ``MaxMessageSize``: the largest packet, envelope or
+26/WAKU-PAYLOAD a node ever accepts.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from collections.abc import Hashable
 from typing import Any
 
 __all__ = ["Continuations", "LogThrottle", "RateLimiter", "address_key", "allow_all"]
+
+# status-go's MaxMessageSize (10 MiB).
+MAX_MESSAGE_SIZE = 10 * 1024 * 1024
 
 
 def address_key(host: str) -> str:

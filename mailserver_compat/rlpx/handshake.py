@@ -38,9 +38,13 @@ from waku_legacy.crypto.secp256k1 import (
     uncompressed_public_key,
 )
 from waku_legacy.errors import CryptoError
-from waku_legacy.mailserver_compat.rlp_fields import as_bytes, as_uint
+from waku_legacy.mailserver_compat.rlp_fields import (
+    as_bytes,
+    as_uint,
+    decode_prefix,
+    list_at_least,
+)
 from waku_legacy.mailserver_compat.rlpx.errors import HandshakeError, RlpxDecodeError
-from waku_legacy.mailserver_compat.rlpx.rlp_fields import decode_prefix, list_at_least
 
 __all__ = [
     "ACK_PLAIN_SIZE",
@@ -125,7 +129,7 @@ def decode_auth_body(body: bytes, *, eip8: bool) -> AuthMessage:
             eip8=False,
         )
     what = "RLPx auth body"
-    fields = list_at_least(decode_prefix(body, what), what, 4)
+    fields = list_at_least(decode_prefix(body, what, RlpxDecodeError), what, 4, RlpxDecodeError)
     return AuthMessage(
         signature=as_bytes(fields[0], what, "signature", RlpxDecodeError, size=_SIG),
         initiator_public_key=as_bytes(fields[1], what, "public key", RlpxDecodeError, size=_PUB),
@@ -146,7 +150,7 @@ def decode_ack_body(body: bytes, *, eip8: bool) -> AckMessage:
             eip8=False,
         )
     what = "RLPx ack body"
-    fields = list_at_least(decode_prefix(body, what), what, 3)
+    fields = list_at_least(decode_prefix(body, what, RlpxDecodeError), what, 3, RlpxDecodeError)
     return AckMessage(
         ephemeral_public_key=as_bytes(fields[0], what, "ephemeral key", RlpxDecodeError, size=_PUB),
         nonce=as_bytes(fields[1], what, "nonce", RlpxDecodeError, size=_NONCE),

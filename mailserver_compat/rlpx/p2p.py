@@ -12,10 +12,15 @@ from dataclasses import dataclass
 
 import rlp
 
-from waku_legacy.mailserver_compat.rlp_fields import as_bytes, as_list, as_uint
+from waku_legacy.mailserver_compat.rlp_fields import (
+    as_bytes,
+    as_list,
+    as_uint,
+    decode_prefix,
+    list_at_least,
+)
 from waku_legacy.mailserver_compat.rlpx.errors import ProtocolViolation, RlpxDecodeError
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
-from waku_legacy.mailserver_compat.rlpx.rlp_fields import decode_prefix, list_at_least
 
 __all__ = [
     "BASE_PROTOCOL_LENGTH",
@@ -95,10 +100,11 @@ class Hello:
         if len(payload) > MAX_HELLO_SIZE:
             raise RlpxDecodeError("devp2p Hello", f"{len(payload)} bytes is over 2 KiB")
         what = "devp2p Hello"
-        fields = list_at_least(decode_prefix(payload, what), what, 5)
+        item = decode_prefix(payload, what, RlpxDecodeError)
+        fields = list_at_least(item, what, 5, RlpxDecodeError)
         caps = []
         for index, entry in enumerate(as_list(fields[2], what, "capabilities", RlpxDecodeError)):
-            pair = list_at_least(entry, what, 2)
+            pair = list_at_least(entry, what, 2, RlpxDecodeError)
             name = as_bytes(pair[0], what, f"capability #{index} name", RlpxDecodeError)
             version = as_uint(
                 pair[1], what, f"capability #{index} version", RlpxDecodeError, bits=32
@@ -128,7 +134,7 @@ def encode_disconnect(reason: DisconnectReason) -> bytes:
 
 def decode_disconnect(payload: bytes) -> tuple[DisconnectReason, int]:
     """``(reason, raw code)``; accepts ``[reason]``, a bare reason and an empty list."""
-    item = decode_prefix(payload, "devp2p Disconnect") if payload else []
+    item = decode_prefix(payload, "devp2p Disconnect", RlpxDecodeError) if payload else []
     if isinstance(item, list):
         if not item:
             return DisconnectReason.REQUESTED, 0

@@ -1,6 +1,6 @@
 """status-go's LevelDB mailserver database: key = DB key, value = rlp(envelope).
 
-The DB key (owned by :mod:`waku_legacy.mailserver_compat.cursor`) is 40 bytes,
+The DB key (owned by :mod:`waku_legacy.mailserver_compat.wire.cursor`) is 40 bytes,
 ``sent time u32 BE || envelope hash (32) || topic (4)``; very old status-go mailservers
 wrote 36-byte keys without the topic, and readers here accept both. Keys sort by sent time
 first, so a time range is a key range: ``[ts(lower), ts(upper + 1))`` where ``ts(t)`` is the
@@ -235,7 +235,7 @@ def _check_key(key: bytes) -> None:
 
 def db_key_of_envelope(envelope_rlp: bytes) -> bytes:
     """The status-go DB key of an envelope, via the codec and cursor modules."""
-    from waku_legacy.mailserver_compat.cursor import db_key_for
-    from waku_legacy.mailserver_compat.envelope import Envelope
+    from waku_legacy.mailserver_compat.wire.cursor import db_key_for
+    from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
     return db_key_for(Envelope.decode(envelope_rlp)).encode()

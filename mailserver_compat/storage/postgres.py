@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from waku_legacy.errors import WakuLegacyError
+from waku_legacy.store.dsn import redact_dsn
 
 __all__ = [
     "BLOOM_SIZE",
@@ -65,19 +66,6 @@ def bloom_bits(bloom: bytes) -> str:
     return "".join(f"{b:08b}" for b in bloom)
 
 
-def _redact(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-        params = conninfo_to_dict(dsn)
-        if "password" in params:
-            params["password"] = "***"
-        return make_conninfo(**params)
-    except Exception:
-        return "<dsn>"
-
-
 class PostgresEnvelopeStore:
     """A legacy status-go mailserver database on PostgreSQL."""
 
@@ -89,7 +77,7 @@ class PostgresEnvelopeStore:
             self._conn = psycopg.connect(dsn, connect_timeout=connect_timeout, autocommit=False)
         except psycopg.Error as exc:
             raise PostgresSourceError(
-                f"cannot connect to the mailserver database {_redact(dsn)}: {exc}"
+                f"cannot connect to the mailserver database {redact_dsn(dsn)}: {exc}"
             ) from exc
         if create_schema:
             with self._conn.transaction():
@@ -236,7 +224,7 @@ class PostgresEnvelopeStore:
 
             if isinstance(exc, psycopg.Error):
                 raise PostgresSourceError(
-                    f"reading envelopes from {_redact(self.dsn)} failed: {exc}"
+                    f"reading envelopes from {redact_dsn(self.dsn)} failed: {exc}"
                 ) from exc
             raise
 
@@ -290,6 +278,6 @@ class PostgresEnvelopeStore:
 
 
 def _topic_bloom(topic: bytes) -> bytes:
-    from waku_legacy.mailserver_compat.bloom import topic_to_bloom
+    from waku_legacy.mailserver_compat.wire.bloom import topic_to_bloom
 
     return topic_to_bloom(topic)

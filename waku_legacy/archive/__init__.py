@@ -57,6 +57,13 @@ from waku_legacy.archive.build import (
     build_community_archives,
     finish_interrupted_build,
 )
+from waku_legacy.archive.data_files import (
+    AppendResult,
+    ArchiveIndex,
+    append_archives,
+    read_archive,
+    read_index,
+)
 from waku_legacy.archive.encode import (
     PIECE_LENGTH,
     DecodedArchive,
@@ -84,7 +91,7 @@ from waku_legacy.archive.fetch import (
     fetch_archives,
     fetch_from_magnet_message,
 )
-from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault
+from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.magnet import (
     VerifiedMagnetLink,
     build_archive_link_messages,
@@ -107,13 +114,6 @@ from waku_legacy.archive.partition import (
 )
 from waku_legacy.archive.seeder import Seeder, SeedStats
 from waku_legacy.archive.session import SessionConfig
-from waku_legacy.archive.store import (
-    AppendResult,
-    ArchiveIndex,
-    append_archives,
-    read_archive,
-    read_index,
-)
 from waku_legacy.archive.torrent import (
     ANNOUNCE_LIST,
     TorrentFile,
@@ -123,6 +123,7 @@ from waku_legacy.archive.torrent import (
     magnet_uri,
 )
 from waku_legacy.archive.verify import VerifyReport, verify_store
+from waku_legacy.faults import FaultHook, no_fault
 
 __all__ = [
     "ANNOUNCE_LIST",

@@ -16,9 +16,15 @@ from typing import Any
 
 import coincurve
 
+from waku_legacy.archive.data_files import (
+    append_archives,
+    recorded_last_end,
+    repair_store,
+    write_last_end,
+)
 from waku_legacy.archive.encode import EncodedArchive, Flavour
 from waku_legacy.archive.errors import ArchiveCorrupted
-from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
+from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.logos_storage import (
     LOGOS_STORAGE,
     TORRENT,
@@ -37,12 +43,6 @@ from waku_legacy.archive.magnet import (
 )
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.partition import MAX_ARCHIVE_BYTES, WEEK_SECONDS, plan_archives
-from waku_legacy.archive.store import (
-    append_archives,
-    recorded_last_end,
-    repair_store,
-    write_last_end,
-)
 from waku_legacy.archive.topics import apply_archive_topics
 from waku_legacy.archive.torrent import (
     ANNOUNCE_LIST,
@@ -51,7 +51,9 @@ from waku_legacy.archive.torrent import (
     describe_mismatch,
     load_torrent,
 )
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError, CryptoError, DecodeError
+from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.shards import DEFAULT_NON_PROTECTED_PUBSUB_TOPIC
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import status_archive_pb2

@@ -124,7 +124,7 @@ def _pubsub_topic(args: argparse.Namespace) -> str:
 
 
 def _emit(args: argparse.Namespace, value: dict[str, Any], lines: list[str]) -> None:
-    from waku_legacy.cli import print_json
+    from waku_legacy.console import print_json
 
     if args.json:
         print_json(value)
@@ -173,8 +173,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from waku_legacy.archive.data_files import inspect_store
     from waku_legacy.archive.layout import CommunityLayout
-    from waku_legacy.archive.store import inspect_store
     from waku_legacy.archive.torrent import load_torrent
 
     layout = CommunityLayout.of(args.archive_dir, args.community, args.torrent_dir)

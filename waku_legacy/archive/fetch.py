@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from waku_legacy.archive.data_files import ArchiveIndex, read_archive_bytes
 from waku_legacy.archive.encode import (
     DecodedArchive,
     Flavour,
@@ -39,7 +40,6 @@ from waku_legacy.archive.layout import check_directory
 from waku_legacy.archive.magnet import VerifiedMagnetLink, verify_magnet_message
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.session import SessionConfig, make_session, parse_peer
-from waku_legacy.archive.store import ArchiveIndex, read_archive_bytes
 from waku_legacy.archive.torrent import (
     TorrentFile,
     check_archive_torrent_layout,

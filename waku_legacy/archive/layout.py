@@ -1,4 +1,4 @@
-"""Where archive files live, and the crash-safe file primitives they are written with.
+"""Where archive files live (they are written with :mod:`waku_legacy.durable`).
 
 - ``<archive dir>/0x<id>/data``: the encoded archives back to back (append-only);
 - ``<archive dir>/0x<id>/index``: the serialized index (replaced atomically);
@@ -14,31 +14,15 @@ at each step in turn to show that a rerun finishes with the same bytes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from waku_legacy.archive.errors import ArchiveError
 from waku_legacy.identity.topics import CommunityId
 
-__all__ = [
-    "CommunityLayout",
-    "FaultHook",
-    "check_directory",
-    "fsync_dir",
-    "no_fault",
-    "write_atomic",
-]
-
-FaultHook = Callable[[str], None]
-
-
-def no_fault(step: str) -> None:
-    """The default hook: do nothing."""
-
+__all__ = ["CommunityLayout", "check_directory"]
 
 @dataclass(frozen=True, slots=True)
 class CommunityLayout:
@@ -148,47 +132,3 @@ def check_directory(path: Path, what: str, *, must_exist: bool) -> None:
         raise ArchiveError(f"cannot use {what} {path}: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(mode):
         raise ArchiveError(f"{what} {path} is a file, not a directory")
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or a file creation in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        with contextlib.suppress(OSError):  # some filesystems refuse fsync on directories
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(
-    path: Path,
-    data: bytes,
-    *,
-    fault: FaultHook = no_fault,
-    step: str,
-    tmp: Path | None = None,
-    fsync: bool = True,
-) -> None:
-    """Write temp file, fsync, rename over ``path``, fsync the folder(s).
-
-    Fault points: ``<step>:write-tmp`` (half the bytes written), ``<step>:fsync-tmp``,
-    ``<step>:rename``, ``<step>:done``.
-    """
-    tmp = tmp if tmp is not None else path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        half = len(data) // 2
-        handle.write(data[:half])
-        handle.flush()
-        fault(f"{step}:write-tmp")
-        handle.write(data[half:])
-        handle.flush()
-        fault(f"{step}:fsync-tmp")
-        if fsync:
-            os.fsync(handle.fileno())
-    fault(f"{step}:rename")
-    os.replace(tmp, path)
-    if fsync:
-        fsync_dir(path.parent)
-        if tmp.parent != path.parent:
-            fsync_dir(tmp.parent)
-    fault(f"{step}:done")

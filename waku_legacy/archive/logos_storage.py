@@ -10,7 +10,7 @@ Cid})).String()`` ("0x" + 64 hex; ``version`` left 0), and publishes the index's
 archive link. The previous index's entries are carried into the new one.
 
 Here the archives are still planned, encoded and kept in the local store exactly as for the
-torrent back end (:mod:`waku_legacy.archive.store`: it is the record of what is archived and
+torrent back end (:mod:`waku_legacy.archive.data_files`: it is the record of what is archived and
 makes reruns deterministic); :func:`publish_archives` uploads each stored archive's bytes
 (``size - padding``: the bare protobuf) that has no CID yet, then the index when its bytes
 changed. The CIDs live in ``<archive dir>/.0x<id>.logos-storage.json`` (written atomically),
@@ -38,14 +38,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from waku_legacy.archive.data_files import read_archive_bytes, read_index
 from waku_legacy.archive.encode import Flavour, decode_archive, encode_archive_map, encode_metadata
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveError, FetchError
-from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
+from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.message import ArchiveMessage
-from waku_legacy.archive.store import read_archive_bytes, read_index
 from waku_legacy.archive.wire import encode_varint
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError, DecodeError
+from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.proto.codec import ProtobufDecodeError, parse_message

@@ -52,6 +52,7 @@ import coincurve
 from waku_legacy.archive.errors import ForgedMagnetMessage, MagnetMessageError, StaleMagnetMessage
 from waku_legacy.archive.torrent import parse_magnet_uri
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.crypto.payload import decode_payload, encode_payload
 from waku_legacy.crypto.secp256k1 import (
     compress_public_key,
     recover_public_key,
@@ -114,12 +115,6 @@ BOTH = "both"
 ARCHIVE_LINK_CHATS = (BOTH, UNIVERSAL, MAGNETLINKS)
 
 # How the 26/WAKU-PAYLOAD's plaintext was layered (what a reader saw).
-
-
-def _payload_codec() -> Any:
-    from waku_legacy.mailserver_compat import payload  # 26/WAKU-PAYLOAD lives there
-
-    return payload
 
 
 def _parse(cls: Any, data: bytes, what: str) -> Any:
@@ -248,7 +243,7 @@ def build_archive_link_message(
     layered = wrap_protocol_message(
         application, installation_id or installation_id_for(signer.public_key)
     )
-    data = _payload_codec().encode_payload(
+    data = encode_payload(
         layered,
         sign_with=signer,
         symmetric_key=symmetric_key_for_chat(chat_id),
@@ -396,7 +391,7 @@ def open_archive_link_message(
         raise MagnetMessageError(what, f"payload version {message.version}, expected 1")
     if len(message.payload) > MAX_MAGNET_MESSAGE_BYTES:
         raise MagnetMessageError(what, f"payload of {len(message.payload)} bytes is over the limit")
-    decoded = _payload_codec().decode_payload(
+    decoded = decode_payload(
         message.payload, symmetric_key=symmetric_key_for_chat(chat_id)
     )
     if decoded.signer is None:

@@ -9,8 +9,8 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from waku_legacy.archive.layout import write_atomic
 from waku_legacy.archive.message import ArchiveMessage
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # ~70 bytes per fetched archive id: far beyond any record

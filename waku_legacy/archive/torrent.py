@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from waku_legacy.archive.bencode import MAX_TORRENT_BYTES, bdecode, bencode, decode_at
+from waku_legacy.archive.data_files import inspect_store
 from waku_legacy.archive.encode import MAX_INDEX_BYTES, PIECE_LENGTH, Flavour
 from waku_legacy.archive.errors import ArchiveDecodeError, TorrentError, UnexpectedTorrentLayout
-from waku_legacy.archive.layout import CommunityLayout, FaultHook, no_fault, write_atomic
-from waku_legacy.archive.store import inspect_store
+from waku_legacy.archive.layout import CommunityLayout
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import LimitExceeded
+from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topics import CommunityId
 
 __all__ = [

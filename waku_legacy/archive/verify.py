@@ -20,11 +20,11 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 
+from waku_legacy.archive.data_files import inspect_store, read_archive_bytes, recorded_digests
 from waku_legacy.archive.encode import Flavour, decode_archive
 from waku_legacy.archive.errors import ArchiveCorrupted, TorrentError
 from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.message import ArchiveMessage
-from waku_legacy.archive.store import inspect_store, read_archive_bytes, recorded_digests
 from waku_legacy.archive.torrent import describe_mismatch, load_torrent
 from waku_legacy.identity.topics import CommunityId
 

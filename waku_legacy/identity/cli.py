@@ -54,7 +54,7 @@ def parse_int64(option: str, text: str) -> int:
 
 
 def _hash_command(args: argparse.Namespace) -> int:
-    from waku_legacy.cli import print_json
+    from waku_legacy.console import print_json
 
     payload = parse_hex("--payload", args.payload)
     meta = parse_hex("--meta", args.meta) if args.meta is not None else b""
@@ -100,7 +100,7 @@ def _parse_shard(text: str) -> int:
 
 
 def _topics_command(args: argparse.Namespace) -> int:
-    from waku_legacy.cli import print_json
+    from waku_legacy.console import print_json
 
     community = CommunityId.parse(args.community)
     channels = []

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.crypto.secp256k1 import recover_public_key
 from waku_legacy.errors import SignatureError
 from waku_legacy.identity.shards import CommunityDescriptionError
@@ -139,9 +140,6 @@ def open_description_payload(payload: bytes, community: CommunityId) -> SignedDe
     """The description in a 26/WAKU-PAYLOAD (version 1) on the community's own chat:
     decrypted with that chat's public-chat key, then :func:`read_signed_description`.
     Decryption failures are the payload codec's typed errors."""
-    # 26/WAKU-PAYLOAD still lives in the v1 package (moving to the core is issue 11's).
-    from waku_legacy.mailserver_compat.payload import decode_payload
-
     key = symmetric_key_for_chat(community.chat_id)
     decoded = decode_payload(bytes(payload), symmetric_key=key)
     return read_signed_description(bytes(decoded.payload), community)

@@ -40,7 +40,7 @@ from waku_legacy.crypto.secp256k1 import (
 )
 from waku_legacy.crypto.symmetric import GCM_NONCE_SIZE, aes_gcm_decrypt, aes_gcm_encrypt
 from waku_legacy.errors import CryptoError, DecodeError, LimitExceeded, SignatureError
-from waku_legacy.mailserver_compat.envelope import DEFAULT_MAX_ENVELOPE_SIZE
+from waku_legacy.limits import MAX_MESSAGE_SIZE
 
 __all__ = [
     "FLAG_SIGNED",
@@ -212,7 +212,7 @@ def decode_payload(
     *,
     symmetric_key: bytes | None = None,
     private_key: coincurve.PrivateKey | None = None,
-    max_size: int = DEFAULT_MAX_ENVELOPE_SIZE,
+    max_size: int = MAX_MESSAGE_SIZE,
 ) -> DecodedPayload:
     """Decrypt and parse a data field.
 

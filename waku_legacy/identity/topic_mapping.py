@@ -30,7 +30,7 @@ class TopicMapping:
 
     @classmethod
     def build(cls, default_pubsub_topic: str, communities: Sequence[object]) -> TopicMapping:
-        """From :class:`~waku_legacy.migrate.config.CommunityConfig` objects."""
+        """From :class:`~waku_legacy.community_config.CommunityConfig` objects."""
         routes: dict[str, ChannelRoute] = {}
         for community in communities:
             pubsub = community.pubsub_topic  # type: ignore[attr-defined]

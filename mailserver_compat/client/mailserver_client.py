@@ -26,18 +26,18 @@ import coincurve
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.errors import DecodeError, WakuLegacyError
-from waku_legacy.mailserver_compat.complete import RequestComplete
-from waku_legacy.mailserver_compat.enode import Enode
-from waku_legacy.mailserver_compat.envelope import DEFAULT_MAX_ENVELOPE_SIZE, Envelope
-from waku_legacy.mailserver_compat.request import (
+from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
+from waku_legacy.mailserver_compat.rlpx.enode import Enode
+from waku_legacy.mailserver_compat.waku_peer import WakuPeer, connect
+from waku_legacy.mailserver_compat.wire.complete import RequestComplete
+from waku_legacy.mailserver_compat.wire.envelope import DEFAULT_MAX_ENVELOPE_SIZE, Envelope
+from waku_legacy.mailserver_compat.wire.request import (
     FieldOrder,
     MessagesRequest,
     encode_envelope_request,
     encode_plain_request,
 )
-from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
-from waku_legacy.mailserver_compat.waku_peer import WakuPeer, connect
-from waku_legacy.mailserver_compat.waku_protocol import (
+from waku_legacy.mailserver_compat.wire.waku_protocol import (
     P2PMessagesReceived,
     RequestCompleteReceived,
     StatusOptions,

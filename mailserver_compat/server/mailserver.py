@@ -3,11 +3,11 @@ live envelopes (0x01) from its peers.
 
 Request handling follows status-go's ``mailserver.go``:
 
-1. decode the request in either form (:func:`~waku_legacy.mailserver_compat.request.
+1. decode the request in either form (:func:`~waku_legacy.mailserver_compat.wire.request.
    decode_p2p_request`: an envelope encrypted with the request key or to this node's key,
    or the plain ``[id, from, to, limit, cursor, bloom, topics]``); an envelope request must
    carry enough PoW when ``min_request_pow`` is set;
-2. apply the serving rules (:func:`~waku_legacy.mailserver_compat.request.normalize_request`:
+2. apply the serving rules (:func:`~waku_legacy.mailserver_compat.wire.request.normalize_request`:
    limit 0 -> 1000, > 1000 refused, upper 0 -> now + 60, bloom or topics required, topics
    override the bloom);
 3. rate limit fresh requests with token buckets per peer (one token per ``rate_limit``
@@ -60,29 +60,29 @@ from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import public_key_of
 from waku_legacy.errors import CryptoError, DecodeError
 from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key, allow_all
-from waku_legacy.mailserver_compat.complete import ZERO_HASH, RequestComplete
-from waku_legacy.mailserver_compat.cursor import CURSOR_SIZE
-from waku_legacy.mailserver_compat.enode import Enode
-from waku_legacy.mailserver_compat.envelope import Envelope
-from waku_legacy.mailserver_compat.envelope_store import EnvelopeStore, StorePage
-from waku_legacy.mailserver_compat.limits import V1Limits
-from waku_legacy.mailserver_compat.pow import pow_of
-from waku_legacy.mailserver_compat.request import (
-    MessagesRequest,
-    RequestForm,
-    decode_p2p_request,
-    default_request_key,
-    normalize_request,
-)
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
     ConnectionLimits,
     PeerDisconnected,
     RlpxPeer,
     listen,
 )
+from waku_legacy.mailserver_compat.rlpx.enode import Enode
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
+from waku_legacy.mailserver_compat.server.limits import V1Limits
+from waku_legacy.mailserver_compat.storage.envelope_store import EnvelopeStore, StorePage
 from waku_legacy.mailserver_compat.waku_peer import DEFAULT_MAX_MESSAGE_SIZE, WakuPeer
-from waku_legacy.mailserver_compat.waku_protocol import (
+from waku_legacy.mailserver_compat.wire.complete import ZERO_HASH, RequestComplete
+from waku_legacy.mailserver_compat.wire.cursor import CURSOR_SIZE
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.pow import pow_of
+from waku_legacy.mailserver_compat.wire.request import (
+    MessagesRequest,
+    RequestForm,
+    decode_p2p_request,
+    default_request_key,
+    normalize_request,
+)
+from waku_legacy.mailserver_compat.wire.waku_protocol import (
     WAKU_CAPABILITY,
     EnvelopeRejection,
     EnvelopesReceived,

@@ -16,14 +16,13 @@ import sys
 import tomllib
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 from waku_legacy.errors import WakuLegacyError
 
 # Modules that add subcommands, in the order their commands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
     "waku_legacy.identity.cli",  # hash, topics
-    "waku_legacy.mailserver_compat.decode_cli",  # decode
+    "waku_legacy.cli.decode",  # decode
     "waku_legacy.archive.cli",  # archive, seed, fetch
     "waku_legacy.mailserver_compat.cli",  # v1 serve, v1 pull
     "waku_legacy.migrate.cli",  # migrate, export, demo
@@ -39,22 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            # Only a command module that is not written yet is skipped; a missing dependency
-            # inside one is a real error.
-            if exc.name is None or not name.startswith(exc.name):
-                raise
-            continue
+        # Every command module must import: a renamed or broken one fails here, loudly,
+        # instead of dropping its commands from --help.
+        module = importlib.import_module(name)
         module.register(subparsers)
     return parser
-
-
-def print_json(value: Any) -> None:
-    """Print one JSON document on stdout (the operator commands' output format)."""
-    json.dump(value, sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
 
 
 #: Exit code of an expected failure (bad input, bad config, a file that cannot be read).
@@ -120,6 +108,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         traceback.print_exc()
         return EXIT_INTERNAL
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ from waku_legacy.errors import DecodeError
 from waku_legacy.identity.topics import V1_TOPIC_SIZE
 
 if TYPE_CHECKING:
-    from waku_legacy.mailserver_compat.envelope import Envelope
+    from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
 __all__ = [
     "CURSOR_SIZE",

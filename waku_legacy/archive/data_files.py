@@ -36,8 +36,10 @@ from waku_legacy.archive.encode import (
     index_entry_for,
 )
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveError
-from waku_legacy.archive.layout import CommunityLayout, FaultHook, fsync_dir, no_fault, write_atomic
+from waku_legacy.archive.layout import CommunityLayout
+from waku_legacy.durable import fsync_dir, write_atomic
 from waku_legacy.errors import DecodeError
+from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topics import CommunityId
 
 __all__ = [

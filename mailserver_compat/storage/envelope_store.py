@@ -1,6 +1,6 @@
 """Where the v1 mailserver reads history from: one query interface, several backends.
 
-:class:`EnvelopeStore` is what :mod:`~waku_legacy.mailserver_compat.mailserver` needs: one
+:class:`EnvelopeStore` is what :mod:`~waku_legacy.mailserver_compat.server.mailserver` needs: one
 page of envelopes sent in ``[lower, upper]`` (seconds, inclusive) that match the request's
 topics (or, without topics, its bloom), at most ``limit`` of them, resuming after a
 36-byte cursor, and the cursor of the next page. Paging follows status-go's
@@ -39,15 +39,15 @@ from typing import Protocol
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.topics import is_v1_content_topic, v1_topic_to_content_topic
-from waku_legacy.mailserver_compat.bloom import bloom_matches, topic_to_bloom
-from waku_legacy.mailserver_compat.cursor import (
+from waku_legacy.mailserver_compat.wire.bloom import bloom_matches, topic_to_bloom
+from waku_legacy.mailserver_compat.wire.cursor import (
     CURSOR_SIZE,
     DB_KEY_SIZE,
     check_cursor,
     db_key_bound,
     db_key_for,
 )
-from waku_legacy.mailserver_compat.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
 __all__ = [
     "EnvelopeStore",
@@ -296,7 +296,7 @@ class V2StoreSource:
       with their original envelope and status-go DB key, and are served as those envelopes;
     - messages that started on v2 (an rfc26 content topic, payload version 1, no original
       envelope) are served as the envelope the v1<->v2 bridge posted for them
-      (:func:`~waku_legacy.mailserver_compat.convert.bridged_history_envelope`), so a v1
+      (:func:`~waku_legacy.mailserver_compat.wire.convert.bridged_history_envelope`), so a v1
       member sees the same conversation as a v2 member. Other v2 messages (other content
       topics, payload versions 0 and 2) mean nothing to a v1 node and are left out.
 
@@ -328,7 +328,7 @@ class V2StoreSource:
     def _needs_lookup(self, message: object) -> bool:
         """Could ``message`` have come from an envelope (so the envelope table must say)?
         Only a v1-visible message stamped on a whole second (sent time * 10**9) can."""
-        from waku_legacy.mailserver_compat.convert import PAYLOAD_VERSION_WAKU1
+        from waku_legacy.mailserver_compat.wire.convert import PAYLOAD_VERSION_WAKU1
 
         return (
             message.version == PAYLOAD_VERSION_WAKU1  # type: ignore[attr-defined]
@@ -340,7 +340,7 @@ class V2StoreSource:
         """``(db_key, envelope)`` of a v2-origin message, None for one v1 cannot see or one
         that came from an envelope (the other stream serves it). ``has_envelope``: what the
         page's lookup said (None: not looked up, e.g. cached then, evicted since)."""
-        from waku_legacy.mailserver_compat.convert import (
+        from waku_legacy.mailserver_compat.wire.convert import (
             PAYLOAD_VERSION_WAKU1,
             bridged_history_envelope,
         )

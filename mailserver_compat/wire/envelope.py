@@ -21,6 +21,7 @@ import rlp
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.identity.message_hash import envelope_hash
 from waku_legacy.identity.topics import V1_TOPIC_SIZE
+from waku_legacy.limits import MAX_MESSAGE_SIZE
 from waku_legacy.mailserver_compat.rlp_fields import (
     RlpItem,
     as_bytes,
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 # status-go's MaxMessageSize: the largest packet (and so envelope) a node ever accepts.
-DEFAULT_MAX_ENVELOPE_SIZE = 10 * 1024 * 1024
+DEFAULT_MAX_ENVELOPE_SIZE = MAX_MESSAGE_SIZE
 # status-go's EnvelopeHeaderLength: the fixed size it adds to len(data) for accounting.
 ENVELOPE_HEADER_LENGTH = 20
 
@@ -179,7 +180,7 @@ class Envelope:
 
     def bloom(self) -> bytes:
         """The 64-byte bloom filter of the envelope's topic (status-go's quirk included)."""
-        from waku_legacy.mailserver_compat.bloom import topic_to_bloom
+        from waku_legacy.mailserver_compat.wire.bloom import topic_to_bloom
 
         return topic_to_bloom(self.topic)
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import time
 
+from waku_legacy.crypto.payload import DecodedPayload
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.identity.topics import (
     V1_TOPIC_SIZE,
     v1_topic_from_content_topic,
     v1_topic_to_content_topic,
 )
-from waku_legacy.mailserver_compat.envelope import DEFAULT_MAX_ENVELOPE_SIZE, Envelope
-from waku_legacy.mailserver_compat.payload import DecodedPayload
-from waku_legacy.mailserver_compat.pow import DEFAULT_MAX_ITERATIONS, seal
+from waku_legacy.mailserver_compat.wire.envelope import DEFAULT_MAX_ENVELOPE_SIZE, Envelope
+from waku_legacy.mailserver_compat.wire.pow import DEFAULT_MAX_ITERATIONS, seal
 from waku_legacy.proto import status_archive_pb2, waku_message_pb2
 
 __all__ = [

@@ -29,15 +29,6 @@ import rlp
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.identity.topics import V1_TOPIC_SIZE
-from waku_legacy.mailserver_compat.bloom import (
-    BLOOM_SIZE,
-    FULL_BLOOM,
-    bloom_matches,
-    is_full_bloom,
-    topic_to_bloom,
-)
-from waku_legacy.mailserver_compat.complete import RequestComplete
-from waku_legacy.mailserver_compat.envelope import DEFAULT_MAX_ENVELOPE_SIZE
 from waku_legacy.mailserver_compat.rlp_fields import (
     RlpItem,
     as_bool,
@@ -48,6 +39,15 @@ from waku_legacy.mailserver_compat.rlp_fields import (
     describe,
 )
 from waku_legacy.mailserver_compat.rlpx.p2p import ProtocolSpec
+from waku_legacy.mailserver_compat.wire.bloom import (
+    BLOOM_SIZE,
+    FULL_BLOOM,
+    bloom_matches,
+    is_full_bloom,
+    topic_to_bloom,
+)
+from waku_legacy.mailserver_compat.wire.complete import RequestComplete
+from waku_legacy.mailserver_compat.wire.envelope import DEFAULT_MAX_ENVELOPE_SIZE
 
 __all__ = [
     "DEFAULT_POW_REQUIREMENT",

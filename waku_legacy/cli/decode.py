@@ -82,9 +82,9 @@ def _decoded_payload_json(decoded: Any) -> dict[str, Any]:
 
 
 def _envelope_json(envelope: Any, keys: dict[str, Any]) -> dict[str, Any]:
+    from waku_legacy.crypto.payload import decode_payload
     from waku_legacy.identity.topics import v1_topic_to_content_topic
-    from waku_legacy.mailserver_compat.payload import decode_payload
-    from waku_legacy.mailserver_compat.pow import pow_of
+    from waku_legacy.mailserver_compat.wire.pow import pow_of
 
     pow_value = pow_of(envelope)
     result: dict[str, Any] = {
@@ -109,8 +109,12 @@ def _envelope_json(envelope: Any, keys: dict[str, Any]) -> dict[str, Any]:
 
 
 def _decode_envelope(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
-    from waku_legacy.mailserver_compat.envelope import Envelope, EnvelopeError, EnvelopeTooLarge
     from waku_legacy.mailserver_compat.rlp_fields import decode_rlp
+    from waku_legacy.mailserver_compat.wire.envelope import (
+        Envelope,
+        EnvelopeError,
+        EnvelopeTooLarge,
+    )
 
     keys = _payload_keys(args)
     item = decode_rlp(
@@ -269,6 +273,7 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
         archive_link_chat_id,
     )
     from waku_legacy.crypto.keccak import keccak256
+    from waku_legacy.crypto.payload import decode_payload
     from waku_legacy.crypto.secp256k1 import compress_public_key, recover_public_key
     from waku_legacy.identity.cli import parse_hex
     from waku_legacy.identity.topics import (
@@ -276,7 +281,6 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
         content_topic_of_chat,
         symmetric_key_for_chat,
     )
-    from waku_legacy.mailserver_compat.payload import decode_payload
     from waku_legacy.proto import application_metadata_pb2, status_archive_pb2, waku_message_pb2
     from waku_legacy.proto.status_layers import open_layers
 
@@ -388,7 +392,7 @@ _DECODERS = {
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from waku_legacy.cli import print_json
+    from waku_legacy.console import print_json
 
     data = read_input(args.file, hex_input=args.hex, max_size=args.max_size)
     print_json(_DECODERS[args.kind](args, data))

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import rlp
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.mailserver_compat.cursor import CURSOR_SIZE
 from waku_legacy.mailserver_compat.rlp_fields import RlpItem, as_bytes, decode_rlp, describe
+from waku_legacy.mailserver_compat.wire.cursor import CURSOR_SIZE
 
 __all__ = [
     "DEFAULT_MAX_COMPLETE_SIZE",

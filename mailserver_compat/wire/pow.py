@@ -26,7 +26,7 @@ import struct
 
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.mailserver_compat.envelope import Envelope
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 
 __all__ = [
     "DEFAULT_MAX_ITERATIONS",

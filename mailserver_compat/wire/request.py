@@ -34,17 +34,9 @@ from dataclasses import dataclass, replace
 import coincurve
 import rlp
 
+from waku_legacy.crypto.payload import decode_payload, encode_payload
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.identity.topics import V1_TOPIC_SIZE, mailserver_request_key
-from waku_legacy.mailserver_compat.bloom import BLOOM_SIZE, bloom_matches, topic_to_bloom
-from waku_legacy.mailserver_compat.cursor import CURSOR_SIZE
-from waku_legacy.mailserver_compat.envelope import (
-    DEFAULT_MAX_ENVELOPE_SIZE,
-    Envelope,
-    EnvelopeError,
-)
-from waku_legacy.mailserver_compat.payload import decode_payload, encode_payload
-from waku_legacy.mailserver_compat.pow import DEFAULT_MAX_ITERATIONS, seal
 from waku_legacy.mailserver_compat.rlp_fields import (
     RlpItem,
     as_bool,
@@ -54,6 +46,14 @@ from waku_legacy.mailserver_compat.rlp_fields import (
     decode_rlp,
     describe,
 )
+from waku_legacy.mailserver_compat.wire.bloom import BLOOM_SIZE, bloom_matches, topic_to_bloom
+from waku_legacy.mailserver_compat.wire.cursor import CURSOR_SIZE
+from waku_legacy.mailserver_compat.wire.envelope import (
+    DEFAULT_MAX_ENVELOPE_SIZE,
+    Envelope,
+    EnvelopeError,
+)
+from waku_legacy.mailserver_compat.wire.pow import DEFAULT_MAX_ITERATIONS, seal
 
 __all__ = [
     "DEFAULT_LIMIT",
