@@ -21,12 +21,12 @@ import asyncio
 import datetime as dt
 import json
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError, DecodeError
 
 __all__ = ["parse_listen", "parse_time", "parse_topics", "register"]
@@ -181,12 +181,8 @@ def _state_path(out: str, state: str | None) -> Path:
 
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(state, fh, indent=1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    data = json.dumps(state, indent=1).encode("utf-8")
+    write_atomic(path, data, step="pull-state", tmp=path.with_name(path.name + ".tmp"))
 
 
 def _pull_command(args: argparse.Namespace) -> int:

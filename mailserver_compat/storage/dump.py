@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import DecodeError, LimitExceeded
 
 __all__ = [
@@ -129,13 +130,12 @@ class DumpWriter:
         if size < len(HEADER):
             # New file, or a crash before the header was complete: write the header via a
             # temporary file and rename, so the file never exists with half a header.
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            with open(tmp, "wb") as fh:
-                fh.write(HEADER)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            _fsync_dir(self.path.parent)
+            write_atomic(
+                self.path,
+                HEADER,
+                step="dump-header",
+                tmp=self.path.with_name(self.path.name + ".tmp"),
+            )
         self._fh: BinaryIO = open(self.path, "r+b")  # closed in close()
         try:
             head = self._fh.read(len(HEADER))
@@ -176,19 +176,6 @@ class DumpWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _open_checked(path: Path) -> tuple[BinaryIO, int]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import coincurve
 
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError, CryptoError
 from waku_legacy.files import MAX_KEY_FILE, read_small_text
 
@@ -37,13 +38,13 @@ def load_node_key(path: str | os.PathLike[str]) -> coincurve.PrivateKey:
 def write_node_key(path: str | os.PathLike[str], key: coincurve.PrivateKey) -> None:
     """Write crash-safely (temp file, fsync, rename), readable by the owner only."""
     file = Path(path)
-    tmp = file.with_name(file.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(key.secret.hex() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, file)
+    write_atomic(
+        file,
+        (key.secret.hex() + "\n").encode("ascii"),
+        step="node-key",
+        tmp=file.with_name(file.name + ".tmp"),
+        mode=0o600,
+    )
 
 
 def load_or_create_node_key(path: str | os.PathLike[str]) -> tuple[coincurve.PrivateKey, bool]:
