@@ -50,7 +50,7 @@ def _summary(config: Any, service: Any) -> dict[str, Any]:
     }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the bridge: nwaku-compatible store REST, v1 mailserver, archives, seeding",

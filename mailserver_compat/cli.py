@@ -24,10 +24,14 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError, DecodeError
+
+if TYPE_CHECKING:  # imported inside the handlers, so that other commands start fast
+    from waku_legacy.mailserver_compat.client.mailserver_client import HistoryQuery, PullResult
+    from waku_legacy.mailserver_compat.rlpx.enode import Enode
 
 __all__ = ["parse_listen", "parse_time", "parse_topics", "register"]
 
@@ -186,18 +190,49 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 
 
 def _pull_command(args: argparse.Namespace) -> int:
-    from waku_legacy.crypto.key_file import load_node_key
-    from waku_legacy.identity.cli import parse_hex
-    from waku_legacy.mailserver_compat.client.mailserver_client import (
-        HistoryQuery,
-        MailServerClient,
-        PullResult,
-    )
     from waku_legacy.mailserver_compat.rlpx.enode import Enode
-    from waku_legacy.mailserver_compat.storage.dump import DumpWriter
 
     _setup_logging(args.verbose)
     enode = Enode.parse(args.enode)
+    query = _history_query(args)
+    identity = {
+        "enode": str(enode),
+        "from": query.lower,
+        "to": query.upper,
+        "topics": [t.hex() for t in query.topics],
+        "bloom": query.bloom.hex(),
+    }
+    state_file = _state_path(args.out, args.state)
+    saved = _read_state(state_file, identity)
+    if saved.get("done"):
+        log.info("pull already complete according to %s", state_file)
+        summary = {**saved.get("summary", {}), "resumed": True, "out": args.out}
+        _report(summary, as_json=args.json)
+        return 0
+    cursor = bytes.fromhex(saved.get("cursor", ""))
+    if state_file.exists():
+        log.info("resuming pull from cursor %s", cursor.hex() or "start")
+
+    result = _pull_pages(args, enode, query, cursor, state_file, identity)
+    summary = {
+        "out": args.out,
+        "envelopes": result.envelopes,
+        "pages": result.pages,
+        "requests": result.requests,
+        "reconnects": result.reconnects,
+        "invalid_envelopes": result.invalid_envelopes,
+        "resumed": bool(cursor),
+    }
+    _write_state(state_file, {"query": identity, "cursor": "", "done": True, "summary": summary})
+    _report(summary, as_json=args.json)
+    return 0
+
+
+def _history_query(args: argparse.Namespace) -> HistoryQuery:
+    """The pull's query from its options (each bad value names its option)."""
+    from waku_legacy.identity.cli import parse_hex
+    from waku_legacy.mailserver_compat.client.mailserver_client import HistoryQuery
+
     lower, upper = parse_time("--from", args.from_), parse_time("--to", args.to)
     if upper < lower:
         raise V1OptionError("--to", f"{upper} is before --from {lower}")
@@ -207,7 +242,7 @@ def _pull_command(args: argparse.Namespace) -> int:
         raise V1OptionError("--bloom", f"must be 64 bytes, got {len(bloom)}")
     if not topics and not bloom:
         raise V1OptionError("--topics", "give --topics or --bloom (a mailserver needs one)")
-    query = HistoryQuery(
+    return HistoryQuery(
         lower=lower,
         upper=upper,
         topics=topics,
@@ -217,36 +252,41 @@ def _pull_command(args: argparse.Namespace) -> int:
         symmetric_key=_request_key(args),
         encrypt_to_server=args.encrypt_to_server,
     )
-    identity = {
-        "enode": str(enode),
-        "from": lower,
-        "to": upper,
-        "topics": [t.hex() for t in topics],
-        "bloom": bloom.hex(),
-    }
-    state_file = _state_path(args.out, args.state)
-    cursor = b""
-    if state_file.exists():
-        from waku_legacy.files import MAX_CONFIG_FILE, read_small_text
 
-        text = read_small_text(state_file, what="pull state", max_size=MAX_CONFIG_FILE)
-        try:
-            saved = json.loads(text)
-        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
-            raise ConfigError(f"pull state {state_file} is unreadable: {exc}") from exc
-        if not isinstance(saved, dict):
-            raise ConfigError(f"pull state {state_file} is not a JSON object")
-        if saved.get("query") != identity:
-            raise ConfigError(
-                f"pull state {state_file} belongs to another query; remove it or use --state"
-            )
-        if saved.get("done"):
-            log.info("pull already complete according to %s", state_file)
-            summary = {**saved.get("summary", {}), "resumed": True, "out": args.out}
-            _report(summary, as_json=args.json)
-            return 0
-        cursor = bytes.fromhex(saved.get("cursor", ""))
-        log.info("resuming pull from cursor %s", cursor.hex() or "start")
+
+def _read_state(state_file: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """The saved state of this same query ({} when there is none yet)."""
+    if not state_file.exists():
+        return {}
+    from waku_legacy.files import MAX_CONFIG_FILE, read_small_text
+
+    text = read_small_text(state_file, what="pull state", max_size=MAX_CONFIG_FILE)
+    try:
+        saved = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+        raise ConfigError(f"pull state {state_file} is unreadable: {exc}") from exc
+    if not isinstance(saved, dict):
+        raise ConfigError(f"pull state {state_file} is not a JSON object")
+    if saved.get("query") != identity:
+        raise ConfigError(
+            f"pull state {state_file} belongs to another query; remove it or use --state"
+        )
+    return saved
+
+
+def _pull_pages(
+    args: argparse.Namespace,
+    enode: Enode,
+    query: HistoryQuery,
+    cursor: bytes,
+    state_file: Path,
+    identity: dict[str, Any],
+) -> PullResult:
+    """Dial the mailserver and pull every page from ``cursor`` into ``--out``,
+    checkpointing each page's next cursor in ``state_file``."""
+    from waku_legacy.crypto.key_file import load_node_key
+    from waku_legacy.mailserver_compat.client.mailserver_client import MailServerClient
+    from waku_legacy.mailserver_compat.storage.dump import DumpWriter
 
     node_key = load_node_key(args.node_key_file) if args.node_key_file else None
     progress = _Progress()
@@ -267,21 +307,9 @@ def _pull_command(args: argparse.Namespace) -> int:
                 )
 
     try:
-        result = asyncio.run(run())
+        return asyncio.run(run())
     finally:
         progress.close()
-    summary = {
-        "out": args.out,
-        "envelopes": result.envelopes,
-        "pages": result.pages,
-        "requests": result.requests,
-        "reconnects": result.reconnects,
-        "invalid_envelopes": result.invalid_envelopes,
-        "resumed": bool(cursor),
-    }
-    _write_state(state_file, {"query": identity, "cursor": "", "done": True, "summary": summary})
-    _report(summary, as_json=args.json)
-    return 0
 
 
 class _Progress:
@@ -326,7 +354,7 @@ def _report(summary: dict[str, Any], *, as_json: bool) -> None:
 # -- registration ---------------------------------------------------------------------------
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     v1 = subparsers.add_parser("v1", help="Waku v1 mailserver over RLPx (serve, pull)")
     commands = v1.add_subparsers(dest="v1_command", metavar="COMMAND")
     commands.required = True

@@ -120,7 +120,7 @@ class V1Limits:
         return cls(**values)
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+    def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
         """One ``--NAME`` option per limit (``--max-peers-per-address`` …)."""
         defaults = cls()
         for name, knob in cls._KNOBS.items():
