@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from waku_legacy.archive.data_files import ArchiveIndex, read_archive_bytes
 from waku_legacy.archive.encode import (
@@ -49,6 +49,9 @@ from waku_legacy.archive.torrent import (
 )
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import waku_message_pb2
+
+if TYPE_CHECKING:
+    import libtorrent as lt
 
 __all__ = [
     "FetchOptions",
@@ -131,36 +134,8 @@ def select_archives(index: ArchiveIndex, options: FetchOptions) -> list[IndexEnt
     return [e for e in entries if e.archive_id not in known]
 
 
-def _wait(condition: Callable[[], bool], timeout: float, handle: Any, what: str) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return True
-        status = handle.status()
-        if status.errc.value():
-            raise FetchError(f"{what}: {status.errc.message()}")
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-
-
-def _flush(session: Any, handle: Any, timeout: float) -> None:
-    """Wait until libtorrent has written every finished piece to disk.
-
-    A piece counts as had once its hash checks out, which can be before its blocks reach the
-    file; reading the file right then may see zeros. ``flush_cache`` posts a
-    ``cache_flushed_alert`` when the outstanding writes are done.
-    """
-    import libtorrent as lt
-
-    handle.flush_cache()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        session.wait_for_alert(100)
-        for alert in session.pop_alerts():
-            if isinstance(alert, lt.cache_flushed_alert) and alert.handle == handle:
-                return
-    raise FetchTimeout(f"libtorrent did not finish writing to disk in {timeout:.0f} s")
+def _no_progress(stage: str, done: int, total: int) -> None:
+    pass
 
 
 def _verify_pieces(torrent: TorrentFile, root: Path, pieces: Sequence[int]) -> None:
@@ -210,102 +185,145 @@ def _check_archive(entry: IndexEntry, archive: DecodedArchive) -> None:
             )
 
 
-def fetch_archives(
-    source: str | os.PathLike[str],
-    community: CommunityId | str,
-    save_dir: str | os.PathLike[str],
-    options: FetchOptions | None = None,
-    *,
-    progress: Progress | None = None,
-) -> FetchResult:
-    """Fetch archives from a magnet link or a .torrent file into ``save_dir/0x<id>/``."""
-    import libtorrent as lt
+def _torrent_params(
+    source: str | os.PathLike[str], community: CommunityId, save: Path, options: FetchOptions
+) -> tuple[list[tuple[str, int]], lt.add_torrent_params, TorrentFile | None]:
+    """(peers to connect to, what to add to the session, the checked .torrent if one is given).
 
-    options = options or FetchOptions()
-    if isinstance(community, str):
-        community = CommunityId.parse(community)
-    save = Path(save_dir)
-    check_directory(save, "save directory", must_exist=False)
-    save.mkdir(parents=True, exist_ok=True)
-    report = progress or (lambda stage, done, total: None)
-    started = time.monotonic()
+    A .torrent is refused before libtorrent sees it: nothing of a hostile torrent is ever
+    written. The torrent goes in upload mode: nothing is requested until the piece priorities
+    are in place.
+    """
+    import libtorrent as lt
 
     peers = [parse_peer(p) for p in options.peers]
     text = os.fspath(source)
+    known_torrent: TorrentFile | None = None
     if text.startswith("magnet:"):
-        magnet = parse_magnet_uri(text)
-        peers += [parse_peer(p) for p in magnet.peers]
+        peers += [parse_peer(p) for p in parse_magnet_uri(text).peers]
         params = lt.parse_magnet_uri(text)
-        known_torrent: TorrentFile | None = None
     else:
         known_torrent = load_torrent(text)
-        # refused before libtorrent sees it: nothing of a hostile torrent is ever written
         check_archive_torrent_layout(known_torrent, community)
         params = lt.add_torrent_params()
-        params.ti = lt.torrent_info(lt.bdecode(known_torrent.metainfo_bytes()))
+        params.ti = lt.torrent_info(known_torrent.metainfo_bytes())
     params.save_path = str(save)
     if not options.session.trackers:
         params.trackers = []
-    # Upload mode: nothing is requested until the piece priorities below are in place.
     params.flags |= lt.torrent_flags.upload_mode
     params.flags &= ~lt.torrent_flags.auto_managed
     params.flags &= ~lt.torrent_flags.paused
+    return peers, params, known_torrent
 
-    session = make_session(options.session)
-    handle = session.add_torrent(params)
-    try:
 
-        def connect() -> None:
-            for host, port in peers:
-                handle.connect_peer((host, port))
+@dataclass(slots=True)
+class _Transfer:
+    """One torrent in its own libtorrent session, and the waits of fetching from it."""
 
-        connect()
-        report("metadata", 0, 1)
+    session: lt.session
+    handle: lt.torrent_handle
+    peers: list[tuple[str, int]]
+    options: FetchOptions
+    report: Progress
+    priorities: list[int] = field(default_factory=list)  # per piece; 0 = not wanted
+
+    def connect(self) -> None:
+        for host, port in self.peers:
+            self.handle.connect_peer((host, port))
+
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> bool:
+        """Poll ``condition`` until true (True) or ``timeout`` (False); a torrent error raises."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if condition():
+                return True
+            status = self.handle.status()
+            if status.errc.value():
+                raise FetchError(f"{what}: {status.errc.message()}")
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+    def have_count(self, pieces: Sequence[int]) -> int:
+        # one status call per poll: have_piece() per piece is a round trip into the session
+        # thread each and slows the transfer itself down
+        import libtorrent as lt
+
+        bits = self.handle.status(lt.torrent_handle.query_pieces).pieces
+        return sum(1 for p in pieces if bits[p])
+
+    def have_and_downloaded(self) -> tuple[list[int], int]:
+        """(pieces the session ended up with, payload bytes it downloaded), one status."""
+        import libtorrent as lt
+
+        status = self.handle.status(lt.torrent_handle.query_pieces)
+        have = [i for i, bit in enumerate(status.pieces) if bit]
+        return have, int(status.total_payload_download)
+
+    def flush(self) -> None:
+        """Wait until libtorrent has written every finished piece to disk.
+
+        A piece counts as had once its hash checks out, which can be before its blocks reach
+        the file; reading the file right then may see zeros. ``flush_cache`` posts a
+        ``cache_flushed_alert`` when the outstanding writes are done.
+        """
+        import libtorrent as lt
+
+        timeout = self.options.data_timeout
+        self.handle.flush_cache()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.session.wait_for_alert(100)
+            for alert in self.session.pop_alerts():
+                if isinstance(alert, lt.cache_flushed_alert) and alert.handle == self.handle:
+                    return
+        raise FetchTimeout(f"libtorrent did not finish writing to disk in {timeout:.0f} s")
+
+    def fetch_metadata(self, community: CommunityId) -> None:
+        """The torrent's metadata, from peers when the source was a magnet link."""
+        options = self.options
+        self.connect()
+        self.report("metadata", 0, 1)
         for attempt in range(options.metadata_retries + 1):
-            if _wait(lambda: handle.status().has_metadata, options.metadata_timeout, handle,
-                     "fetching torrent metadata"):  # fmt: skip
+            if self.wait(lambda: self.handle.status().has_metadata, options.metadata_timeout,
+                         "fetching torrent metadata"):  # fmt: skip
                 break
             if attempt == options.metadata_retries:
                 raise FetchTimeout(
                     f"no torrent metadata for {community} after "
                     f"{options.metadata_retries + 1} x {options.metadata_timeout:.0f} s "
-                    f"(peers: {', '.join(f'{h}:{p}' for h, p in peers) or 'none given'})"
+                    f"(peers: {', '.join(f'{h}:{p}' for h, p in self.peers) or 'none given'})"
                 )
-            connect()
+            self.connect()
             if options.session.trackers:
-                handle.force_reannounce()
-        metadata_seconds = time.monotonic() - started
-        report("metadata", 1, 1)
+                self.handle.force_reannounce()
+        self.report("metadata", 1, 1)
 
-        info = handle.torrent_file()
-        torrent = known_torrent or torrent_from_info_bytes(bytes(info.info_section()))
-        # Metadata from peers: still in upload mode, nothing requested or written yet.
-        check_archive_torrent_layout(torrent, community)
+    def torrent_from_metadata(self) -> TorrentFile:
+        info = self.handle.torrent_file()
+        if info is None:  # has_metadata was seen: libtorrent holds the info section
+            raise FetchError("libtorrent has no metadata for the torrent")
+        return torrent_from_info_bytes(bytes(info.info_section()))
+
+    def fetch_index(self, torrent: TorrentFile, root: Path, community: CommunityId) -> ArchiveIndex:
+        """Download only the index's pieces, then check the index against the torrent's data."""
+        import libtorrent as lt
+
+        options = self.options
         _, data_length = torrent.file_span("data")
         index_offset, index_length = torrent.file_span("index")
-        num_pieces = torrent.piece_count
-        priorities = [0] * num_pieces
+        self.priorities = [0] * torrent.piece_count
         index_pieces = list(torrent.pieces_of(index_offset, index_length))
         for piece in index_pieces:
-            priorities[piece] = 7
-        handle.prioritize_pieces(priorities)
-        handle.unset_flags(lt.torrent_flags.upload_mode)
-
-        def have_count(pieces: Sequence[int]) -> int:
-            # one status call per poll: have_piece() per piece is a round trip into the
-            # session thread each and slows the transfer itself down
-            bits = handle.status(lt.torrent_handle.query_pieces).pieces
-            return sum(1 for p in pieces if bits[p])
-
-        def have_all(pieces: Sequence[int]) -> Callable[[], bool]:
-            return lambda: have_count(pieces) == len(pieces)
-
-        report("index", 0, len(index_pieces))
-        if not _wait(have_all(index_pieces), options.data_timeout, handle, "fetching the index"):
+            self.priorities[piece] = 7
+        self.handle.prioritize_pieces(self.priorities)
+        self.handle.unset_flags(lt.torrent_flags.upload_mode)
+        self.report("index", 0, len(index_pieces))
+        if not self.wait(lambda: self.have_count(index_pieces) == len(index_pieces),
+                         options.data_timeout, "fetching the index"):  # fmt: skip
             raise FetchTimeout(f"index of {community} did not arrive in {options.data_timeout} s")
-        report("index", len(index_pieces), len(index_pieces))
-        _flush(session, handle, options.data_timeout)
-        root = save / str(community)  # checked above: the torrent's one folder
+        self.report("index", len(index_pieces), len(index_pieces))
+        self.flush()
         if options.verify_pieces:
             _verify_pieces(torrent, root, index_pieces)
         index_bytes = (root / "index").read_bytes()
@@ -316,39 +334,84 @@ def fetch_archives(
                 "archive index",
                 f"accounts for {accounted} bytes of data but the torrent's data has {data_length}",
             )
-        index = ArchiveIndex(tuple(sorted(entries.values(), key=lambda e: e.offset)), accounted)
-        selected = select_archives(index, options)
+        return ArchiveIndex(tuple(sorted(entries.values(), key=lambda e: e.offset)), accounted)
 
-        wanted = sorted({p for e in selected for p in e.pieces(torrent.piece_length)})
+    def fetch_pieces(
+        self, torrent: TorrentFile, root: Path, wanted: Sequence[int], community: CommunityId
+    ) -> float:
+        """Download ``wanted`` pieces (on disk and checked on return); the seconds it took."""
+        options = self.options
         for piece in wanted:
-            priorities[piece] = 4
-        handle.prioritize_pieces(priorities)
+            self.priorities[piece] = 4
+        self.handle.prioritize_pieces(self.priorities)
         total = len(wanted)
-        data_started = time.monotonic()
+        started = time.monotonic()
 
         def progress_done() -> bool:
-            done = have_count(wanted)
-            report("archives", done, total)
+            done = self.have_count(wanted)
+            self.report("archives", done, total)
             return done == total
 
-        if wanted and not _wait(progress_done, options.data_timeout, handle, "fetching archives"):
+        if wanted and not self.wait(progress_done, options.data_timeout, "fetching archives"):
             raise FetchTimeout(
                 f"archives of {community} did not arrive in {options.data_timeout:.0f} s"
             )
-        data_seconds = time.monotonic() - data_started
-        _flush(session, handle, options.data_timeout)
+        seconds = time.monotonic() - started
+        self.flush()
         if options.verify_pieces:
             _verify_pieces(torrent, root, wanted)
-        fetched = []
-        for entry in selected:
-            raw = read_archive_bytes(root / "data", entry)
-            archive = decode_archive(
-                raw, flavour=options.flavour, what=f"archive {entry.archive_id}"
-            )
-            _check_archive(entry, archive)
-            fetched.append(FetchedArchive(entry, archive))
-        status = handle.status(lt.torrent_handle.query_pieces)
-        have = [i for i, bit in enumerate(status.pieces) if bit]
+        return seconds
+
+
+def _read_archives(
+    root: Path, selected: Sequence[IndexEntry], flavour: Flavour
+) -> list[FetchedArchive]:
+    """Decode the selected archives from the fetched ``data`` and check each against the index."""
+    fetched = []
+    for entry in selected:
+        raw = read_archive_bytes(root / "data", entry)
+        archive = decode_archive(raw, flavour=flavour, what=f"archive {entry.archive_id}")
+        _check_archive(entry, archive)
+        fetched.append(FetchedArchive(entry, archive))
+    return fetched
+
+
+def fetch_archives(
+    source: str | os.PathLike[str],
+    community: CommunityId | str,
+    save_dir: str | os.PathLike[str],
+    options: FetchOptions | None = None,
+    *,
+    progress: Progress | None = None,
+) -> FetchResult:
+    """Fetch archives from a magnet link or a .torrent file into ``save_dir/0x<id>/``."""
+    options = options or FetchOptions()
+    if isinstance(community, str):
+        community = CommunityId.parse(community)
+    save = Path(save_dir)
+    check_directory(save, "save directory", must_exist=False)
+    save.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    peers, params, known_torrent = _torrent_params(source, community, save, options)
+    session = make_session(options.session)
+    handle = session.add_torrent(params)
+    transfer = _Transfer(session, handle, peers, options, progress or _no_progress)
+    try:
+        # 1. metadata: from peers for a magnet link (still in upload mode: nothing requested
+        #    or written until the layout is checked)
+        transfer.fetch_metadata(community)
+        metadata_seconds = time.monotonic() - started
+        torrent = known_torrent or transfer.torrent_from_metadata()
+        check_archive_torrent_layout(torrent, community)
+        root = save / str(community)  # checked above: the torrent's one folder
+        # 2. the index, then the archives it selects: only their pieces
+        index = transfer.fetch_index(torrent, root, community)
+        selected = select_archives(index, options)
+        wanted = sorted({p for e in selected for p in e.pieces(torrent.piece_length)})
+        data_seconds = transfer.fetch_pieces(torrent, root, wanted, community)
+        # 3. read and check them, oldest first
+        fetched = _read_archives(root, selected, options.flavour)
+        have, downloaded = transfer.have_and_downloaded()
         return FetchResult(
             info_hash=torrent.info_hash,
             name=torrent.name,
@@ -358,7 +421,7 @@ def fetch_archives(
             archives=fetched,
             wanted_pieces=wanted,
             have_pieces=have,
-            bytes_downloaded=int(status.total_payload_download),
+            bytes_downloaded=downloaded,
             metadata_seconds=metadata_seconds,
             data_seconds=data_seconds,
             seconds=time.monotonic() - started,
