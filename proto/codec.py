@@ -15,7 +15,7 @@ import warnings
 from typing import TypeVar
 
 from google.protobuf import unknown_fields
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from google.protobuf.message import Message
 
@@ -34,8 +34,9 @@ class ProtobufTooLarge(ProtobufDecodeError, LimitExceeded):
     """A serialized message over the caller's size limit."""
 
 
-def _is_message_field(field: FieldDescriptor) -> bool:
-    return field.type == FieldDescriptor.TYPE_MESSAGE
+def _message_type(field: FieldDescriptor) -> Descriptor | None:
+    """The message type of a message field (a map is one too), None for any other field."""
+    return field.message_type if field.type == FieldDescriptor.TYPE_MESSAGE else None
 
 
 def unknown_field_path(message: Message, prefix: str = "") -> str | None:
@@ -45,12 +46,12 @@ def unknown_field_path(message: Message, prefix: str = "") -> str | None:
         first = unknown[0]
         return f"{prefix}<field {first.field_number}, wire type {first.wire_type}>"
     for field, value in message.ListFields():
-        if not _is_message_field(field):
+        message_type = _message_type(field)
+        if message_type is None:
             continue
         name = f"{prefix}{field.name}"
-        if field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            if not _is_message_field(value_field):
+        if message_type.GetOptions().map_entry:
+            if _message_type(message_type.fields_by_name["value"]) is None:
                 continue
             for key, entry in value.items():
                 found = unknown_field_path(entry, f"{name}[{key!r}].")
@@ -69,7 +70,12 @@ def unknown_field_path(message: Message, prefix: str = "") -> str | None:
 
 
 def parse_message(
-    cls: type[M], data: bytes, what: str, *, max_size: int, strict: bool = False
+    cls: type[M],
+    data: bytes | bytearray | memoryview,
+    what: str,
+    *,
+    max_size: int,
+    strict: bool = False,
 ) -> M:
     """Parse ``data`` as ``cls``; ``ProtobufDecodeError`` (naming ``what``) if it cannot."""
     if not isinstance(data, bytes | bytearray | memoryview):

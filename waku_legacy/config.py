@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from waku_legacy.errors import ConfigError
 from waku_legacy.files import MAX_CONFIG_FILE, check_nesting, nesting_error, read_small_text
@@ -25,7 +25,7 @@ class ConfigTable:
     def __init__(self, data: Any, where: str) -> None:
         if not isinstance(data, dict):
             raise ConfigError(f"{where} must be a table, got {_kind(data)}")
-        self.data = data
+        self.data: dict[str, Any] = data
         self.where = where
         self.used: set[str] = set()
 
@@ -37,7 +37,15 @@ class ConfigTable:
     def error(self, key: str, expected: str, value: Any) -> ConfigError:
         return ConfigError(f"{self.where}: key '{key}' must be {expected}, got {_show(value)}")
 
-    def string(self, key: str, *, required: bool = False, default: str | None = None) -> Any:
+    # A key that is required, or has a default, always gives a value; otherwise None may.
+    @overload
+    def string(self, key: str, *, required: Literal[True], default: str | None = None) -> str: ...
+    @overload
+    def string(self, key: str, *, required: bool = False, default: str) -> str: ...
+    @overload
+    def string(self, key: str, *, required: bool = False, default: None = None) -> str | None: ...
+
+    def string(self, key: str, *, required: bool = False, default: str | None = None) -> str | None:
         value = self.raw(key)
         if value is None:
             if required:
@@ -49,10 +57,26 @@ class ConfigTable:
             raise self.error(key, "a string without NUL characters", value)
         return value
 
+    @overload
+    def integer(
+        self, key: str, *, default: int | None = None, low: int | None = None,
+        high: int | None = None, required: Literal[True],
+    ) -> int: ...  # fmt: skip
+    @overload
+    def integer(
+        self, key: str, *, default: int, low: int | None = None, high: int | None = None,
+        required: bool = False,
+    ) -> int: ...  # fmt: skip
+    @overload
+    def integer(
+        self, key: str, *, default: None = None, low: int | None = None,
+        high: int | None = None, required: bool = False,
+    ) -> int | None: ...  # fmt: skip
+
     def integer(
         self, key: str, *, default: int | None = None, low: int | None = None,
         high: int | None = None, required: bool = False,
-    ) -> Any:  # fmt: skip
+    ) -> int | None:  # fmt: skip
         value = self.raw(key)
         if value is None:
             if required:

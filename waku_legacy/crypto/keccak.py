@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from Crypto.Hash import keccak as _pycryptodome_keccak
-from Crypto.Hash.keccak import _raw_keccak_lib
+from Crypto.Hash.keccak import _raw_keccak_lib  # type: ignore[attr-defined]  # private, not in the stubs
 from eth_hash.auto import keccak as _keccak
 
 __all__ = ["KeccakState", "keccak256"]
@@ -39,7 +39,9 @@ class KeccakState:
     def copy(self) -> KeccakState:
         clone = KeccakState()
         source, target = self._state, clone._state
-        if _raw_keccak_lib.keccak_copy(source._state.get(), target._state.get()):
+        # Keccak_Hash has no copy(); its private fields do it (pycryptodome's stubs omit them).
+        sponges = source._state, target._state  # type: ignore[attr-defined]  # private, see above
+        if _raw_keccak_lib.keccak_copy(sponges[0].get(), sponges[1].get()):
             raise RuntimeError("keccak_copy failed")
-        target._digest_done = source._digest_done
+        target._digest_done = source._digest_done  # type: ignore[attr-defined]  # private
         return clone

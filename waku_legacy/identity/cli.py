@@ -136,7 +136,7 @@ def _topics_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     hash_parser = subparsers.add_parser(
         "hash",
         help="deterministic message hash (14/WAKU2-MESSAGE) of a v2 message",

@@ -295,9 +295,10 @@ def _public_key_x(public_key: bytes | str) -> int:
     if isinstance(public_key, str):
         text = public_key.removeprefix("0x").removeprefix("0X")
         try:
-            public_key = bytes.fromhex(text)
+            key_bytes = bytes.fromhex(text)
         except ValueError as exc:
             raise CryptoError(f"public key {_shown(public_key)} is not hex") from exc
+        public_key = key_bytes
     if not isinstance(public_key, bytes | bytearray | memoryview):
         raise CryptoError(f"a public key is bytes or hex, got {type(public_key).__name__}")
     point = uncompressed_public_key(bytes(public_key))
