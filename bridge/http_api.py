@@ -115,7 +115,7 @@ def _json_bytes(body: bytes, status: int = 200) -> web.Response:
 def _route_name(request: web.Request) -> str:
     info = request.match_info
     route = getattr(info, "route", None)
-    resource = getattr(route, "resource", None)
+    resource: web.AbstractResource | None = getattr(route, "resource", None)
     if resource is None or getattr(info, "http_exception", None) is not None:
         return "unmatched"
     return resource.canonical
@@ -126,8 +126,8 @@ def _continuation(request: web.Request) -> Hashable | None:
     try:
         if request.path == "/store/v3/messages":
             text = request.query.get("cursor")
-            cursor = None if not text else nwaku_hash(text)
-            return None if cursor is None else ("v3", cursor)
+            digest = None if not text else nwaku_hash(text)
+            return None if digest is None else ("v3", digest)
         if request.path == "/store/v1/messages":
             cursor = parse_legacy_query(request.query).cursor
             return None if cursor is None else _legacy_key(cursor)
@@ -140,104 +140,147 @@ def _legacy_key(cursor: LegacyCursor) -> Hashable:
     return ("v1", cursor.pubsub_topic, cursor.sender_time, cursor.digest)
 
 
-def _make_middleware(
-    backend: BridgeBackend, limits: HttpLimits, refused: RefusalLog
-) -> Callable[..., Awaitable[web.StreamResponse]]:
-    budget = RequestBudget(limits.requests_per_second, limits.request_burst)
+class _Admission:
+    """Whether a request is served at all: its body within ``body_timeout``, then the
+    request budget of its address, in which continuing an answered page is free."""
 
-    def admit(request: web.Request, address: str) -> None:
-        if not budget.enabled or request.path in UNBUDGETED:
-            return
-        key = _continuation(request)
-        if key is not None and budget.continues(address, key):
-            return  # the next page of one this address was answered: never refused
-        wait = budget.take(address)
-        if wait > 0:
-            refused("rate_limit", address, path=request.path)
-            seconds = retry_after(wait)
-            raise RestError(
-                429,
-                f"request budget of {address} exhausted ({limits.requests_per_second:g}/s, "
-                f"burst {limits.request_burst}); retry after {seconds} s "
-                "(continuing a page with its cursor is always allowed)",
-                {"Retry-After": seconds},
-            )
+    def __init__(self, limits: HttpLimits, refused: RefusalLog) -> None:
+        self.limits = limits
+        self.refused = refused
+        self.budget = RequestBudget(limits.requests_per_second, limits.request_burst)
 
-    async def read_body(request: web.Request, address: str) -> None:
+    async def read_body(self, request: web.Request, address: str) -> None:
         """Receive the body (bounded by client_max_size) within body_timeout."""
         if not request.body_exists:
             return
         try:
-            async with asyncio.timeout(limits.body_timeout):
+            async with asyncio.timeout(self.limits.body_timeout):
                 await request.read()
         except TimeoutError:
-            refused("body_timeout", address)
+            self.refused("body_timeout", address)
             raise RestError(
-                408, f"the request body did not arrive within {limits.body_timeout:g} s"
+                408, f"the request body did not arrive within {self.limits.body_timeout:g} s"
             ) from None
+
+    def admit(self, request: web.Request, address: str) -> None:
+        if not self.budget.enabled or request.path in UNBUDGETED:
+            return
+        key = _continuation(request)
+        if key is not None and self.budget.continues(address, key):
+            return  # the next page of one this address was answered: never refused
+        wait = self.budget.take(address)
+        if wait > 0:
+            self.refused("rate_limit", address, path=request.path)
+            seconds = retry_after(wait)
+            raise RestError(
+                429,
+                f"request budget of {address} exhausted "
+                f"({self.limits.requests_per_second:g}/s, burst {self.limits.request_burst}); "
+                f"retry after {seconds} s (continuing a page with its cursor is always allowed)",
+                {"Retry-After": seconds},
+            )
+
+    def answered(self, request: web.Request, address: str) -> None:
+        """A store page went out: its continuation is now free for ``address``."""
+        next_cursor = request.get(NEXT_CURSOR)
+        if next_cursor is not None:
+            self.budget.issued(address, next_cursor)
+
+
+def _make_middleware(
+    backend: BridgeBackend, limits: HttpLimits, refused: RefusalLog
+) -> Callable[..., Awaitable[web.StreamResponse]]:
+    admission = _Admission(limits, refused)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         request[REQUEST_ID] = request_id
-        protocol = request.protocol
-        guarded = isinstance(protocol, GuardedHandler)
-        if guarded:
-            protocol.request_started()
         address = request.remote or "unknown"
         try:
-            try:
-                await read_body(request, address)
-                admit(request, address)
-                response = await handler(request)
-            finally:
-                if guarded:
-                    protocol.request_finished()
-            next_cursor = request.get(NEXT_CURSOR)
-            if next_cursor is not None:
-                budget.issued(address, next_cursor)
+            response = await _admit_and_handle(request, handler, admission, address)
         except RestError as exc:
-            response = _text(exc.status, exc.reason)
-            response.headers.update(exc.headers)
-            if exc.status == 408:
-                response.force_close()  # the rest of the body is not waited for
+            response = _rest_error_response(exc)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            reason = exc.reason if exc.status != 404 else f"no such endpoint: {request.path}"
-            response = _text(exc.status, reason)
-            for key in ("Allow", "WWW-Authenticate"):
-                if key in exc.headers:
-                    response.headers[key] = exc.headers[key]
+            response = _http_error_response(request, exc)
         except Exception as exc:
-            answer = store_error_status(exc)
-            log.error(
-                "request failed",
-                exc_info=True,
-                extra=fields(request_id=request_id, path=request.path, status=answer.status),
-            )
-            response = _text(answer.status, answer.reason)
-        elapsed = time.perf_counter() - started
-        route = _route_name(request)
-        backend.metrics.http_requests.inc(1, route, request.method, str(response.status))
-        backend.metrics.http_latency.observe(elapsed, route)
-        response.headers["X-Request-Id"] = request_id
-        if response.status >= 400 or log.isEnabledFor(logging.DEBUG):
-            log.log(
-                logging.INFO if response.status < 500 else logging.WARNING,
-                "http request",
-                extra=fields(
-                    request_id=request_id,
-                    method=request.method,
-                    path=request.path,
-                    status=response.status,
-                    ms=round(elapsed * 1000, 3),
-                ),
-            )
+            response = _internal_error_response(request, exc, request_id)
+        _record(backend.metrics, request, response, time.perf_counter() - started)
         return response
 
     return middleware
+
+
+async def _admit_and_handle(
+    request: web.Request, handler: Handler, admission: _Admission, address: str
+) -> web.StreamResponse:
+    protocol = request.protocol
+    guarded = protocol if isinstance(protocol, GuardedHandler) else None
+    if guarded is not None:
+        guarded.request_started()
+    try:
+        await admission.read_body(request, address)
+        admission.admit(request, address)
+        response = await handler(request)
+    finally:
+        if guarded is not None:
+            guarded.request_finished()
+    admission.answered(request, address)
+    return response
+
+
+def _rest_error_response(exc: RestError) -> web.Response:
+    response = _text(exc.status, exc.reason)
+    response.headers.update(exc.headers)
+    if exc.status == 408:
+        response.force_close()  # the rest of the body is not waited for
+    return response
+
+
+def _http_error_response(request: web.Request, exc: web.HTTPException) -> web.Response:
+    reason = exc.reason if exc.status != 404 else f"no such endpoint: {request.path}"
+    response = _text(exc.status, reason)
+    for key in ("Allow", "WWW-Authenticate"):
+        if key in exc.headers:
+            response.headers[key] = exc.headers[key]
+    return response
+
+
+def _internal_error_response(request: web.Request, exc: Exception, request_id: str) -> web.Response:
+    """Logged with its traceback for operators, answered without one."""
+    answer = store_error_status(exc)
+    log.error(
+        "request failed",
+        exc_info=True,
+        extra=fields(request_id=request_id, path=request.path, status=answer.status),
+    )
+    return _text(answer.status, answer.reason)
+
+
+def _record(
+    metrics: BridgeMetrics, request: web.Request, response: web.StreamResponse, elapsed: float
+) -> None:
+    """Count and time the answer, tag it with its request id, log it when it failed."""
+    route = _route_name(request)
+    metrics.http_requests.inc(1, route, request.method, str(response.status))
+    metrics.http_latency.observe(elapsed, route)
+    request_id = request[REQUEST_ID]
+    response.headers["X-Request-Id"] = request_id
+    if response.status >= 400 or log.isEnabledFor(logging.DEBUG):
+        log.log(
+            logging.INFO if response.status < 500 else logging.WARNING,
+            "http request",
+            extra=fields(
+                request_id=request_id,
+                method=request.method,
+                path=request.path,
+                status=response.status,
+                ms=round(elapsed * 1000, 3),
+            ),
+        )
 
 
 def health_document(
@@ -310,10 +353,21 @@ def make_app(
     limits: HttpLimits | None = None,
     refused: RefusalLog | None = None,
 ) -> web.Application:
+    limits = limits or HttpLimits()
+    refused = refused or RefusalLog(backend.metrics)
+    app = web.Application(
+        middlewares=[_make_middleware(backend, limits, refused)], client_max_size=64 * 1024
+    )
+    _add_store_routes(app, backend)
+    _add_operations_routes(app, backend)
+    _add_admin_routes(app, backend)
+    return app
+
+
+def _add_store_routes(app: web.Application, backend: BridgeBackend) -> None:
+    """nwaku's store REST, v3 and legacy."""
     metrics = backend.metrics
     store = backend.store
-    limits = limits or HttpLimits()
-    refused = refused or RefusalLog(metrics)
     legacy_cursors = LegacyCursorCache()
 
     async def store_v3(request: web.Request) -> web.Response:
@@ -340,6 +394,15 @@ def make_app(
             request[NEXT_CURSOR] = _legacy_key(cursors[0])
         return _json_bytes(body)
 
+    app.router.add_get("/store/v3/messages", store_v3)
+    app.router.add_get("/store/v1/messages", store_v1)
+
+
+def _add_operations_routes(app: web.Application, backend: BridgeBackend) -> None:
+    """Health, node info, version and metrics: what probes and scrapers read."""
+    metrics = backend.metrics
+    store = backend.store
+
     async def health(request: web.Request) -> web.Response:
         document, status = health_document(*backend.health())
         return web.json_response(document, status=status)
@@ -355,6 +418,15 @@ def make_app(
         return web.Response(
             body=metrics.registry.render().encode(), headers={"Content-Type": CONTENT_TYPE}
         )
+
+    app.router.add_get("/health", health)
+    app.router.add_get("/debug/v1/info", info)
+    app.router.add_get("/debug/v1/version", version)
+    app.router.add_get("/metrics", metrics_page)
+
+
+def _add_admin_routes(app: web.Application, backend: BridgeBackend) -> None:
+    """The bearer-token admin API: communities, their archives, archiving now."""
 
     async def admin_communities(request: web.Request) -> web.Response:
         _check_admin(request, backend.admin_token)
@@ -373,17 +445,7 @@ def make_app(
         _check_admin(request, backend.admin_token)
         return web.json_response({"runs": await backend.trigger_archive(None)})
 
-    app = web.Application(
-        middlewares=[_make_middleware(backend, limits, refused)], client_max_size=64 * 1024
-    )
-    app.router.add_get("/store/v3/messages", store_v3)
-    app.router.add_get("/store/v1/messages", store_v1)
-    app.router.add_get("/health", health)
-    app.router.add_get("/debug/v1/info", info)
-    app.router.add_get("/debug/v1/version", version)
-    app.router.add_get("/metrics", metrics_page)
     app.router.add_get("/admin/v1/communities", admin_communities)
     app.router.add_get("/admin/v1/communities/{community}/archives", admin_archives)
     app.router.add_post("/admin/v1/communities/{community}/archive", admin_trigger_one)
     app.router.add_post("/admin/v1/archive", admin_trigger_all)
-    return app
