@@ -4,18 +4,21 @@ seeding on a schedule (``waku-legacy serve --config FILE``).
 Modules (one concept each):
 
 - :mod:`.config` -- the TOML configuration (typed, errors name the key; ``[[community]]``
-  tables are read by the migration's own parser);
+  tables are read by :mod:`waku_legacy.community_config`, as the migration reads them);
 - :mod:`.service` -- :class:`~.service.BridgeService`: start/stop of every part in one
   event loop, graceful shutdown, what ``/health`` and the admin API report;
 - :mod:`.http_api` -- the aiohttp application: nwaku-compatible store REST, ``/health``,
   ``/debug/v1/info``, ``/metrics``, bearer-token admin endpoints;
-- :mod:`.rest_store` -- nwaku's REST store query semantics (sans-IO parsing, page building);
-  the JSON itself is :mod:`waku_legacy.store.rest_json`;
-- :mod:`.store_access` -- the synchronous v2 store behind reader threads and one writer;
+- :mod:`.store_rest_server` -- nwaku's REST store query semantics (sans-IO parsing, page
+  building); the JSON itself is :mod:`waku_legacy.store.rest_json`;
+- :mod:`.store_threads` -- the synchronous v2 store behind reader threads and one writer;
 - :mod:`.live` -- live bridging v1 <-> v2 with a bounded seen-cache;
 - :mod:`.relay` -- publishing through an nwaku node's REST relay API;
-- :mod:`.history` -- resumable 30-day pulls from v2 store nodes (the migration's pager);
+- :mod:`.history` -- resumable 30-day pulls from v2 store nodes (the pager of
+  :mod:`waku_legacy.store.rest_client`, which the migration uses too);
 - :mod:`.archiver` -- 7-day archive runs, seeding, signed magnet-link (re)publishing;
 - :mod:`.clock` -- injectable wall clock; :mod:`.metrics` -- Prometheus registry;
-  :mod:`.logs` -- JSON-lines logging; :mod:`.cli` -- ``waku-legacy serve``.
+  :mod:`.logs` -- JSON-lines logging; :mod:`.cli` -- ``waku-legacy serve``;
+- :mod:`.http_guard` -- connection caps, timeouts and the request budget of the HTTP API;
+  :mod:`.http_body` -- bounded reads of HTTP answers.
 """

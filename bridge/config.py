@@ -24,7 +24,7 @@
     live_window = "5m"                       # v2 messages younger than this are offered live
     seen_capacity = 100000                   # bounded seen-cache (loops and repeats)
 
-    [v1.limits]                              # optional: mailserver_compat.limits.V1Limits
+    [v1.limits]                              # optional: mailserver_compat.server.limits.V1Limits
     request_burst = 10                       # fresh requests per peer at once (pages are free)
     address_request_rate = 5                 # fresh requests per second per source address
     live_rate = 20                           # live envelopes per second per peer (also
@@ -64,7 +64,7 @@
     republish_interval = "6h"                # re-send the current magnet link
     flavour = "status-go"                    # or "seed-spec"
 
-    [[community]]                            # repeat; the migration's format exactly
+    [[community]]                            # repeat; read as the migration reads it
     id = "0x02…"
     channels = ["<uuid>", …]
     shard = 128
@@ -571,7 +571,7 @@ def parse_config(
         raise ConfigError(f"{origin}: [[community]] tables need an [archive] table")
     admin = _parse_admin(top, base)
     logging_config = _parse_logging(top)
-    logos_storage_url = parse_logos_storage(top, communities, origin)  # the migration's rules
+    logos_storage_url = parse_logos_storage(top, communities, origin)  # shared with the migration
     top.done()
     return BridgeConfig(
         server=server, store=store, v1=v1, relay=relay, history=history, archive=archive,

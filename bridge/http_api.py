@@ -1,6 +1,6 @@
 """The bridge's HTTP API (aiohttp): nwaku-compatible store, operations, admin.
 
-    GET  /store/v3/messages                     nwaku store v3 REST (see rest_store)
+    GET  /store/v3/messages                     nwaku store v3 REST (see store_rest_server)
     GET  /store/v1/messages                     nwaku legacy store REST
     GET  /health                                nwaku's HealthReport; 503 only when Degraded
     GET  /debug/v1/info                         {"listenAddresses", "enrUri", ...}

@@ -3,8 +3,8 @@
 v1 -> v2: an envelope a v1 peer sends (accepted by the mailserver's live checks) becomes the
 v2 message nwaku's bridge would publish (:func:`envelope_to_waku_message`: payload unchanged,
 version 1, ``/waku/1/0x<topic>/rfc26``, timestamp ``(expiry - ttl) * 10^9``) on the shard
-that :class:`~waku_legacy.identity.topic_mapping.TopicMapping` picks (the migration's mapping, so
-a live envelope and the same envelope migrated get the same v2 hash). It is stored with its
+that :class:`~waku_legacy.identity.topic_mapping.TopicMapping` picks (the migration's mapping
+too, so a live envelope and the same envelope migrated get the same v2 hash). It is stored with its
 original envelope bytes and DB key (so v1 history requests serve it byte for byte),
 published through the nwaku relay REST API when it is live (sent within ``live_window``;
 older envelopes, such as a trusted mailserver's 0x7f history, are only stored), and passed

@@ -1,5 +1,5 @@
 """The bridge's TOML configuration: every section, durations, typed errors naming the key,
-and the [[community]] tables read by the migration's own parser."""
+and the [[community]] tables (waku_legacy.community_config, as the migration reads them)."""
 
 from __future__ import annotations
 
