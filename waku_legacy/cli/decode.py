@@ -17,9 +17,21 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from waku_legacy.errors import ConfigError, CryptoError, DecodeError, LimitExceeded
+
+if TYPE_CHECKING:  # the decoders import these when run, keeping the CLI's start quick
+    from google.protobuf.message import Message
+
+    from waku_legacy.crypto.payload import DecodedPayload
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.mailserver_compat.wire.envelope import Envelope
+    from waku_legacy.proto.application_metadata_pb2 import ApplicationMetadataMessage
+    from waku_legacy.proto.status_archive_pb2 import WakuMessageArchiveMetadata
+    from waku_legacy.proto.waku_message_pb2 import WakuMessage
+
+M = TypeVar("M", bound="Message")
 
 __all__ = ["DEFAULT_MAX_INPUT", "read_input", "register"]
 
@@ -68,7 +80,7 @@ def _payload_keys(args: argparse.Namespace) -> dict[str, Any]:
     return keys
 
 
-def _decoded_payload_json(decoded: Any) -> dict[str, Any]:
+def _decoded_payload_json(decoded: DecodedPayload) -> dict[str, Any]:
     from waku_legacy.crypto.secp256k1 import compress_public_key
 
     return {
@@ -81,7 +93,7 @@ def _decoded_payload_json(decoded: Any) -> dict[str, Any]:
     }
 
 
-def _envelope_json(envelope: Any, keys: dict[str, Any]) -> dict[str, Any]:
+def _envelope_json(envelope: Envelope, keys: dict[str, Any]) -> dict[str, Any]:
     from waku_legacy.crypto.payload import decode_payload
     from waku_legacy.identity.topics import v1_topic_to_content_topic
     from waku_legacy.mailserver_compat.wire.pow import pow_of
@@ -136,7 +148,7 @@ def _decode_envelope(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
 # -- protobuf kinds ---------------------------------------------------------------------
 
 
-def _waku_message_json(message: Any) -> dict[str, Any]:
+def _waku_message_json(message: WakuMessage) -> dict[str, Any]:
     result: dict[str, Any] = {
         "payload": _hex(message.payload),
         "payload_length": len(message.payload),
@@ -151,7 +163,7 @@ def _waku_message_json(message: Any) -> dict[str, Any]:
     return result
 
 
-def _parse(cls: Any, data: bytes, what: str, args: argparse.Namespace) -> Any:
+def _parse(cls: type[M], data: bytes, what: str, args: argparse.Namespace) -> M:
     from waku_legacy.proto.codec import parse_message
 
     return parse_message(cls, data, what, max_size=len(data), strict=not args.lenient)
@@ -187,7 +199,7 @@ def _decode_store_response(args: argparse.Namespace, data: bytes) -> dict[str, A
     return result
 
 
-def _metadata_json(metadata: Any) -> dict[str, Any]:
+def _metadata_json(metadata: WakuMessageArchiveMetadata) -> dict[str, Any]:
     return {
         "version": metadata.version,
         "from": getattr(metadata, "from"),  # a Python keyword
@@ -266,63 +278,85 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
     """An archive-link message on ``<id>-memberUpdate`` or ``<id>-magnetlinks``, in either
     layering: the 26/WAKU-PAYLOAD holds a ``ProtocolMessage{public_message}`` (status-go's
     ``SendPublic``) or the ApplicationMetadataMessage directly (``"layering": "bare"``)."""
-    from waku_legacy.archive.magnet import (
-        MAGNETLINKS,
-        MAX_MAGNET_MESSAGE_BYTES,
-        UNIVERSAL,
-        archive_link_chat_id,
-    )
-    from waku_legacy.crypto.keccak import keccak256
-    from waku_legacy.crypto.payload import decode_payload
-    from waku_legacy.crypto.secp256k1 import compress_public_key, recover_public_key
     from waku_legacy.identity.cli import parse_hex
-    from waku_legacy.identity.topics import (
-        CommunityId,
-        content_topic_of_chat,
-        symmetric_key_for_chat,
-    )
-    from waku_legacy.proto import application_metadata_pb2, status_archive_pb2, waku_message_pb2
-    from waku_legacy.proto.status_layers import open_layers
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.proto import waku_message_pb2
 
     message = _parse(waku_message_pb2.WakuMessage, data, "magnet-link message", args)
     result: dict[str, Any] = {"kind": "magnet-message", "message": _waku_message_json(message)}
     community = CommunityId.parse(args.community) if args.community else None
-    keys: list[bytes] = []
     if community is not None:
-        chats = {c: archive_link_chat_id(community, c) for c in (UNIVERSAL, MAGNETLINKS)}
-        topics = {c: content_topic_of_chat(chat_id) for c, chat_id in chats.items()}
-        chat = next((c for c, t in topics.items() if t == message.content_topic), None)
-        result["community"] = str(community)
-        result["universal_chat_id"] = chats[UNIVERSAL]
-        result["magnetlinks_chat_id"] = chats[MAGNETLINKS]
-        result["expected_content_topics"] = topics
-        result["chat"] = chat  # None: on neither chat's topic (both keys are tried)
-        result["content_topic_matches"] = chat is not None
-        order = [chat] if chat is not None else [UNIVERSAL, MAGNETLINKS]
-        keys = [symmetric_key_for_chat(chats[c]) for c in order]
+        chats_json, keys = _archive_link_chats(community, message.content_topic)
+        result.update(chats_json)
     elif args.symmetric_key is not None:
         keys = [parse_hex("--symmetric-key", args.symmetric_key)]
     else:
         result["note"] = "give --community (or --symmetric-key) to decrypt the payload"
         return result
-    decoded = None
-    for key in keys:
-        try:
-            decoded = decode_payload(message.payload, symmetric_key=key)
-            break
-        except CryptoError as exc:
-            failure = exc
-    if decoded is None:
-        raise CryptoError(f"magnet-link message, 26/WAKU-PAYLOAD layer: {failure}") from None
+    decoded = _open_waku_payload(message.payload, keys)
     result["waku_payload"] = _decoded_payload_json(decoded)
     result["waku_payload_signed"] = decoded.signer is not None  # status-go drops unsigned ones
+    layers_json, application = _open_application_message(decoded.payload)
+    result.update(layers_json)
+    result["application_message"] = _application_message_json(application, community)
+    result.update(_archive_link_json(application, args))
+    if community is not None:
+        shown = result.get("archive_link", {}).get("archive_link", "")
+        result.update(_members_verdict(message, community, shown))
+    return result
+
+
+def _archive_link_chats(
+    community: CommunityId, content_topic: str
+) -> tuple[dict[str, Any], list[bytes]]:
+    """The community's two archive-link chats as JSON, and their keys in the order to try:
+    the chat whose topic the message is on, else both."""
+    from waku_legacy.archive.magnet import MAGNETLINKS, UNIVERSAL, archive_link_chat_id
+    from waku_legacy.identity.topics import content_topic_of_chat, symmetric_key_for_chat
+
+    chats = {c: archive_link_chat_id(community, c) for c in (UNIVERSAL, MAGNETLINKS)}
+    topics = {c: content_topic_of_chat(chat_id) for c, chat_id in chats.items()}
+    chat = next((c for c, t in topics.items() if t == content_topic), None)
+    chats_json = {
+        "community": str(community),
+        "universal_chat_id": chats[UNIVERSAL],
+        "magnetlinks_chat_id": chats[MAGNETLINKS],
+        "expected_content_topics": topics,
+        "chat": chat,  # None: on neither chat's topic (both keys are tried)
+        "content_topic_matches": chat is not None,
+    }
+    order = [chat] if chat is not None else [UNIVERSAL, MAGNETLINKS]
+    return chats_json, [symmetric_key_for_chat(chats[c]) for c in order]
+
+
+def _open_waku_payload(payload: bytes, keys: list[bytes]) -> DecodedPayload:
+    """The 26/WAKU-PAYLOAD opened with the first key that fits; else the last key's error."""
+    from waku_legacy.crypto.payload import decode_payload
+
+    failure: CryptoError | None = None
+    for key in keys:
+        try:
+            return decode_payload(payload, symmetric_key=key)
+        except CryptoError as exc:
+            failure = exc
+    raise CryptoError(f"magnet-link message, 26/WAKU-PAYLOAD layer: {failure}") from None
+
+
+def _open_application_message(
+    plaintext: bytes,
+) -> tuple[dict[str, Any], ApplicationMetadataMessage]:
+    """The layering seen (as JSON) and the ApplicationMetadataMessage inside the payload."""
+    from waku_legacy.archive.magnet import MAX_MAGNET_MESSAGE_BYTES
+    from waku_legacy.proto import application_metadata_pb2
+    from waku_legacy.proto.status_layers import open_layers
+
     layering, installation_id, application_bytes = open_layers(
-        bytes(decoded.payload), "encryption layer (inside the 26/WAKU-PAYLOAD)",
+        bytes(plaintext), "encryption layer (inside the 26/WAKU-PAYLOAD)",
         max_size=MAX_MAGNET_MESSAGE_BYTES,
     )  # fmt: skip
-    result["layering"] = layering
+    layers_json: dict[str, Any] = {"layering": layering}
     if installation_id is not None:
-        result["protocol_message"] = {
+        layers_json["protocol_message"] = {
             "installation_id": installation_id,
             "public_message_length": len(application_bytes),
         }
@@ -332,6 +366,18 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
         "application metadata message (inside the 26/WAKU-PAYLOAD)",
         argparse.Namespace(lenient=True),  # newer status-go may add fields
     )
+    return layers_json, application
+
+
+def _application_message_json(
+    application: ApplicationMetadataMessage, community: CommunityId | None
+) -> dict[str, Any]:
+    """Type, signature and signer of the application message (and whether the community
+    signed it, when known)."""
+    from waku_legacy.crypto.keccak import keccak256
+    from waku_legacy.crypto.secp256k1 import compress_public_key, recover_public_key
+    from waku_legacy.proto import application_metadata_pb2
+
     app_types = application_metadata_pb2.ApplicationMetadataMessage.Type
     type_name = app_types.Name(application.type) if application.type in app_types.values() else None
     app_json: dict[str, Any] = {
@@ -352,34 +398,51 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
             app_json["signed_by_community"] = (
                 compress_public_key(app_signer) == community.public_key
             )
-    result["application_message"] = app_json
-    if application.type == app_types.Value("COMMUNITY_MESSAGE_ARCHIVE_LINK"):
-        link = _parse(
-            status_archive_pb2.CommunityMessageArchiveLink,
-            application.payload,
-            "archive link (inside the application message)",
-            args,
-        )
-        result["archive_link"] = {"clock": link.clock, "archive_link": link.archive_link}
-        result["magnetlink"] = {"clock": link.clock, "magnet_uri": link.archive_link}  # 2024 name
-    if community is not None:
-        from waku_legacy.archive.magnet import verify_magnet_message
-        from waku_legacy.errors import WakuLegacyError
+    return app_json
 
-        # the link's kind decides the reader (issue 12): a magnet link (torrent back end) or
-        # a Logos Storage index CID; members read it with their own back end
-        shown = result.get("archive_link", {}).get("archive_link", "")
-        backend = "torrent" if shown.startswith("magnet:") or not shown else "logos-storage"
-        result["backend"] = backend
-        try:
-            verified = verify_magnet_message(message, community, backend=backend)
-        except WakuLegacyError as exc:
-            result["accepted_by_members"] = False
-            result["rejection"] = str(exc)
-        else:
-            result["accepted_by_members"] = True
-            result["info_hash"] = verified.info_hash
-    return result
+
+def _archive_link_json(
+    application: ApplicationMetadataMessage, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The archive link an application message of that type carries; {} for other types."""
+    from waku_legacy.proto import status_archive_pb2
+
+    if application.type != application.COMMUNITY_MESSAGE_ARCHIVE_LINK:
+        return {}
+    link = _parse(
+        status_archive_pb2.CommunityMessageArchiveLink,
+        application.payload,
+        "archive link (inside the application message)",
+        args,
+    )
+    return {
+        "archive_link": {"clock": link.clock, "archive_link": link.archive_link},
+        "magnetlink": {"clock": link.clock, "magnet_uri": link.archive_link},  # 2024 name
+    }
+
+
+def _members_verdict(
+    message: WakuMessage, community: CommunityId, archive_link: str
+) -> dict[str, Any]:
+    """Whether the community's members accept the message, checked as they do."""
+    from waku_legacy.archive.magnet import verify_magnet_message
+    from waku_legacy.errors import WakuLegacyError
+
+    # the link's kind decides the reader (issue 12): a magnet link (torrent back end) or
+    # a Logos Storage index CID; members read it with their own back end
+    backend = (
+        "torrent" if archive_link.startswith("magnet:") or not archive_link else "logos-storage"
+    )
+    verdict: dict[str, Any] = {"backend": backend}
+    try:
+        verified = verify_magnet_message(message, community, backend=backend)
+    except WakuLegacyError as exc:
+        verdict["accepted_by_members"] = False
+        verdict["rejection"] = str(exc)
+    else:
+        verdict["accepted_by_members"] = True
+        verdict["info_hash"] = verified.info_hash
+    return verdict
 
 
 _DECODERS = {
@@ -414,7 +477,7 @@ def _add_common(parser: argparse.ArgumentParser, *, protobuf: bool) -> None:
     parser.set_defaults(func=_handler)
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     decode = subparsers.add_parser(
         "decode",
         help="show what wire bytes hold (envelope, store response, archive, magnet link)",
