@@ -42,7 +42,12 @@ from waku_legacy.archive.magnet import (
     archive_link_chats as link_chats_of,
 )
 from waku_legacy.archive.message import ArchiveMessage
-from waku_legacy.archive.partition import MAX_ARCHIVE_BYTES, WEEK_SECONDS, plan_archives
+from waku_legacy.archive.partition import (
+    MAX_ARCHIVE_BYTES,
+    WEEK_SECONDS,
+    ArchivePlan,
+    plan_archives,
+)
 from waku_legacy.archive.topics import apply_archive_topics
 from waku_legacy.archive.torrent import (
     ANNOUNCE_LIST,
@@ -62,6 +67,7 @@ from waku_legacy.proto.status_layers import PROTOCOL_MESSAGE
 __all__ = ["BuildReport", "FinishReport", "build_community_archives", "finish_interrupted_build"]
 
 Progress = Callable[[str, int, int], None]
+_Message = ArchiveMessage | status_archive_pb2.WakuMessage
 
 
 @dataclass(slots=True)
@@ -140,23 +146,82 @@ def build_community_archives(
     started = time.monotonic()
     flavour = Flavour.parse(flavour)
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
-    if community_key is not None:
-        if community_key.public_key.format(compressed=True) != layout.community.public_key:
-            raise ConfigError(f"the community key given is not the key of {layout.community}")
+    signer = _link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
     topics = tuple(bytes(t) for t in content_topics)
-    report_progress = progress or (lambda stage, done, total: None)
-
+    report_progress = progress or _no_progress
+    # 1. repair what an interrupted run left, then plan the windows since the last run
     layout.check_directories()
     layout.root.mkdir(parents=True, exist_ok=True)
     status = repair_store(layout, flavour, fault=fault, fsync=fsync)
     previous_end = last_end if last_end is not None else recorded_last_end(layout, status.index)
     messages, topics = apply_archive_topics(messages, topics, layout.community, archive_topics)
-
     plan = plan_archives(
         messages, last_end=previous_end, now=now, partition=partition,
         max_archive_bytes=max_archive_bytes,
     )  # fmt: skip
-    report = BuildReport(
+    report = _planned_report(layout, flavour, now, plan, status.torn_tail)
+    # 2. encode the new archives, append them to data and index, record the new end
+    encoded = _encode_planned(plan, topics, flavour, report_progress)
+    _append(layout, encoded, report, flavour, fault=fault, fsync=fsync)
+    if plan.new_last_end is not None:
+        write_last_end(layout, plan.new_last_end, fault=fault, fsync=fsync)
+    # 3. publish: upload to Logos Storage or refresh the torrent; sign the new archive link
+    if report.total_archives and logos_storage is not None:
+        _publish_to_logos_storage(
+            layout, logos_storage, report, signer, clock_ms, flavour=flavour, fault=fault,
+            fsync=fsync, progress=report_progress,
+        )  # fmt: skip
+    elif report.total_archives:
+        _publish_torrent(
+            layout, torrent_dir, report, signer, clock_ms, flavour=flavour,
+            announce_list=announce_list, fault=fault, fsync=fsync, progress=report_progress,
+        )  # fmt: skip
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _no_progress(stage: str, done: int, total: int) -> None:
+    pass
+
+
+def _clock_or_now(clock_ms: int | None) -> int:
+    """The archive-link clock given, else the wall clock (milliseconds)."""
+    return clock_ms if clock_ms is not None else int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class _LinkSigner:
+    """Who signs the archive-link message, where it is to be published and on which chats."""
+
+    community_key: coincurve.PrivateKey
+    pubsub_topic: str
+    chats: str
+    payload_signer: coincurve.PrivateKey | None
+
+
+def _link_signer(
+    layout: CommunityLayout,
+    community_key: coincurve.PrivateKey | None,
+    pubsub_topic: str,
+    chats: str,
+    payload_signer: coincurve.PrivateKey | None,
+) -> _LinkSigner | None:
+    """None without a community key; ConfigError when the key is not the community's."""
+    if community_key is None:
+        return None
+    if community_key.public_key.format(compressed=True) != layout.community.public_key:
+        raise ConfigError(f"the community key given is not the key of {layout.community}")
+    return _LinkSigner(community_key, pubsub_topic, chats, payload_signer)
+
+
+def _planned_report(
+    layout: CommunityLayout,
+    flavour: Flavour,
+    now: int,
+    plan: ArchivePlan[_Message],
+    repaired_bytes: int,
+) -> BuildReport:
+    return BuildReport(
         community=layout.name,
         flavour=str(flavour),
         now=now,
@@ -167,18 +232,35 @@ def build_community_archives(
         future_messages=plan.future,
         duplicate_messages=plan.duplicates,
         oversize_messages=plan.oversize,
-        repaired_bytes=status.torn_tail,
+        repaired_bytes=repaired_bytes,
     )
+
+
+def _encode_planned(
+    plan: ArchivePlan[_Message], topics: Sequence[bytes], flavour: Flavour, progress: Progress
+) -> list[EncodedArchive]:
     encoded = []
     for number, planned in enumerate(plan.archives):
-        report_progress("encode", number, len(plan.archives))
+        progress("encode", number, len(plan.archives))
         encoded.append(
             EncodedArchive.build(
                 planned.window_from, planned.window_to, topics, planned.messages, flavour=flavour
             )
         )
-    report_progress("encode", len(plan.archives), len(plan.archives))
+    progress("encode", len(plan.archives), len(plan.archives))
+    return encoded
 
+
+def _append(
+    layout: CommunityLayout,
+    encoded: Sequence[EncodedArchive],
+    report: BuildReport,
+    flavour: Flavour,
+    *,
+    fault: FaultHook,
+    fsync: bool,
+) -> None:
+    """Append the archives not stored yet; counts what was added and kept into ``report``."""
     result = append_archives(layout.archive_dir, layout.community, encoded, flavour=flavour,
                              fault=fault, fsync=fsync)  # fmt: skip
     report.archives_added = len(result.added)
@@ -189,57 +271,74 @@ def build_community_archives(
     report.messages_archived = sum(e.message_count for e in kept)
     report.total_archives = len(result.index.entries)
     report.data_length = result.data_length
-    if plan.new_last_end is not None:
-        write_last_end(layout, plan.new_last_end, fault=fault, fsync=fsync)
 
-    if result.index.entries and logos_storage is not None:
-        report_progress("logos-storage", 0, 1)
-        published = publish_archives(layout.archive_dir, layout.community, logos_storage,
-                                     flavour=flavour, fault=fault, fsync=fsync)  # fmt: skip
-        report_progress("logos-storage", 1, 1)
-        report.backend = LOGOS_STORAGE
-        report.logos_storage = published.to_json()
-        report.archive_link = published.index_cid
-        if community_key is not None and published.index_cid is not None:
-            clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
-            layout.magnet_message_pb.parent.mkdir(parents=True, exist_ok=True)
-            report.magnet_message_paths = _write_magnet_message(
-                layout, community_key, published.index_cid, clock, pubsub_topic,
-                fault=fault, fsync=fsync, chats=archive_link_chats,
-                payload_signer=payload_signer, backend=LOGOS_STORAGE,
-            )  # fmt: skip
-    elif result.index.entries:
-        report_progress("torrent", 0, 1)
-        torrent: TorrentInfo = build_torrent(
-            layout.archive_dir, torrent_dir, layout.community, flavour=flavour,
-            announce_list=announce_list, fault=fault, fsync=fsync,
+
+def _publish_to_logos_storage(
+    layout: CommunityLayout,
+    client: LogosStorageClient,
+    report: BuildReport,
+    signer: _LinkSigner | None,
+    clock_ms: int | None,
+    *,
+    flavour: Flavour,
+    fault: FaultHook,
+    fsync: bool,
+    progress: Progress,
+) -> None:
+    """Upload what the node lacks; the archive link is the index CID."""
+    progress("logos-storage", 0, 1)
+    published = publish_archives(layout.archive_dir, layout.community, client,
+                                 flavour=flavour, fault=fault, fsync=fsync)  # fmt: skip
+    progress("logos-storage", 1, 1)
+    report.backend = LOGOS_STORAGE
+    report.logos_storage = published.to_json()
+    report.archive_link = published.index_cid
+    if signer is not None and published.index_cid is not None:
+        clock = _clock_or_now(clock_ms)
+        layout.magnet_message_pb.parent.mkdir(parents=True, exist_ok=True)
+        report.magnet_message_paths = _write_magnet_message(
+            layout, signer, published.index_cid, clock, fault=fault, fsync=fsync,
+            backend=LOGOS_STORAGE,
         )  # fmt: skip
-        report_progress("torrent", 1, 1)
-        report.info_hash = torrent.info_hash
-        report.magnet_uri = report.archive_link = torrent.magnet_uri
-        report.torrent_path = str(torrent.path)
-        if community_key is not None:
-            clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
-            report.magnet_message_paths = _write_magnet_message(
-                layout, community_key, torrent.magnet_uri, clock, pubsub_topic,
-                fault=fault, fsync=fsync, chats=archive_link_chats,
-                payload_signer=payload_signer,
-            )  # fmt: skip
-    report.seconds = time.monotonic() - started
-    return report
+
+
+def _publish_torrent(
+    layout: CommunityLayout,
+    torrent_dir: str | os.PathLike[str],
+    report: BuildReport,
+    signer: _LinkSigner | None,
+    clock_ms: int | None,
+    *,
+    flavour: Flavour,
+    announce_list: Sequence[str],
+    fault: FaultHook,
+    fsync: bool,
+    progress: Progress,
+) -> None:
+    """Rebuild the torrent over data and index; the archive link is its magnet link."""
+    progress("torrent", 0, 1)
+    torrent: TorrentInfo = build_torrent(
+        layout.archive_dir, torrent_dir, layout.community, flavour=flavour,
+        announce_list=announce_list, fault=fault, fsync=fsync,
+    )  # fmt: skip
+    progress("torrent", 1, 1)
+    report.info_hash = torrent.info_hash
+    report.magnet_uri = report.archive_link = torrent.magnet_uri
+    report.torrent_path = str(torrent.path)
+    if signer is not None:
+        report.magnet_message_paths = _write_magnet_message(
+            layout, signer, torrent.magnet_uri, _clock_or_now(clock_ms), fault=fault, fsync=fsync
+        )
 
 
 def _write_magnet_message(
     layout: CommunityLayout,
-    community_key: coincurve.PrivateKey,
+    signer: _LinkSigner,
     magnet_uri: str,
     clock_ms: int,
-    pubsub_topic: str,
     *,
     fault: FaultHook,
     fsync: bool,
-    chats: str = BOTH,
-    payload_signer: coincurve.PrivateKey | None = None,
     backend: str = TORRENT,
 ) -> list[str]:
     """``0x<id>.magnet-message.pb`` and ``.json`` next to the torrent (both atomic).
@@ -249,9 +348,10 @@ def _write_magnet_message(
     ``"messages"`` (``{"chat", "contentTopic", "body"}``), and the first one again as
     ``"body"``/``"chat"`` for readers of the single-message form.
     """
+    pubsub_topic = signer.pubsub_topic
     messages = build_archive_link_messages(
-        community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic, chats=chats,
-        payload_signer=payload_signer, backend=backend,
+        signer.community_key, magnet_uri, clock_ms, pubsub_topic=pubsub_topic,
+        chats=signer.chats, payload_signer=signer.payload_signer, backend=backend,
     )  # fmt: skip
     first_chat, message = messages[0]
     write_atomic(layout.magnet_message_pb, message.SerializeToString(), fault=fault,
@@ -359,11 +459,10 @@ def finish_interrupted_build(
     flavour = Flavour.parse(flavour)
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
     report = FinishReport(layout.name)
-    if community_key is not None:
-        if community_key.public_key.format(compressed=True) != layout.community.public_key:
-            raise ConfigError(f"the community key given is not the key of {layout.community}")
+    signer = _link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
     if not layout.root.exists() and not layout.torrent.exists():
         return report  # nothing built yet
+    # 1. repair data and index (what the torrent and the link message are derived from)
     status = repair_store(layout, flavour, fault=fault, fsync=fsync)
     report.repaired_bytes = status.torn_tail
     report.removed_tmp_index = status.stale_tmp_index
@@ -379,14 +478,42 @@ def finish_interrupted_build(
                 "cannot be rebuilt (restore the archive folder, or remove the torrent)",
             )
         return report
-    problem: str | None
+    # 2. the torrent, rebuilt when it does not describe data and index
+    magnet_uri = _finish_torrent(layout, torrent_dir, report, flavour=flavour,
+                                 announce_list=announce_list, fault=fault, fsync=fsync)  # fmt: skip
+    # 3. the archive-link message, rewritten when it does not carry that torrent's link
+    if signer is not None:
+        problem = _magnet_message_problem(layout, magnet_uri, signer.chats)
+        if problem is not None:
+            report.magnet_message_problem = problem
+            clock = link_clock(magnet_uri) if link_clock is not None else _clock_or_now(clock_ms)
+            _write_magnet_message(layout, signer, magnet_uri, clock, fault=fault, fsync=fsync)
+            report.magnet_message_rewritten = True
+    return report
+
+
+def _torrent_problem(layout: CommunityLayout) -> str | None:
+    """Why the community's torrent does not describe its data and index (None: it does)."""
     if not layout.torrent.exists():
-        problem = f"{layout.torrent} does not exist"
-    else:
-        try:
-            problem = describe_mismatch(layout, load_torrent(layout.torrent))
-        except DecodeError as exc:
-            problem = f"it does not load ({exc})"
+        return f"{layout.torrent} does not exist"
+    try:
+        return describe_mismatch(layout, load_torrent(layout.torrent))
+    except DecodeError as exc:
+        return f"it does not load ({exc})"
+
+
+def _finish_torrent(
+    layout: CommunityLayout,
+    torrent_dir: str | os.PathLike[str],
+    report: FinishReport,
+    *,
+    flavour: Flavour,
+    announce_list: Sequence[str],
+    fault: FaultHook,
+    fsync: bool,
+) -> str:
+    """Rebuild the torrent if it disagrees with data and index; returns its magnet link."""
+    problem = _torrent_problem(layout)
     if problem is not None:
         report.torrent_problem = problem
         torrent = build_torrent(
@@ -400,16 +527,4 @@ def finish_interrupted_build(
     report.info_hash = load_torrent(layout.torrent).info_hash
     report.magnet_uri = magnet_uri
     report.torrent_path = str(layout.torrent)
-    if community_key is not None:
-        problem = _magnet_message_problem(layout, magnet_uri, archive_link_chats)
-        if problem is not None:
-            report.magnet_message_problem = problem
-            if link_clock is not None:
-                clock = link_clock(magnet_uri)
-            else:
-                clock = clock_ms if clock_ms is not None else int(time.time() * 1000)
-            _write_magnet_message(layout, community_key, magnet_uri, clock, pubsub_topic,
-                                  fault=fault, fsync=fsync, chats=archive_link_chats,
-                                  payload_signer=payload_signer)  # fmt: skip
-            report.magnet_message_rewritten = True
-    return report
+    return magnet_uri
