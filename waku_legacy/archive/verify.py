@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from waku_legacy.archive.data_files import inspect_store, read_archive_bytes, recorded_digests
-from waku_legacy.archive.encode import Flavour, decode_archive
+from waku_legacy.archive.encode import DecodedArchive, Flavour, IndexEntry, decode_archive
 from waku_legacy.archive.errors import ArchiveCorrupted, TorrentError
 from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.message import ArchiveMessage
@@ -77,6 +78,7 @@ def verify_store(
     flavour = Flavour.parse(flavour)
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
     layout.check_directories(existing=True)
+    # 1. the index: keys, tiling, and data exactly as long as it accounts for
     status = inspect_store(layout, flavour)
     if status.torn_tail:
         raise ArchiveCorrupted(
@@ -89,12 +91,34 @@ def verify_store(
         "index: every key is the keccak256 of its entry, archives tile data from offset 0, "
         "data is exactly as long as the index accounts for"
     )
+    # 2. every archive: recorded digest, contents, padding
+    _verify_archives(layout, status.index.entries, flavour, report)
+    # 3. the torrent over data and index, when asked for
+    unrecorded = report.archives - report.digests_checked
+    if torrent_dir is not None:
+        _verify_torrent(layout, report)
+    elif unrecorded:
+        report.not_checked.append(
+            f"message contents (payloads, sigs) of {unrecorded} archive(s) with no recorded "
+            "SHA-256: only the torrent's piece hashes cover them (give --torrent-dir)"
+        )
+    if torrent_dir is None:
+        report.not_checked.append("the torrent (no --torrent-dir given)")
+    return report
+
+
+def _verify_archives(
+    layout: CommunityLayout,
+    entries: Sequence[IndexEntry],
+    flavour: Flavour,
+    report: VerifyReport,
+) -> None:
     digests = recorded_digests(layout)
     seen: set[bytes] = set()
     with contextlib.ExitStack() as stack:
-        if status.index.entries:
+        if entries:
             handle = stack.enter_context(open(layout.data, "rb"))
-        for entry in status.index.entries:
+        for entry in entries:
             what = f"archive {entry.archive_id} in {layout.data}"
             raw = read_archive_bytes(layout.data, entry)
             recorded = digests.get(entry.archive_id)
@@ -107,21 +131,7 @@ def verify_store(
                     )
                 report.digests_checked += 1
             archive = decode_archive(raw, flavour=flavour, what=what)
-            if (archive.window_from, archive.window_to, archive.content_topics) != (
-                entry.window_from, entry.window_to, entry.content_topics,
-            ):  # fmt: skip
-                raise ArchiveCorrupted(what, "metadata differs from its index entry")
-            previous = None
-            for message in archive.messages:
-                if not entry.window_from <= message.timestamp < entry.window_to:
-                    raise ArchiveCorrupted(
-                        what, f"message at {message.timestamp} is outside its window"
-                    )
-                key = (message.timestamp, message.hash)
-                if previous is not None and key < previous:
-                    raise ArchiveCorrupted(what, "messages are not in (timestamp, hash) order")
-                previous = key
-                _check_message_fields(what, message, seen)
+            _check_archive_contents(what, entry, archive, seen)
             if entry.padding:
                 handle.seek(entry.offset + entry.archive_length)
                 if handle.read(entry.padding).strip(b"\0"):
@@ -139,27 +149,39 @@ def verify_store(
             f"{report.digests_checked} of {report.archives} archives match the SHA-256 recorded "
             "when they were written"
         )
-    unrecorded = report.archives - report.digests_checked
-    if torrent_dir is not None:
-        if not layout.torrent.exists():
-            raise TorrentError(f"no torrent to check: {layout.torrent} does not exist")
-        torrent = load_torrent(layout.torrent)
-        problem = describe_mismatch(layout, torrent) if report.archives else "no archives"
-        if problem is not None:
-            raise ArchiveCorrupted(
-                "torrent",
-                f"{layout.torrent} does not describe the current data and index: {problem}",
-            )
-        report.torrent_checked = True
-        report.info_hash = torrent.info_hash
-        report.checked.append(
-            f"torrent {torrent.info_hash}: every piece hash matches data and index"
+
+
+def _check_archive_contents(
+    what: str, entry: IndexEntry, archive: DecodedArchive, seen: set[bytes]
+) -> None:
+    """The archive carries its index entry's window and topics; its messages lie inside the
+    window, in (timestamp, hash) order, with status-go's field sizes and no hash twice."""
+    if (archive.window_from, archive.window_to, archive.content_topics) != (
+        entry.window_from, entry.window_to, entry.content_topics,
+    ):  # fmt: skip
+        raise ArchiveCorrupted(what, "metadata differs from its index entry")
+    previous = None
+    for message in archive.messages:
+        if not entry.window_from <= message.timestamp < entry.window_to:
+            raise ArchiveCorrupted(what, f"message at {message.timestamp} is outside its window")
+        key = (message.timestamp, message.hash)
+        if previous is not None and key < previous:
+            raise ArchiveCorrupted(what, "messages are not in (timestamp, hash) order")
+        previous = key
+        _check_message_fields(what, message, seen)
+
+
+def _verify_torrent(layout: CommunityLayout, report: VerifyReport) -> None:
+    """The torrent must exist and its piece hashes cover every byte of data and index."""
+    if not layout.torrent.exists():
+        raise TorrentError(f"no torrent to check: {layout.torrent} does not exist")
+    torrent = load_torrent(layout.torrent)
+    problem = describe_mismatch(layout, torrent) if report.archives else "no archives"
+    if problem is not None:
+        raise ArchiveCorrupted(
+            "torrent",
+            f"{layout.torrent} does not describe the current data and index: {problem}",
         )
-    elif unrecorded:
-        report.not_checked.append(
-            f"message contents (payloads, sigs) of {unrecorded} archive(s) with no recorded "
-            "SHA-256: only the torrent's piece hashes cover them (give --torrent-dir)"
-        )
-    if torrent_dir is None:
-        report.not_checked.append("the torrent (no --torrent-dir given)")
-    return report
+    report.torrent_checked = True
+    report.info_hash = torrent.info_hash
+    report.checked.append(f"torrent {torrent.info_hash}: every piece hash matches data and index")
