@@ -65,9 +65,6 @@ class ArchiveIndex:
     entries: tuple[IndexEntry, ...]
     data_length: int  # bytes of ``data`` the index accounts for
 
-    def by_id(self) -> dict[str, IndexEntry]:
-        return {e.archive_id: e for e in self.entries}
-
     def get(self, archive_id: str) -> IndexEntry:
         for entry in self.entries:
             if entry.archive_id == archive_id.lower():
@@ -299,14 +296,8 @@ def append_archives(
     archive already in the index are skipped (a retried batch does not duplicate them).
     """
     layout = CommunityLayout.of(archive_dir, community)
-    flavours = {e.flavour for e in encoded}
-    if flavour is None:
-        chosen = flavours.pop() if len(flavours) == 1 else Flavour.STATUS_GO
-    else:
-        chosen = Flavour.parse(flavour)
-    if any(f is not chosen for f in flavours):
-        raise ArchiveError(f"all archives must be {chosen} flavour to go in one store")
-
+    chosen = _store_flavour(encoded, flavour)
+    # 1. repair what an interrupted append left; skip archives already stored
     layout.root.mkdir(parents=True, exist_ok=True)
     status = repair_store(layout, chosen, fault=fault, fsync=fsync)
     result = AppendResult(repaired_bytes=status.torn_tail)
@@ -319,8 +310,41 @@ def append_archives(
         result.data_length = index.data_length
         result.index = index
         return result
+    # 2. append them to data and record their digests, 3. the index that points at them
+    new_entries, digests = _append_data(
+        layout, fresh, index.data_length, piece_length, fault=fault, fsync=fsync
+    )
+    all_entries = (*index.entries, *new_entries)
+    _write_digests_and_index(layout, all_entries, digests, fault=fault, fsync=fsync)
+    offset = index.data_length + sum(e.size for e in new_entries)
+    result.added = new_entries
+    result.index = ArchiveIndex(tuple(sorted(all_entries, key=lambda e: e.offset)), offset)
+    result.data_length = offset
+    return result
 
-    offset = index.data_length
+
+def _store_flavour(encoded: Sequence[EncodedArchive], flavour: Flavour | str | None) -> Flavour:
+    """The flavour given, else the archives' own one; all archives must be of it."""
+    flavours = {e.flavour for e in encoded}
+    if flavour is None:
+        chosen = flavours.pop() if len(flavours) == 1 else Flavour.STATUS_GO
+    else:
+        chosen = Flavour.parse(flavour)
+    if any(f is not chosen for f in flavours):
+        raise ArchiveError(f"all archives must be {chosen} flavour to go in one store")
+    return chosen
+
+
+def _append_data(
+    layout: CommunityLayout,
+    fresh: Sequence[EncodedArchive],
+    offset: int,
+    piece_length: int,
+    *,
+    fault: FaultHook,
+    fsync: bool,
+) -> tuple[list[IndexEntry], dict[str, str]]:
+    """Append each archive and its zero padding at ``offset``; (their entries, SHA-256 hex)."""
     new_entries: list[IndexEntry] = []
     digests: dict[str, str] = {}
     created = not layout.data.exists()
@@ -344,8 +368,17 @@ def append_archives(
             os.fsync(handle.fileno())
     if created and fsync:
         fsync_dir(layout.root)
+    return new_entries, digests
 
-    all_entries = (*index.entries, *new_entries)
+
+def _write_digests_and_index(
+    layout: CommunityLayout,
+    all_entries: Sequence[IndexEntry],
+    digests: dict[str, str],
+    *,
+    fault: FaultHook,
+    fsync: bool,
+) -> None:
     # Digests go down before the index points at the archives: a kill in between leaves
     # entries for archives the index does not list yet (pruned by the next write).
     known = {e.archive_id for e in all_entries}
@@ -359,7 +392,3 @@ def append_archives(
         tmp=layout.index_tmp,
         fsync=fsync,
     )
-    result.added = new_entries
-    result.index = ArchiveIndex(tuple(sorted(all_entries, key=lambda e: e.offset)), offset)
-    result.data_length = offset
-    return result
