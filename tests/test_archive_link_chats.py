@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import wait_until
 from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
@@ -64,14 +63,6 @@ def test_config_archive_link_chats_and_operator_key(tmp_path: Path) -> None:
     assert load_operator_key(parse_community(_community(), 1, tmp_path)) is None
 
 
-async def _wait(condition, timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def _published(tmp_path: Path, **community: object) -> list[tuple[str, dict]]:
     """Start the bridge on a store with a few channel messages; what its first run sends."""
     chat = COMMUNITY.channel_chat_id(CHANNEL)
@@ -99,7 +90,9 @@ async def _published(tmp_path: Path, **community: object) -> list[tuple[str, dic
         service = BridgeService(config, clock=ManualClock(t0))
         await service.start()
         archiver = service.archive.archivers[str(COMMUNITY)]
-        await _wait(lambda: archiver.last_run and archiver.last_run.published, what="first run")
+        await wait_until(
+            lambda: archiver.last_run and archiver.last_run.published, what="first run"
+        )
         await service.stop()
     finally:
         await nwaku.stop()

@@ -8,16 +8,15 @@ replaced file is renamed into place whole).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
-import time
 import uuid
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from tests.helpers import wait_until
 from tests.test_archive_store import (
     COMMUNITY,
     KEY,
@@ -173,14 +172,6 @@ def _bridge_build(config, key, url: str, now: int, fault=None):
     )  # fmt: skip
 
 
-async def _wait(condition, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 @pytest.mark.network
 @pytest.mark.torrent
 async def test_restarted_bridge_seeds_and_publishes_a_matching_torrent_after_a_kill(tmp_path):
@@ -231,7 +222,7 @@ async def test_restarted_bridge_seeds_and_publishes_a_matching_torrent_after_a_k
                 def done(published: int = published) -> bool:
                     return len(nwaku.published) > published and bool(seeding())
 
-                await _wait(done, what=step)
+                await wait_until(done, what=step)
                 # what is seeded and published is the torrent of the files on disk
                 verify_store(layout.archive_dir, community, torrent_dir=layout.torrent_dir)
                 torrent = load_torrent(layout.torrent)
@@ -272,7 +263,7 @@ async def test_health_is_degraded_while_the_build_cannot_be_finished(tmp_path):
     await service.start()
     try:
         archiver = service.archive.archivers[str(community)]
-        await _wait(lambda: archiver.degraded is not None, what="degraded")
+        await wait_until(lambda: archiver.degraded is not None, what="degraded")
         assert service.seeder.stats() == []  # the torrent that does not match is not seeded
         async with (
             aiohttp.ClientSession() as http,

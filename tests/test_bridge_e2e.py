@@ -14,6 +14,7 @@ import uuid
 import aiohttp
 import pytest
 
+from tests.helpers import wait_until
 from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku, bridge_config
 from waku_legacy.archive import (
     FetchOptions,
@@ -73,14 +74,6 @@ def _channel_envelope(text: str, sender, sent: int):
     return seal(sent + 60, 60, TOPIC, data, 0.002)
 
 
-async def _wait(condition, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 def _magnets(nwaku: FakeNwaku) -> list:
     topic = content_topic_of_chat(COMMUNITY.magnetlinks_chat_id)
     out = []
@@ -127,7 +120,7 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
     http = aiohttp.ClientSession(f"http://127.0.0.1:{service.rest_port}")
     try:
         # 1. At start: no archive yet, so one run builds the first (the old messages).
-        await _wait(lambda: _magnets(nwaku), what="first magnet link")
+        await wait_until(lambda: _magnets(nwaku), what="first magnet link")
         first = archiver.last_run
         assert first.reason == "start" and first.build["archives_added"] == 1
         assert first.collected["from_envelopes"] == 3 and first.published
@@ -141,7 +134,7 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
         await peer.send_envelopes([e.encode() for e in posted])
         await peer.disconnect()
         channel_posts = lambda: [b for _, b in nwaku.published if b["contentTopic"] not in _magnet_cts()]  # noqa: E731, E501
-        await _wait(lambda: len(channel_posts()) == 5, what="five relay publishes")
+        await wait_until(lambda: len(channel_posts()) == 5, what="five relay publishes")
         assert {base64.b64decode(b["payload"]) for b in channel_posts()} == {e.data for e in posted}
         await service.live.writer.flush()
 
@@ -168,12 +161,12 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
         #    torrent and publishes a newer signed magnet link.
         published_before = len(_magnets(nwaku))
         clock.advance(7 * DAY)
-        await _wait(lambda: archiver.last_run is not first and archiver.last_run.published,
+        await wait_until(lambda: archiver.last_run is not first and archiver.last_run.published,
                     timeout=30, what="rollover run")  # fmt: skip
         second = archiver.last_run
         assert second.reason == "schedule" and second.build["archives_added"] == 1
         assert second.seeded and second.build["total_archives"] == 2
-        await _wait(lambda: len(_magnets(nwaku)) > published_before, what="new magnet link")
+        await wait_until(lambda: len(_magnets(nwaku)) > published_before, what="new magnet link")
         link = _magnets(nwaku)[-1]
         assert link.clock > _magnets(nwaku)[0].clock
         assert link.info_hash != _magnets(nwaku)[0].info_hash  # a new torrent

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.helpers import wait_until
 from tests.test_bridge_support import (
     FakeNwaku,
     bridge_config,
@@ -31,14 +32,6 @@ pytestmark = pytest.mark.network
 DAY = 86_400
 NS = 1_000_000_000
 TOPIC = bytes.fromhex("0badcafe")
-
-
-async def _wait(condition, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def _envelope(data: bytes, *, topic: bytes = TOPIC, now: int | None = None) -> Envelope:
@@ -95,12 +88,12 @@ async def test_v1_envelopes_are_stored_published_and_passed_on(tmp_path):
     listener = await _peer(service, topics=[TOPIC])
     uninterested = await _peer(service, topics=[b"\x00\x00\x00\x01"])
     try:
-        await _wait(lambda: len(service.mailserver.peers) == 3, what="three peers")
+        await wait_until(lambda: len(service.mailserver.peers) == 3, what="three peers")
         envelope = _envelope(b"hello from v1")
         raw = envelope.encode()
         await sender.send_envelopes([raw])
         assert await _next_envelopes(listener) == [raw]  # passed on, byte for byte
-        await _wait(lambda: nwaku.published, what="relay publish")
+        await wait_until(lambda: nwaku.published, what="relay publish")
         topic, body = nwaku.published[0]
         assert topic == GLOBAL_PUBSUB_TOPIC  # not a community topic: the default shard
         assert body == {
@@ -113,12 +106,12 @@ async def test_v1_envelopes_are_stored_published_and_passed_on(tmp_path):
                                     body["timestamp"])  # fmt: skip
         await service.live.writer.flush()
         store = service.store.stores
-        await _wait(lambda: store.get_message(digest) is not None, what="stored message")
+        await wait_until(lambda: store.get_message(digest) is not None, what="stored message")
         assert await service.store.read(lambda s: s.get_envelope(digest)) == raw
         # A repeat (even from another peer) is neither stored again nor published again.
         await listener.send_envelopes([raw])
         await sender.send_envelopes([_envelope(b"second").encode()])
-        await _wait(lambda: len(nwaku.published) == 2, what="second publish")
+        await wait_until(lambda: len(nwaku.published) == 2, what="second publish")
         assert base64.b64decode(nwaku.published[1][1]["payload"]) == b"second"
         with pytest.raises(TimeoutError):
             await _next_envelopes(uninterested, timeout=0.3)
@@ -145,9 +138,9 @@ async def test_on_a_protected_shard_the_signed_message_is_the_one_stored(tmp_pat
     service = await _service(tmp_path, nwaku, ManualClock(time.time()), relay=relay)
     sender = await _peer(service)
     try:
-        await _wait(lambda: len(service.mailserver.peers) == 1, what="peer")
+        await wait_until(lambda: len(service.mailserver.peers) == 1, what="peer")
         await sender.send_envelopes([_envelope(b"signed on the shard").encode()])
-        await _wait(lambda: nwaku.published, what="relay publish")
+        await wait_until(lambda: nwaku.published, what="relay publish")
         topic, body = nwaku.published[0]
         published = waku_message_pb2.WakuMessage(
             payload=base64.b64decode(body["payload"]), content_topic=body["contentTopic"],
@@ -182,7 +175,7 @@ async def test_v2_messages_are_offered_to_v1_peers_once(tmp_path):
         envelope = Envelope.decode(got[0])
         assert envelope.data == fresh.payload and envelope.topic == TOPIC
         assert envelope.ttl == 5  # nwaku's bridge TTL
-        await _wait(lambda: service.history.last_reports, what="first pull")
+        await wait_until(lambda: service.history.last_reports, what="first pull")
         report = service.history.last_reports[0]
         assert (report.new, report.offered_v1, report.pages) == (3, 1, 2)
         for row in (fresh, old, not_v1):
@@ -192,9 +185,9 @@ async def test_v2_messages_are_offered_to_v1_peers_once(tmp_path):
         await sender.send_envelopes([_envelope(b"round trip").encode()])
         passed_on = await _next_envelopes(listener)  # v1 -> v1, once
         assert Envelope.decode(passed_on[0]).data == b"round trip"
-        await _wait(lambda: nwaku.published, what="publish")
+        await wait_until(lambda: nwaku.published, what="publish")
         clock.advance(3600)  # next pull
-        await _wait(lambda: service.history.last_reports[0] is not report, what="second pull")
+        await wait_until(lambda: service.history.last_reports[0] is not report, what="second pull")
         second = service.history.last_reports[0]
         # fresh, not_v1 and the round trip are in the window again; none is new
         assert (second.messages, second.new, second.offered_v1) == (3, 0, 0)
@@ -230,7 +223,7 @@ async def test_history_pull_is_windowed_checked_and_resumable(tmp_path):
     }
     service = await _service(tmp_path, nwaku, clock, history=history)  # fmt: skip
     try:
-        await _wait(lambda: service.history.last_reports, what="first pull")
+        await wait_until(lambda: service.history.last_reports, what="first pull")
         first = service.history.last_reports[0]
         assert first.error and "503" in first.error and first.pages == 1
         state = json.loads(next((tmp_path / "st").glob("history-*.json")).read_text())
@@ -299,7 +292,7 @@ async def test_trusted_mailserver_history_is_stored_not_republished(tmp_path):
             (old.expiry - old.ttl) * NS,
         )
         store = service.store.stores
-        await _wait(lambda: store.get_message(digest) is not None, what="stored history")
+        await wait_until(lambda: store.get_message(digest) is not None, what="stored history")
         assert store.get_envelope(digest) == old.encode()
         assert nwaku.published == []
         assert service.metrics.envelopes_dropped.value("not_live") == 1

@@ -13,6 +13,7 @@ import uuid
 import aiohttp
 import pytest
 
+from tests.helpers import wait_until
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive import verify_magnet_message
 from waku_legacy.archive.magnet import magnet_message_from_json
@@ -30,14 +31,6 @@ from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.store import StoredMessage, open_store
 
 DAY = 86_400
-
-
-async def _wait(condition, timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def test_prometheus_text_exposition():
@@ -143,7 +136,7 @@ async def test_graceful_shutdown_finishes_requests_and_writes(tmp_path, monkeypa
     envelopes = [seal(now + 20, 20, topic, b"msg %d" % i, 0.002).encode() for i in range(20)]
     for raw in envelopes:
         await peer.send_envelopes([raw])
-    await _wait(lambda: service.mailserver.stats["live_accepted"] == 20, what="accepted")
+    await wait_until(lambda: service.mailserver.stats["live_accepted"] == 20, what="accepted")
 
     async def slow_request() -> tuple[int, dict]:
         async with (
@@ -204,7 +197,9 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
         service = BridgeService(config, clock=ManualClock(t0))
         await service.start()
         archiver = service.archive.archivers[str(community)]
-        await _wait(lambda: archiver.last_run and archiver.last_run.published, what="first run")
+        await wait_until(
+            lambda: archiver.last_run and archiver.last_run.published, what="first run"
+        )
         assert archiver.last_end() == t0 and archiver.next_due() == t0 + 7 * DAY
         await service.stop()
 
@@ -214,7 +209,9 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
         service = BridgeService(config, clock=clock)
         await service.start()
         archiver = service.archive.archivers[str(community)]
-        await _wait(lambda: archiver.last_run and archiver.last_run.published, what="catch-up")
+        await wait_until(
+            lambda: archiver.last_run and archiver.last_run.published, what="catch-up"
+        )
         run = archiver.last_run
         assert run.reason == "start" and run.build["archives_added"] == 1
         # 3 messages, each archived on its channel topic and on <id>-memberUpdate (the
@@ -225,7 +222,7 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
         # A day later the same magnet link is re-signed with a fresh clock and republished,
         # without a new archive.
         clock.advance(DAY)
-        await _wait(lambda: len(links()) > count, what="republish")
+        await wait_until(lambda: len(links()) > count, what="republish")
         assert links()[-1].clock == (t0 + 11 * DAY) * 1000
         assert links()[-1].magnet_uri == links()[-2].magnet_uri
         assert archiver.last_run is run

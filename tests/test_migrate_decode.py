@@ -12,8 +12,8 @@ import struct
 
 import pyarrow as pa
 import rlp
-from Crypto.Hash import keccak
 
+from tests.helpers import reference_keccak256
 from waku_legacy.identity.topic_mapping import ChannelRoute, TopicMapping
 from waku_legacy.migrate.decode import decode_batch, decode_record
 from waku_legacy.migrate.records import MESSAGE_SCHEMA, RAW_SCHEMA
@@ -24,10 +24,6 @@ CONTENT_TOPIC = "/waku/1/0x1a2b3c4d/rfc26"
 SHARD_TOPIC = "/waku/2/rs/16/128"
 DEFAULT = "/waku/2/rs/16/32"
 MAPPING = TopicMapping(DEFAULT, {CONTENT_TOPIC: ChannelRoute("0x02ab", "chan-uuid", SHARD_TOPIC)})
-
-
-def _keccak(data: bytes) -> bytes:
-    return keccak.new(digest_bits=256, data=data).digest()
 
 
 def _v2_hash(pubsub: str, payload: bytes, content: str, meta: bytes, ts: int) -> bytes:
@@ -71,7 +67,7 @@ def test_v1_envelope_converts_like_the_nwaku_bridge() -> None:
     assert row["message_hash"] == _v2_hash(SHARD_TOPIC, DATA, CONTENT_TOPIC, b"", ts)
     assert row["dedup_key"] == row["message_hash"]
     assert row["envelope"] == ENVELOPE
-    assert row["db_key"] == struct.pack(">I", EXPIRY - TTL) + _keccak(ENVELOPE) + TOPIC
+    assert row["db_key"] == struct.pack(">I", EXPIRY - TTL) + reference_keccak256(ENVELOPE) + TOPIC
     assert row["week"] == "2022-W15" and row["from_v2"] is False
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import rlp
-from Crypto.Hash import keccak as pycryptodome_keccak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import reference_keccak256
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.mailserver_compat.wire.envelope import (
     Envelope,
@@ -30,10 +30,6 @@ TINY = Envelope(
 TINY_RLP = bytes.fromhex("cf84010203043284deadbeef82010280")
 
 
-def _keccak(data: bytes) -> bytes:
-    return pycryptodome_keccak.new(data=data, digest_bits=256).digest()
-
-
 envelopes = st.builds(
     Envelope,
     expiry=st.integers(0, 2**32 - 1),
@@ -50,7 +46,7 @@ def test_tiny_envelope_encodes_to_hand_derived_bytes() -> None:
 
 
 def test_hash_is_keccak_of_the_rlp() -> None:
-    assert TINY.hash() == _keccak(TINY_RLP)
+    assert TINY.hash() == reference_keccak256(TINY_RLP)
 
 
 def test_sent_time_is_expiry_minus_ttl() -> None:
@@ -72,7 +68,7 @@ def test_large_nonce_and_long_data_hand_derived() -> None:
 def test_round_trip(envelope: Envelope) -> None:
     raw = envelope.encode()
     assert Envelope.decode(raw) == envelope
-    assert envelope.hash() == _keccak(raw)
+    assert envelope.hash() == reference_keccak256(raw)
 
 
 @given(st.lists(envelopes, max_size=5))

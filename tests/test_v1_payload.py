@@ -7,10 +7,10 @@ import random
 import coincurve
 import pytest
 from Crypto.Cipher import AES
-from Crypto.Hash import keccak as pycryptodome_keccak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import reference_keccak256
 from waku_legacy.crypto.payload import (
     DecodedPayload,
     PayloadError,
@@ -28,10 +28,6 @@ from waku_legacy.errors import CryptoError, DecodeError, LimitExceeded, Signatur
 SYM_KEY = bytes(range(32))
 SIGNER = coincurve.PrivateKey(b"\x11" * 32)
 RECIPIENT = coincurve.PrivateKey(b"\x22" * 32)
-
-
-def _keccak(data: bytes) -> bytes:
-    return pycryptodome_keccak.new(data=data, digest_bits=256).digest()
 
 
 def _seeded(seed: int):
@@ -63,7 +59,7 @@ def test_signed_plaintext_hand_derived() -> None:
     signature = plaintext[6:]
     assert signature[64] in (0, 1)
     recovered = coincurve.PublicKey.from_signature_and_message(
-        signature, _keccak(body), hasher=None
+        signature, reference_keccak256(body), hasher=None
     )
     assert recovered.format(compressed=False) == public_key_of(SIGNER)
     decoded = parse_plaintext(plaintext)

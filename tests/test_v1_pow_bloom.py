@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import rlp
-from Crypto.Hash import keccak as pycryptodome_keccak
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import reference_keccak256
 from waku_legacy.mailserver_compat.wire.bloom import (
     BLOOM_SIZE,
     FULL_BLOOM,
@@ -28,10 +28,6 @@ from waku_legacy.mailserver_compat.wire.pow import (
 )
 
 topics = st.binary(min_size=4, max_size=4)
-
-
-def _keccak(data: bytes) -> bytes:
-    return pycryptodome_keccak.new(data=data, digest_bits=256).digest()
 
 
 def _zero_bits_by_string(digest: bytes) -> int:
@@ -122,7 +118,7 @@ def test_pow_hand_derived() -> None:
     # rlp([expiry, ttl, topic, data]) written by hand: ce 8401020304 32 84deadbeef 820102
     prefix = bytes.fromhex("ce84010203043284deadbeef820102")
     assert env.rlp_without_nonce() == prefix
-    digest = _keccak(prefix + bytes.fromhex("0000000000000007"))
+    digest = reference_keccak256(prefix + bytes.fromhex("0000000000000007"))
     zeros = _zero_bits_by_string(digest)
     assert pow_of(env) == 2.0**zeros / len(prefix) / 50
     assert leading_zero_bits(digest) == zeros
@@ -158,7 +154,7 @@ def test_seal_finds_the_first_nonce_reaching_the_target(target: float) -> None:
     # independent check: no smaller nonce reaches it (hashing whole preimages)
     prefix = rlp.encode([env.expiry, env.ttl, env.topic, env.data])
     for nonce in range(env.nonce):
-        zeros = _zero_bits_by_string(_keccak(prefix + nonce.to_bytes(8, "big")))
+        zeros = _zero_bits_by_string(reference_keccak256(prefix + nonce.to_bytes(8, "big")))
         assert 2.0**zeros / len(prefix) / env.ttl < target
 
 
@@ -182,5 +178,6 @@ def test_prefixed_keccak_matches_plain_keccak(prefix: bytes, nonce: int) -> None
     fast = _PrefixedKeccak(prefix)
     slow = _PrefixedKeccak(prefix)
     slow._fast = False
-    assert fast.digest_with(suffix) == slow.digest_with(suffix) == _keccak(prefix + suffix)
-    assert fast.digest_with(suffix) == _keccak(prefix + suffix)  # state reusable
+    expected = reference_keccak256(prefix + suffix)
+    assert fast.digest_with(suffix) == slow.digest_with(suffix) == expected
+    assert fast.digest_with(suffix) == expected  # state reusable
