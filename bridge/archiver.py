@@ -65,7 +65,7 @@ from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
 from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
 from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
-from waku_legacy.store import MessageStore
+from waku_legacy.store import MessageStore, StoreQuery
 
 __all__ = ["ArchiveScheduler", "CollectStats", "CommunityArchiver", "SeederHost"]
 
@@ -103,8 +103,10 @@ def collect_archive_messages(
     cursor = None
     while True:
         page = store.query(
-            content_topics=list(by_content), start_time=None if start is None else start * NS,
-            end_time=end * NS - 1, cursor=cursor, ascending=True, limit=batch,
+            StoreQuery(
+                content_topics=list(by_content), start_time=None if start is None else start * NS,
+                end_time=end * NS - 1, cursor=cursor, ascending=True, limit=batch,
+            )
         )  # fmt: skip
         envelopes = store.get_envelopes([m.message_hash for m in page.messages])
         for m in page.messages:

@@ -38,7 +38,7 @@ from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.durable import write_atomic
-from waku_legacy.store import MessageStore, StoredMessage
+from waku_legacy.store import MessageStore, StoredMessage, StoreQuery
 from waku_legacy.store.rest_client import MAX_RESPONSE_BYTES, StorePager, StoreRestError
 from waku_legacy.store.rest_json import HashMismatch, RestJsonError, parse_key_value
 
@@ -83,7 +83,7 @@ def _missing(store: MessageStore, hashes: list[bytes]) -> set[bytes]:
     found: set[bytes] = set()
     for i in range(0, len(hashes), 100):
         chunk = hashes[i : i + 100]
-        page = store.query(hashes=chunk, include_data=False, limit=len(chunk))
+        page = store.query(StoreQuery(hashes=chunk, include_data=False, limit=len(chunk)))
         found.update(m.message_hash for m in page.messages)
     return set(hashes) - found
 

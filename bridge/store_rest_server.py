@@ -65,7 +65,7 @@ from waku_legacy.store import (
     MessageStore,
 )
 from waku_legacy.store.rest_json import MAX_HASHES_PER_QUERY, response_json_bytes
-from waku_legacy.store.types import StoredMessage, StoreError
+from waku_legacy.store.types import StoredMessage, StoreError, StoreQuery
 
 __all__ = [
     "MAX_CONTENT_TOPICS",
@@ -73,7 +73,6 @@ __all__ = [
     "LegacyCursorCache",
     "LegacyQuery",
     "RestError",
-    "V3Query",
     "parse_legacy_query",
     "parse_v3_query",
     "run_legacy_query",
@@ -267,20 +266,7 @@ def _peer_addr(text: str | None) -> None:
         raise _bad(f"'peerAddr' {text[:80]!r} is not a multiaddr (/ip4/…/tcp/…/p2p/…)")
 
 
-@dataclass(frozen=True, slots=True)
-class V3Query:
-    pubsub_topic: str | None = None
-    content_topics: tuple[str, ...] = ()
-    start_time: int | None = None
-    end_time: int | None = None
-    hashes: tuple[bytes, ...] = ()
-    cursor: bytes | None = None
-    ascending: bool = True
-    page_size: int = DEFAULT_PAGE_SIZE
-    include_data: bool = False
-
-
-def parse_v3_query(params: Params | Mapping[str, str]) -> V3Query:
+def parse_v3_query(params: Params | Mapping[str, str]) -> StoreQuery:
     """Query parameters of ``GET /store/v3/messages`` (raises :class:`RestError`)."""
     # nwaku's order: includeData, topics, times, hashes, cursor, ascending, pageSize
     include_data = _include_data(_one(params, "includeData"))
@@ -294,7 +280,7 @@ def parse_v3_query(params: Params | Mapping[str, str]) -> V3Query:
     ascending = _ascending(_one(params, "ascending"))
     page_size = _page_size(_one(params, "pageSize"))
     _peer_addr(_one(params, "peerAddr"))
-    return V3Query(
+    return StoreQuery(
         pubsub_topic=pubsub,
         content_topics=content_topics,
         start_time=start_time,
@@ -302,7 +288,7 @@ def parse_v3_query(params: Params | Mapping[str, str]) -> V3Query:
         hashes=hashes,
         cursor=cursor,
         ascending=ascending,
-        page_size=page_size,
+        limit=page_size,
         include_data=include_data,
     )
 
@@ -313,7 +299,7 @@ def _dumps(obj: Any) -> bytes:
 
 def run_v3_query(
     store: MessageStore,
-    query: V3Query,
+    query: StoreQuery,
     request_id: str,
     *,
     cursor_out: list[bytes | None] | None = None,
@@ -326,17 +312,7 @@ def run_v3_query(
         if len(query.content_topics) > MAX_CONTENT_TOPICS:
             raise RestError(500, NWAKU_TOO_MANY_TOPICS)
     try:
-        page = store.query(
-            pubsub_topic=query.pubsub_topic,
-            content_topics=query.content_topics,
-            start_time=query.start_time,
-            end_time=query.end_time,
-            hashes=query.hashes,
-            cursor=query.cursor,
-            ascending=query.ascending,
-            limit=query.page_size,
-            include_data=query.include_data,
-        )
+        page = store.query(query)
     except CursorNotFound:
         raise RestError(500, NWAKU_CURSOR_NOT_FOUND) from None
     if cursor_out is not None:
@@ -449,9 +425,11 @@ def _find_legacy_cursor(
     scanned = 0
     while scanned < LEGACY_CURSOR_SCAN:
         page = store.query(
-            pubsub_topic=cursor.pubsub_topic, start_time=cursor.sender_time,
-            end_time=cursor.sender_time, cursor=after,
-            limit=min(MAX_PAGE_SIZE, LEGACY_CURSOR_SCAN - scanned),
+            StoreQuery(
+                pubsub_topic=cursor.pubsub_topic, start_time=cursor.sender_time,
+                end_time=cursor.sender_time, cursor=after,
+                limit=min(MAX_PAGE_SIZE, LEGACY_CURSOR_SCAN - scanned),
+            )
         )  # fmt: skip
         for m in page.messages:
             if store_v2_digest(m.content_topic, m.payload) == cursor.digest:
@@ -494,9 +472,11 @@ def run_legacy_query(
     if query.cursor is not None:
         cursor_hash = _find_legacy_cursor(store, query.cursor, known)
     page = store.query(
-        pubsub_topic=query.pubsub_topic, content_topics=query.content_topics,
-        start_time=query.start_time, end_time=query.end_time, cursor=cursor_hash,
-        ascending=query.ascending, limit=query.page_size,
+        StoreQuery(
+            pubsub_topic=query.pubsub_topic, content_topics=query.content_topics,
+            start_time=query.start_time, end_time=query.end_time, cursor=cursor_hash,
+            ascending=query.ascending, limit=query.page_size,
+        )
     )  # fmt: skip
     out: dict[str, Any] = {"messages": [legacy_message_json(m) for m in page.messages]}
     next_cursor = None

@@ -16,15 +16,15 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from waku_legacy.store import MessageStore, StoredMessage, open_store
+from waku_legacy.store import MessageStore, QueryPage, StoredMessage, StoreQuery, open_store
 
 __all__ = ["StoreAccess", "ThreadLocalStore"]
 
 T = TypeVar("T")
 
 
-class ThreadLocalStore:
-    """A store facade whose every call uses the calling thread's own store instance.
+class ThreadLocalStore(MessageStore):
+    """A store whose every call uses the calling thread's own store instance.
 
     Hand it to synchronous code run from several threads (the mailserver's
     ``V2StoreSource`` queries from ``asyncio.to_thread``)."""
@@ -47,11 +47,44 @@ class ThreadLocalStore:
                 self._instances.append(store)
         return store
 
-    def __getattr__(self, name: str) -> Any:
-        # query, query_v1_envelopes, get_envelope, get_message, count, ...
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.get(), name)
+    # The store interface, each call on the calling thread's instance.
+
+    def insert_messages(
+        self, rows: Iterable[StoredMessage | tuple[Any, ...]], *, batch_size: int = 5000
+    ) -> int:
+        return self.get().insert_messages(rows, batch_size=batch_size)
+
+    def query(self, query: StoreQuery) -> QueryPage:
+        return self.get().query(query)
+
+    def get_message(self, message_hash: bytes) -> StoredMessage | None:
+        return self.get().get_message(message_hash)
+
+    def get_envelope(self, message_hash: bytes) -> bytes | None:
+        return self.get().get_envelope(message_hash)
+
+    def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
+        return self.get().get_envelopes(message_hashes)
+
+    def query_v1_envelopes(
+        self,
+        lower_key: bytes,
+        upper_key: bytes,
+        *,
+        topics: Sequence[bytes] = (),
+        cursor: bytes | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[tuple[bytes, bytes]]:
+        return self.get().query_v1_envelopes(
+            lower_key, upper_key, topics=topics, cursor=cursor, limit=limit, descending=descending
+        )
+
+    def count(self) -> int:
+        return self.get().count()
+
+    def count_envelopes(self) -> int:
+        return self.get().count_envelopes()
 
     def close(self) -> None:
         """Close every thread's instance (call when no thread uses the store any more)."""

@@ -235,8 +235,8 @@ async def test_a_forged_legacy_cursor_reads_a_bounded_number_of_rows(tmp_path):
         def __init__(self, store):
             self.store, self.rows = store, 0
 
-        def query(self, **kwargs):
-            page = self.store.query(**kwargs)
+        def query(self, query):
+            page = self.store.query(query)
             self.rows += len(page.messages)
             return page
 

@@ -118,16 +118,16 @@ async def test_control_characters_in_topics_are_400_on_postgresql_too(postgres_d
         assert pg == lite  # the same status and reason for every input on both backends
         assert all(status == 400 for status, _ in pg)
         # The stores themselves refuse the same way (for callers other than the REST API).
-        from waku_legacy.store import InvalidQuery
+        from waku_legacy.store import InvalidQuery, StoreQuery
 
         for store_url in (url, sqlite_url):
             with open_store(store_url) as store:
                 with pytest.raises(InvalidQuery, match="NUL"):
-                    store.query(content_topics=["/app/1/na\x00me/proto"])
+                    store.query(StoreQuery(content_topics=["/app/1/na\x00me/proto"]))
                 with pytest.raises(InvalidQuery, match="NUL"):
-                    store.query(pubsub_topic=PUBSUB + "\x00")
+                    store.query(StoreQuery(pubsub_topic=PUBSUB + "\x00"))
                 with pytest.raises(InvalidQuery, match="UTF-8"):
-                    store.query(content_topics=["/app/1/\udcff/proto"])
+                    store.query(StoreQuery(content_topics=["/app/1/\udcff/proto"]))
     finally:
         with psycopg.connect(postgres_dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import dsn_for_database
 from tests.test_bridge_support import deterministic_hash
-from waku_legacy.store import StoredMessage, open_store
+from waku_legacy.store import StoredMessage, StoreQuery, open_store
 
 PUBSUBS = ["/waku/2/rs/16/32", "/waku/2/rs/16/64"]
 TOPICS = [f"/app/1/topic-{i}/proto" for i in range(10)]
@@ -47,7 +47,7 @@ def _reference(rows, *, pubsub=None, topics=(), ascending=True):
 def _page_all(store, limit: int, **query) -> list[bytes]:
     got, cursor = [], None
     while True:
-        page = store.query(limit=limit, cursor=cursor, include_data=True, **query)
+        page = store.query(StoreQuery(limit=limit, cursor=cursor, include_data=True, **query))
         keys = [(m.timestamp, m.message_hash) for m in page.messages]
         assert keys == sorted(keys)  # every page is chronological, whatever the direction
         hashes = [m.message_hash for m in page.messages]
@@ -89,12 +89,12 @@ def test_a_page_reads_about_a_page_whatever_the_filter(sqlite_store, query):
 
     store._db.set_progress_handler(count, 100)  # one tick per 100 VM instructions
     try:
-        store.query(limit=20, **query)
+        store.query(StoreQuery(limit=20, **query))
         first = steps[0]
-        page = store.query(limit=20, **query)
+        page = store.query(StoreQuery(limit=20, **query))
         if page.cursor is not None:
             steps[0] = 0
-            store.query(limit=20, cursor=page.cursor, **query)
+            store.query(StoreQuery(limit=20, cursor=page.cursor, **query))
             first = max(first, steps[0])
     finally:
         store._db.set_progress_handler(None, 0)

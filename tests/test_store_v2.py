@@ -22,6 +22,7 @@ from waku_legacy.store import (
     CursorNotFound,
     StoredMessage,
     StoreError,
+    StoreQuery,
     open_store,
     sqlite_path,
 )
@@ -107,14 +108,16 @@ def test_insert_is_idempotent_and_pages_match_the_model(store_url: str) -> None:
                 seen, cursor = [], None
                 while True:
                     page = store.query(
-                        pubsub_topic=case.get("pubsub"),
-                        content_topics=case.get("topics", ()),
-                        start_time=case.get("start"),
-                        end_time=case.get("end"),
-                        hashes=case.get("hashes", ()),
-                        cursor=cursor,
-                        ascending=ascending,
-                        limit=13,
+                        StoreQuery(
+                            pubsub_topic=case.get("pubsub"),
+                            content_topics=case.get("topics", ()),
+                            start_time=case.get("start"),
+                            end_time=case.get("end"),
+                            hashes=case.get("hashes", ()),
+                            cursor=cursor,
+                            ascending=ascending,
+                            limit=13,
+                        )
                     )
                     stamps = [(m.timestamp, m.message_hash) for m in page.messages]
                     assert stamps == sorted(stamps)  # chronological within a page, always
@@ -137,7 +140,7 @@ def test_rows_round_trip_and_envelopes(store_url: str) -> None:
             got = store.get_message(r.message_hash)
             assert got == r._replace(envelope=None, db_key=None)
             assert store.get_envelope(r.message_hash) == r.envelope
-        page = store.query(include_data=False, limit=5)
+        page = store.query(StoreQuery(include_data=False, limit=5))
         assert [m.message_hash for m in page.messages] == _model(rows)[:5]
         # The batched lookup agrees with the one-by-one lookup, over more hashes than one
         # SQL IN list takes, with repeats and unknown hashes in the request.
@@ -175,11 +178,11 @@ def test_query_errors(store_url: str) -> None:
     with open_store(store_url) as store:
         store.insert_messages(_rows(3))
         with pytest.raises(CursorNotFound):
-            store.query(cursor=b"\x01" * 32)
+            store.query(StoreQuery(cursor=b"\x01" * 32))
         with pytest.raises(StoreError, match="32-byte"):
-            store.query(cursor=b"\x01" * 31)
+            store.query(StoreQuery(cursor=b"\x01" * 31))
         with pytest.raises(StoreError, match="all-zero"):
-            store.query(cursor=b"\x00" * 32)
+            store.query(StoreQuery(cursor=b"\x00" * 32))
 
 
 @pytest.mark.postgres
@@ -286,7 +289,7 @@ def test_bulk_load_defers_indexes_and_restores_them(tmp_path: Path) -> None:
                 }
         with store.bulk_load():  # not empty any more: indexes stay
             store.insert_messages(rows)
-        page = store.query(content_topics=[TOPICS[0]], limit=500)
+        page = store.query(StoreQuery(content_topics=[TOPICS[0]], limit=500))
         assert [m.message_hash for m in page.messages] == _model(rows, topics=[TOPICS[0]])
     with sqlite3.connect(path) as db:
         after = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}

@@ -255,8 +255,8 @@ class _CountingStore:
         self.store = store
         self.read = 0
 
-    def query(self, **kwargs):
-        page = self.store.query(**kwargs)
+    def query(self, query):
+        page = self.store.query(query)
         self.read += len(page.messages)
         return page
 

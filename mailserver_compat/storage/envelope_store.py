@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import heapq
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -48,6 +49,7 @@ from waku_legacy.mailserver_compat.wire.cursor import (
     db_key_for,
 )
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
+from waku_legacy.store import MessageStore, StoredMessage, StoreQuery
 
 __all__ = [
     "EnvelopeStore",
@@ -306,7 +308,7 @@ class V2StoreSource:
     partial, with a cursor after the last second it read completely.
     """
 
-    def __init__(self, store: object, *, batch: int = 2000, cache_size: int = 4096) -> None:
+    def __init__(self, store: MessageStore, *, batch: int = 2000, cache_size: int = 4096) -> None:
         self.store = store
         self.batch = batch
         self.cache_size = cache_size
@@ -317,7 +319,7 @@ class V2StoreSource:
         self, lower_key: bytes, upper_key: bytes, topics: Sequence[bytes], cursor: bytes
     ) -> Iterator[tuple[bytes, bytes]]:
         while True:
-            rows = self.store.query_v1_envelopes(  # type: ignore[attr-defined]
+            rows = self.store.query_v1_envelopes(
                 lower_key, upper_key, topics=topics, cursor=cursor or None, limit=self.batch
             )
             yield from rows
@@ -325,18 +327,20 @@ class V2StoreSource:
                 return
             cursor = rows[-1][0][:CURSOR_SIZE]
 
-    def _needs_lookup(self, message: object) -> bool:
+    def _needs_lookup(self, message: StoredMessage) -> bool:
         """Could ``message`` have come from an envelope (so the envelope table must say)?
         Only a v1-visible message stamped on a whole second (sent time * 10**9) can."""
         from waku_legacy.mailserver_compat.wire.convert import PAYLOAD_VERSION_WAKU1
 
         return (
-            message.version == PAYLOAD_VERSION_WAKU1  # type: ignore[attr-defined]
-            and message.timestamp % _NANOS == 0  # type: ignore[attr-defined]
-            and is_v1_content_topic(message.content_topic)  # type: ignore[attr-defined]
+            message.version == PAYLOAD_VERSION_WAKU1
+            and message.timestamp % _NANOS == 0
+            and is_v1_content_topic(message.content_topic)
         )
 
-    def _bridged(self, message: object, has_envelope: bool | None) -> tuple[bytes, bytes] | None:
+    def _bridged(
+        self, message: StoredMessage, has_envelope: bool | None
+    ) -> tuple[bytes, bytes] | None:
         """``(db_key, envelope)`` of a v2-origin message, None for one v1 cannot see or one
         that came from an envelope (the other stream serves it). ``has_envelope``: what the
         page's lookup said (None: not looked up, e.g. cached then, evicted since)."""
@@ -345,24 +349,24 @@ class V2StoreSource:
             bridged_history_envelope,
         )
 
-        digest = bytes(message.message_hash)  # type: ignore[attr-defined]
+        digest = bytes(message.message_hash)
         with self._lock:
             if digest in self._cache:
                 return self._cache[digest]
         row: tuple[bytes, bytes] | None = None
         if has_envelope is None and self._needs_lookup(message):
-            has_envelope = self.store.get_envelope(digest) is not None  # type: ignore[attr-defined]
+            has_envelope = self.store.get_envelope(digest) is not None
         if (
-            message.version == PAYLOAD_VERSION_WAKU1  # type: ignore[attr-defined]
-            and is_v1_content_topic(message.content_topic)  # type: ignore[attr-defined]
+            message.version == PAYLOAD_VERSION_WAKU1
+            and is_v1_content_topic(message.content_topic)
             and not has_envelope
         ):
             try:
                 envelope = bridged_history_envelope(
-                    content_topic=message.content_topic,  # type: ignore[attr-defined]
-                    payload=message.payload,  # type: ignore[attr-defined]
-                    version=message.version,  # type: ignore[attr-defined]
-                    timestamp=message.timestamp,  # type: ignore[attr-defined]
+                    content_topic=message.content_topic,
+                    payload=message.payload,
+                    version=message.version,
+                    timestamp=message.timestamp,
                 )
             except WakuLegacyError:
                 envelope = None
@@ -387,8 +391,6 @@ class V2StoreSource:
         ``s``."""
         first = int.from_bytes(start_key[:4], "big")
         last = int.from_bytes(upper_key[:4], "big")
-        content_topics = [v1_topic_to_content_topic(t) for t in topics]
-        cursor: bytes | None = None
         second: int | None = None
         group: list[tuple[bytes, bytes]] = []
         examined = 0
@@ -404,24 +406,22 @@ class V2StoreSource:
                 # stream reading ahead (a second holding only v1-origin rows yields nothing).
                 yield second.to_bytes(4, "big") + b"\xff" * (DB_KEY_SIZE - 4), b""
 
+        query = StoreQuery(
+            content_topics=[v1_topic_to_content_topic(t) for t in topics],
+            start_time=first * _NANOS,
+            end_time=last * _NANOS + _NANOS - 1,
+            ascending=True,
+            limit=batch,
+        )
         while True:
-            page = self.store.query(  # type: ignore[attr-defined]
-                content_topics=content_topics,
-                start_time=first * _NANOS,
-                end_time=last * _NANOS + _NANOS - 1,
-                cursor=cursor,
-                ascending=True,
-                limit=batch,
-            )
+            page = self.store.query(query)
             # One envelope-table lookup per store page, not one per message.
             with self._lock:
                 unknown = [
                     bytes(m.message_hash) for m in page.messages
                     if bytes(m.message_hash) not in self._cache and self._needs_lookup(m)
                 ]  # fmt: skip
-            with_envelope = (
-                self.store.get_envelopes(unknown) if unknown else {}  # type: ignore[attr-defined]
-            )
+            with_envelope = self.store.get_envelopes(unknown) if unknown else {}
             looked_up = set(unknown)
             for message in page.messages:
                 sent = message.timestamp // _NANOS
@@ -440,7 +440,7 @@ class V2StoreSource:
                     group.append(row)
             if page.cursor is None:
                 break
-            cursor = page.cursor
+            query = dataclasses.replace(query, cursor=page.cursor)
         yield from flush()
 
     def query(
@@ -473,7 +473,7 @@ class V2StoreSource:
             return page_from(merged, TopicFilter(topics, bloom), limit, max_scan)
 
     def close(self) -> None:
-        self.store.close()  # type: ignore[attr-defined]
+        self.store.close()
 
 
 def _path_of(url: str, scheme: str) -> str:

@@ -205,7 +205,7 @@ def read_store_evidence(
     often; the newest carry the highest field 9)."""
     rows: list[Any] = []
     for topic in evidence_topics(community):
-        rows.extend(store.query(content_topics=[topic], ascending=False, limit=limit).messages)
+        rows.extend(store.newest(topic, limit))
     return read_evidence(rows, community)
 
 

@@ -3,8 +3,8 @@
     store = open_store("sqlite:///var/lib/waku-legacy/store.sqlite3")   # or a plain path
     store = open_store("postgresql://user@host/db")
     store.insert_messages(rows)        # StoredMessage rows (or tuples in that order)
-    page = store.query(pubsub_topic=..., content_topics=[...], start_time=..., end_time=...,
-                       cursor=page.cursor, ascending=True, limit=20)
+    page = store.query(StoreQuery(pubsub_topic=..., content_topics=[...], start_time=...,
+                                  end_time=..., cursor=page.cursor, ascending=True, limit=20))
     store.get_envelope(message_hash)   # the original v1 envelope bytes, when it came from one
     store.query_v1_envelopes(lower_key, upper_key, topics=..., cursor=..., limit=...)
 
@@ -18,30 +18,12 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from waku_legacy.store.types import (
-    DEFAULT_PAGE_SIZE,
-    MAX_PAGE_SIZE,
-    CursorNotFound,
-    InvalidQuery,
-    MessageStore,
-    QueryPage,
-    StoredMessage,
-    StoreError,
-)
+from waku_legacy.store import types
+from waku_legacy.store.types import *  # noqa: F403  (the store's values and errors)
+from waku_legacy.store.types import MessageStore, StoreError
 
-__all__ = [
-    "DEFAULT_PAGE_SIZE",
-    "MAX_PAGE_SIZE",
-    "CursorNotFound",
-    "InvalidQuery",
-    "MessageStore",
-    "QueryPage",
-    "StoreError",
-    "StoredMessage",
-    "is_postgres_url",
-    "open_store",
-    "sqlite_path",
-]
+__all__ = ["is_postgres_url", "open_store", "sqlite_path"]
+__all__ += types.__all__
 
 
 def is_postgres_url(url: str) -> bool:

@@ -26,18 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from waku_legacy.store.sql import COLUMNS, Dialect, Row, select_page, v1_envelopes_select
 from waku_legacy.store.types import (
-    DEFAULT_PAGE_SIZE,
     CursorNotFound,
     MessageStore,
     QueryPage,
     StoredMessage,
     StoreError,
-    check_query,
-    content_topic_reads,
-    envelope_cursor_bounds,
-    merge_reads,
-    page_of_rows,
+    StoreQuery,
 )
 
 __all__ = ["SCHEMA", "PostgresMessageStore"]
@@ -73,15 +69,13 @@ SCHEMA = (
     " dbKey BYTEA UNIQUE)",
 )
 
-_COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
 
-
-def _hash_only_message(row: Sequence[Any]) -> StoredMessage:
+def _hash_only_message(row: Row) -> StoredMessage:
     """A hash-only query's row (``includeData`` false): the hash, nothing else."""
     return StoredMessage(bytes.fromhex(row[0]), "", "", b"", 0, 0)
 
 
-def _row_to_message(row: Sequence[Any]) -> StoredMessage:
+def _row_to_message(row: Row) -> StoredMessage:
     h, pubsub, content, payload, version, timestamp, meta = row
     return StoredMessage(
         bytes.fromhex(h),
@@ -92,6 +86,27 @@ def _row_to_message(row: Sequence[Any]) -> StoredMessage:
         int(timestamp),
         None if meta is None else bytes.fromhex(meta),
     )
+
+
+def _any_of(column: str, values: Sequence[object]) -> tuple[str, list[object]]:
+    """``column = %s`` for one value, else ``= ANY`` of an array parameter."""
+    if len(values) == 1:
+        return f"{column} = %s", [values[0]]
+    return f"{column} = ANY(%s)", [list(values)]
+
+
+POSTGRES = Dialect(
+    placeholder="%s",
+    messages="messages",
+    cursor_lookup="messages_lookup",  # nwaku's (messageHash, timestamp) table
+    hash_value=bytes.hex,
+    topic_value=str,
+    row_hash=str,  # hex text sorts as the bytes do
+    message=_row_to_message,
+    hash_only=_hash_only_message,
+    in_list=_any_of,
+    key_slice="substring(dbKey from 37 for 4)",
+)
 
 
 class PostgresMessageStore(MessageStore):
@@ -110,10 +125,10 @@ class PostgresMessageStore(MessageStore):
             raise StoreError(f"cannot open the PostgreSQL store: {exc}") from exc
 
     def insert_messages(
-        self, rows: Iterable[StoredMessage | tuple], *, batch_size: int = 5000
+        self, rows: Iterable[StoredMessage | tuple[Any, ...]], *, batch_size: int = 5000
     ) -> int:
         inserted = 0
-        batch: list[tuple] = []
+        batch: list[tuple[Any, ...]] = []
         for row in rows:
             batch.append(tuple(row))
             if len(batch) >= batch_size:
@@ -123,7 +138,7 @@ class PostgresMessageStore(MessageStore):
             inserted += self._write_batch(batch)
         return inserted
 
-    def _write_batch(self, batch: list[tuple]) -> int:
+    def _write_batch(self, batch: list[tuple[Any, ...]]) -> int:
         import psycopg
 
         messages = []
@@ -152,11 +167,11 @@ class PostgresMessageStore(MessageStore):
                     "CREATE TEMP TABLE IF NOT EXISTS messages_load (LIKE messages) "
                     "ON COMMIT DELETE ROWS"
                 )
-                with cur.copy(f"COPY messages_load ({_COLUMNS}) FROM STDIN") as copy:
+                with cur.copy(f"COPY messages_load ({COLUMNS}) FROM STDIN") as copy:
                     for m in messages:
                         copy.write_row(m)
                 cur.execute(
-                    f"INSERT INTO messages ({_COLUMNS}) SELECT {_COLUMNS} FROM messages_load "
+                    f"INSERT INTO messages ({COLUMNS}) SELECT {COLUMNS} FROM messages_load "
                     "ON CONFLICT DO NOTHING"
                 )
                 new = cur.rowcount
@@ -175,90 +190,21 @@ class PostgresMessageStore(MessageStore):
             raise StoreError(f"writing {len(batch)} messages failed: {exc}") from exc
         return max(new, 0)
 
-    def query(
-        self,
-        *,
-        pubsub_topic: str | None = None,
-        content_topics: Sequence[str] = (),
-        start_time: int | None = None,
-        end_time: int | None = None,
-        hashes: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        ascending: bool = True,
-        limit: int = DEFAULT_PAGE_SIZE,
-        include_data: bool = True,
-    ) -> QueryPage:
-        check_query(
-            cursor=cursor, limit=limit, hashes=hashes,
-            pubsub_topic=pubsub_topic, content_topics=content_topics,
-        )  # fmt: skip
-        where: list[str] = []
-        args: list[Any] = []
-        if cursor is not None:
-            found = self._conn.execute(
-                "SELECT timestamp FROM messages_lookup WHERE messageHash = %s",
-                (bytes(cursor).hex(),),
-            ).fetchone()
-            if found is None:
-                self._conn.rollback()
-                raise CursorNotFound(f"cursor 0x{bytes(cursor).hex()} is not a stored message")
-            comp = ">" if ascending else "<"
-            where.append(f"(timestamp, messageHash) {comp} (%s, %s)")
-            args += [found[0], bytes(cursor).hex()]
-        if pubsub_topic is not None:
-            where.append("pubsubTopic = %s")
-            args.append(pubsub_topic)
-        if hashes:
-            where.append("messageHash = ANY(%s)")
-            args.append([bytes(h).hex() for h in hashes])
-        if start_time is not None:
-            where.append("timestamp >= %s")
-            args.append(start_time)
-        if end_time is not None:
-            where.append("timestamp <= %s")
-            args.append(end_time)
-        order = "ASC" if ascending else "DESC"
-        groups = content_topic_reads(content_topics, hashes)
-        merged = len(groups) > 1
-        columns = _COLUMNS if include_data and not merged else "messageHash, timestamp"
-        ts_at = 5 if include_data and not merged else 1
-        rows: list[Any] = []
-        for group in groups:
-            clauses, values = list(where), list(args)
-            if len(group) == 1:
-                clauses.append("contentTopic = %s")
-                values.append(group[0])
-            elif group:
-                clauses.append("contentTopic = ANY(%s)")
-                values.append(group)
-            sql = f"SELECT {columns} FROM messages"
-            if clauses:
-                sql += " WHERE " + " AND ".join(clauses)
-            sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT %s"
-            rows += self._conn.execute(sql, [*values, limit + 1]).fetchall()
-        if merged:
-            rows = merge_reads(
-                rows, ascending=ascending, limit=limit,
-                sort_key=lambda r: (r[ts_at], r[0]),  # hex text sorts as the bytes do
-            )  # fmt: skip
-            if include_data and rows:
-                found = {
-                    r[0]: r
-                    for r in self._conn.execute(
-                        f"SELECT {_COLUMNS} FROM messages WHERE messageHash = ANY(%s)",
-                        ([r[0] for r in rows],),
-                    ).fetchall()
-                }
-                rows = [found[r[0]] for r in rows if r[0] in found]
-        self._conn.rollback()
-        return page_of_rows(
-            rows, limit=limit, ascending=ascending,
-            message=_row_to_message if include_data else _hash_only_message,
-        )  # fmt: skip
+    def query(self, query: StoreQuery) -> QueryPage:
+        try:
+            page = select_page(POSTGRES, self._fetch, query)
+        except CursorNotFound:
+            self._conn.rollback()
+            raise
+        self._conn.rollback()  # end the read transaction
+        return page
+
+    def _fetch(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
+        return self._conn.execute(sql, params).fetchall()
 
     def get_message(self, message_hash: bytes) -> StoredMessage | None:
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE messageHash = %s", (bytes(message_hash).hex(),)
+            f"SELECT {COLUMNS} FROM messages WHERE messageHash = %s", (bytes(message_hash).hex(),)
         ).fetchone()
         self._conn.rollback()
         return None if row is None else _row_to_message(row)
@@ -292,19 +238,11 @@ class PostgresMessageStore(MessageStore):
         limit: int = 1000,
         descending: bool = False,
     ) -> list[tuple[bytes, bytes]]:
-        low, high, high_inclusive = envelope_cursor_bounds(lower_key, upper_key, cursor, descending)
-        where = ["dbKey >= %s", "dbKey <= %s" if high_inclusive else "dbKey < %s"]
-        args: list[Any] = [low, high]
-        if topics:
-            where.append("substring(dbKey from 37 for 4) = ANY(%s)")
-            args.append([bytes(t) for t in topics])
-        order = "DESC" if descending else "ASC"
-        args.append(limit)
-        rows = self._conn.execute(
-            f"SELECT dbKey, envelope FROM v1_envelopes WHERE {' AND '.join(where)} "
-            f"ORDER BY dbKey {order} LIMIT %s",
-            args,
-        ).fetchall()
+        sql, params = v1_envelopes_select(
+            POSTGRES, lower_key, upper_key,
+            topics=topics, cursor=cursor, limit=limit, descending=descending,
+        )  # fmt: skip
+        rows = self._fetch(sql, params)
         self._conn.rollback()
         return [(bytes(k), bytes(e)) for k, e in rows]
 

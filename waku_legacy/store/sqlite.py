@@ -28,19 +28,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.store.types import (
-    DEFAULT_PAGE_SIZE,
-    CursorNotFound,
-    MessageStore,
-    QueryPage,
-    StoredMessage,
-    StoreError,
-    check_query,
-    content_topic_reads,
-    envelope_cursor_bounds,
-    merge_reads,
-    page_of_rows,
-)
+from waku_legacy.store.sql import COLUMNS, Dialect, Row, select_page, v1_envelopes_select
+from waku_legacy.store.types import MessageStore, QueryPage, StoredMessage, StoreError, StoreQuery
 
 __all__ = ["SCHEMA", "SqliteMessageStore"]
 
@@ -82,18 +71,15 @@ _INSERT_MESSAGE = (
 _INSERT_ENVELOPE = (
     "INSERT OR IGNORE INTO v1_envelopes (messageHash, envelope, dbKey) VALUES (?, ?, ?)"
 )
-_COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
-
-
 _IN_LIST_SIZE = 500  # SQLite's host-parameter limit is 32766 (999 before 3.32)
 
 
-def _hash_only_message(row: Sequence[Any]) -> StoredMessage:
+def _hash_only_message(row: Row) -> StoredMessage:
     """A hash-only query's row (``includeData`` false): the hash, nothing else."""
     return StoredMessage(bytes(row[0]), "", "", b"", 0, 0)
 
 
-def _row_to_message(row: Sequence[Any]) -> StoredMessage:
+def _row_to_message(row: Row) -> StoredMessage:
     h, pubsub, content, payload, version, timestamp, meta = row
     return StoredMessage(
         bytes(h),
@@ -104,6 +90,24 @@ def _row_to_message(row: Sequence[Any]) -> StoredMessage:
         int(timestamp),
         None if meta is None else bytes(meta),
     )
+
+
+def _in_list(column: str, values: Sequence[object]) -> tuple[str, list[object]]:
+    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+
+SQLITE = Dialect(
+    placeholder="?",
+    messages="Message",
+    cursor_lookup="Message",
+    hash_value=bytes,
+    topic_value=str.encode,
+    row_hash=bytes,
+    message=_row_to_message,
+    hash_only=_hash_only_message,
+    in_list=_in_list,
+    key_slice="substr(dbKey, 37, 4)",
+)
 
 
 class SqliteMessageStore(MessageStore):
@@ -132,11 +136,11 @@ class SqliteMessageStore(MessageStore):
     # -- writing ---------------------------------------------------------------------------
 
     def insert_messages(
-        self, rows: Iterable[StoredMessage | tuple], *, batch_size: int = 5000
+        self, rows: Iterable[StoredMessage | tuple[Any, ...]], *, batch_size: int = 5000
     ) -> int:
         inserted = 0
-        messages: list[tuple] = []
-        envelopes: list[tuple] = []
+        messages: list[tuple[Any, ...]] = []
+        envelopes: list[tuple[Any, ...]] = []
         for row in rows:
             h, pubsub, content, payload, version, timestamp, meta, *rest = row
             messages.append(
@@ -152,7 +156,9 @@ class SqliteMessageStore(MessageStore):
             inserted += self._write_batch(messages, envelopes)
         return inserted
 
-    def _write_batch(self, messages: list[tuple], envelopes: list[tuple]) -> int:
+    def _write_batch(
+        self, messages: list[tuple[Any, ...]], envelopes: list[tuple[Any, ...]]
+    ) -> int:
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -172,87 +178,15 @@ class SqliteMessageStore(MessageStore):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def query(
-        self,
-        *,
-        pubsub_topic: str | None = None,
-        content_topics: Sequence[str] = (),
-        start_time: int | None = None,
-        end_time: int | None = None,
-        hashes: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        ascending: bool = True,
-        limit: int = DEFAULT_PAGE_SIZE,
-        include_data: bool = True,
-    ) -> QueryPage:
-        check_query(
-            cursor=cursor, limit=limit, hashes=hashes,
-            pubsub_topic=pubsub_topic, content_topics=content_topics,
-        )  # fmt: skip
-        where: list[str] = []
-        args: list[Any] = []
-        if cursor is not None:
-            found = self._db.execute(
-                "SELECT timestamp FROM Message WHERE messageHash = ?", (bytes(cursor),)
-            ).fetchone()
-            if found is None:
-                raise CursorNotFound(f"cursor 0x{bytes(cursor).hex()} is not a stored message")
-            comp = ">" if ascending else "<"
-            where.append(f"(timestamp, messageHash) {comp} (?, ?)")
-            args += [found[0], bytes(cursor)]
-        if pubsub_topic is not None:
-            where.append("pubsubTopic = ?")
-            args.append(pubsub_topic.encode())
-        if hashes:
-            where.append(f"messageHash IN ({', '.join('?' * len(hashes))})")
-            args += [bytes(h) for h in hashes]
-        if start_time is not None:
-            where.append("timestamp >= ?")
-            args.append(start_time)
-        if end_time is not None:
-            where.append("timestamp <= ?")
-            args.append(end_time)
-        order = "ASC" if ascending else "DESC"
-        # Several reads (hashes only, from the covering index) are merged, then the page's
-        # rows are read by hash.
-        groups = content_topic_reads(content_topics, hashes)
-        merged = len(groups) > 1
-        columns = _COLUMNS if include_data and not merged else "messageHash, timestamp"
-        ts_at = 5 if include_data and not merged else 1
-        rows: list[Any] = []
-        for group in groups:
-            clauses, values = list(where), list(args)
-            if group:
-                clauses.append(f"contentTopic IN ({', '.join('?' * len(group))})")
-                values += [t.encode() for t in group]
-            sql = f"SELECT {columns} FROM Message"
-            if clauses:
-                sql += " WHERE " + " AND ".join(clauses)
-            sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT ?"
-            rows += self._db.execute(sql, [*values, limit + 1]).fetchall()
-        if merged:
-            rows = merge_reads(
-                rows, ascending=ascending, limit=limit,
-                sort_key=lambda r: (r[ts_at], bytes(r[0])),
-            )  # fmt: skip
-            if include_data and rows:
-                found = {
-                    bytes(r[0]): r
-                    for r in self._db.execute(
-                        f"SELECT {_COLUMNS} FROM Message WHERE messageHash IN "
-                        f"({', '.join('?' * len(rows))})",
-                        [bytes(r[0]) for r in rows],
-                    )
-                }
-                rows = [found[bytes(r[0])] for r in rows if bytes(r[0]) in found]
-        return page_of_rows(
-            rows, limit=limit, ascending=ascending,
-            message=_row_to_message if include_data else _hash_only_message,
-        )  # fmt: skip
+    def query(self, query: StoreQuery) -> QueryPage:
+        return select_page(SQLITE, self._fetch, query)
+
+    def _fetch(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
+        return self._db.execute(sql, params).fetchall()
 
     def get_message(self, message_hash: bytes) -> StoredMessage | None:
         row = self._db.execute(
-            f"SELECT {_COLUMNS} FROM Message WHERE messageHash = ?", (bytes(message_hash),)
+            f"SELECT {COLUMNS} FROM Message WHERE messageHash = ?", (bytes(message_hash),)
         ).fetchone()
         return None if row is None else _row_to_message(row)
 
@@ -267,10 +201,9 @@ class SqliteMessageStore(MessageStore):
         found: dict[bytes, bytes] = {}
         for at in range(0, len(wanted), _IN_LIST_SIZE):
             chunk = wanted[at : at + _IN_LIST_SIZE]
-            rows = self._db.execute(
-                "SELECT messageHash, envelope FROM v1_envelopes WHERE messageHash IN "
-                f"({', '.join('?' * len(chunk))})",
-                chunk,
+            clause, values = _in_list("messageHash", chunk)
+            rows = self._fetch(
+                f"SELECT messageHash, envelope FROM v1_envelopes WHERE {clause}", values
             )
             found.update((bytes(h), bytes(e)) for h, e in rows)
         return found
@@ -285,41 +218,11 @@ class SqliteMessageStore(MessageStore):
         limit: int = 1000,
         descending: bool = False,
     ) -> list[tuple[bytes, bytes]]:
-        low, high, high_inclusive = envelope_cursor_bounds(lower_key, upper_key, cursor, descending)
-        where = ["dbKey >= ?", "dbKey <= ?" if high_inclusive else "dbKey < ?"]
-        args: list[Any] = [low, high]
-        if topics:
-            where.append(f"substr(dbKey, 37, 4) IN ({', '.join('?' * len(topics))})")
-            args += [bytes(t) for t in topics]
-        order = "DESC" if descending else "ASC"
-        args.append(limit)
-        rows = self._db.execute(
-            f"SELECT dbKey, envelope FROM v1_envelopes WHERE {' AND '.join(where)} "
-            f"ORDER BY dbKey {order} LIMIT ?",
-            args,
-        ).fetchall()
-        return [(bytes(k), bytes(e)) for k, e in rows]
-
-    def iter_all(self, *, batch_size: int = 5000):  # type: ignore[no-untyped-def]
-        """Every stored message in (timestamp, hash) order, streamed in batches."""
-        last: tuple[int, bytes] | None = None
-        while True:
-            if last is None:
-                rows = self._db.execute(
-                    f"SELECT {_COLUMNS} FROM Message ORDER BY timestamp, messageHash LIMIT ?",
-                    (batch_size,),
-                ).fetchall()
-            else:
-                rows = self._db.execute(
-                    f"SELECT {_COLUMNS} FROM Message WHERE (timestamp, messageHash) > (?, ?) "
-                    "ORDER BY timestamp, messageHash LIMIT ?",
-                    (*last, batch_size),
-                ).fetchall()
-            if not rows:
-                return
-            for row in rows:
-                yield _row_to_message(row)
-            last = (rows[-1][5], bytes(rows[-1][0]))
+        sql, params = v1_envelopes_select(
+            SQLITE, lower_key, upper_key,
+            topics=topics, cursor=cursor, limit=limit, descending=descending,
+        )  # fmt: skip
+        return [(bytes(k), bytes(e)) for k, e in self._fetch(sql, params)]
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[None]:

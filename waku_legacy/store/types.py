@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from waku_legacy.errors import WakuLegacyError
 
@@ -18,10 +18,9 @@ __all__ = [
     "MessageStore",
     "QueryPage",
     "StoreError",
+    "StoreQuery",
     "StoredMessage",
 ]
-
-R = TypeVar("R")  # a database row
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -41,15 +40,18 @@ class InvalidQuery(StoreError):
     hash): refused the same way by every backend, before it reaches the database."""
 
 
-def _bad_topic_reason(topic: str) -> str | None:
-    """Why ``topic`` cannot be a stored topic (None when it can be)."""
+def _check_topic(kind: str, topic: str) -> None:
+    """Refuse a topic no store can hold (PostgreSQL text cannot hold NUL)."""
+    reason = None
     if "\x00" in topic:
-        return "holds a NUL character"
-    try:
-        topic.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not encodable as UTF-8"
-    return None
+        reason = "holds a NUL character"
+    else:
+        try:
+            topic.encode("utf-8")
+        except UnicodeEncodeError:
+            reason = "is not encodable as UTF-8"
+    if reason is not None:
+        raise InvalidQuery(f"the {kind} {topic[:80]!r} {reason}")
 
 
 class StoredMessage(NamedTuple):
@@ -81,6 +83,54 @@ class QueryPage:
     cursor: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StoreQuery:
+    """One page request to the v2 store, nwaku's way: pages ordered by (timestamp, message
+    hash); times in ns, inclusive; the cursor is a message hash, exclusive; without
+    ``include_data`` only ``message_hash`` is meaningful in the returned rows.
+
+    Any sequence is accepted for the topics and hashes (kept as tuples). A query no backend
+    can answer (a topic no store can hold, a bad page size or hash) is refused by
+    :meth:`check` when a store runs it."""
+
+    pubsub_topic: str | None = None
+    content_topics: Sequence[str] = ()
+    start_time: int | None = None
+    end_time: int | None = None
+    hashes: Sequence[bytes] = ()
+    cursor: bytes | None = None
+    ascending: bool = True
+    limit: int = DEFAULT_PAGE_SIZE
+    include_data: bool = True
+
+    def __post_init__(self) -> None:
+        # A frozen value: tuples and bytes, whatever sequences the caller handed in.
+        object.__setattr__(self, "content_topics", tuple(self.content_topics))
+        object.__setattr__(self, "hashes", tuple(bytes(h) for h in self.hashes))
+        if self.cursor is not None:
+            object.__setattr__(self, "cursor", bytes(self.cursor))
+
+    def check(self) -> None:
+        """Refuse (:class:`InvalidQuery`) what no backend can answer; every backend calls
+        this first, so SQLite and PostgreSQL refuse the same queries with the same error."""
+        cursor = self.cursor
+        if cursor is not None and len(cursor) != HASH_SIZE:
+            raise InvalidQuery(
+                f"a store cursor is a {HASH_SIZE}-byte message hash, got {len(cursor)}"
+            )
+        if cursor is not None and cursor == bytes(HASH_SIZE):
+            raise InvalidQuery("an all-zero store cursor is not a message hash")
+        if self.limit < 1:
+            raise InvalidQuery(f"page size must be at least 1, got {self.limit}")
+        for h in self.hashes:
+            if len(h) != HASH_SIZE:
+                raise InvalidQuery(f"a message hash is {HASH_SIZE} bytes, got {len(h)}")
+        if self.pubsub_topic is not None:
+            _check_topic("pubsub topic", self.pubsub_topic)
+        for topic in self.content_topics:
+            _check_topic("content topic", topic)
+
+
 class MessageStore(abc.ABC):
     """A v2 message store in nwaku's schema (SQLite or PostgreSQL)."""
 
@@ -88,28 +138,21 @@ class MessageStore(abc.ABC):
 
     @abc.abstractmethod
     def insert_messages(
-        self, rows: Iterable[StoredMessage | tuple], *, batch_size: int = 5000
+        self, rows: Iterable[StoredMessage | tuple[object, ...]], *, batch_size: int = 5000
     ) -> int:
         """Insert rows idempotently (existing hashes are left alone), committing every
         ``batch_size`` rows; returns how many rows were new."""
 
     @abc.abstractmethod
-    def query(
-        self,
-        *,
-        pubsub_topic: str | None = None,
-        content_topics: Sequence[str] = (),
-        start_time: int | None = None,
-        end_time: int | None = None,
-        hashes: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        ascending: bool = True,
-        limit: int = DEFAULT_PAGE_SIZE,
-        include_data: bool = True,
-    ) -> QueryPage:
-        """One page ordered by (timestamp, message hash); times in ns, inclusive; the
-        cursor is a message hash, exclusive. Without ``include_data`` only
-        ``message_hash`` is meaningful in the returned rows."""
+    def query(self, query: StoreQuery) -> QueryPage:
+        """One page of ``query`` (see :class:`StoreQuery`); raises :class:`CursorNotFound`
+        for a cursor that is no stored message."""
+
+    def newest(self, content_topic: str, limit: int) -> list[StoredMessage]:
+        """The newest ``limit`` messages of ``content_topic`` (for layers that read the
+        store without building queries: the archive's clock evidence)."""
+        query = StoreQuery(content_topics=[content_topic], ascending=False, limit=limit)
+        return self.query(query).messages
 
     @abc.abstractmethod
     def get_message(self, message_hash: bytes) -> StoredMessage | None: ...
@@ -160,84 +203,3 @@ class MessageStore(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def check_query(
-    *,
-    cursor: bytes | None,
-    limit: int,
-    hashes: Sequence[bytes],
-    pubsub_topic: str | None = None,
-    content_topics: Sequence[str] = (),
-) -> None:
-    """Refuse (:class:`InvalidQuery`) what no backend can answer; every backend calls this
-    first, so SQLite and PostgreSQL refuse the same queries with the same error."""
-    if cursor is not None and len(cursor) != HASH_SIZE:
-        raise InvalidQuery(
-            f"a store cursor is a {HASH_SIZE}-byte message hash, got {len(cursor)}"
-        )
-    if cursor is not None and cursor == bytes(HASH_SIZE):
-        raise InvalidQuery("an all-zero store cursor is not a message hash")
-    if limit < 1:
-        raise InvalidQuery(f"page size must be at least 1, got {limit}")
-    for h in hashes:
-        if len(h) != HASH_SIZE:
-            raise InvalidQuery(f"a message hash is {HASH_SIZE} bytes, got {len(h)}")
-    for kind, topic in (
-        *((("pubsub topic", pubsub_topic),) if pubsub_topic is not None else ()),
-        *(("content topic", t) for t in content_topics),
-    ):
-        reason = _bad_topic_reason(topic)
-        if reason is not None:
-            raise InvalidQuery(f"the {kind} {topic[:80]!r} {reason}")
-
-
-def content_topic_reads(content_topics: Sequence[str], hashes: Sequence[bytes]) -> list[list[str]]:
-    """The content topics of each indexed read a page takes (``[[]]``: one read, no topic
-    filter). One ordered read of at most a page per content topic, merged by
-    :func:`merge_reads`, keeps a page's work bounded: an ``IN``/``ANY`` list would make the
-    database collect and sort every message of the topics. With ``hashes`` the hashes bound
-    the work already, so the topics go in one read."""
-    if not content_topics:
-        return [[]]
-    topics = list(dict.fromkeys(content_topics))
-    return [topics] if hashes else [[t] for t in topics]
-
-
-def merge_reads(
-    rows: list[R], *, ascending: bool, limit: int, sort_key: Callable[[R], object]
-) -> list[R]:
-    """Rows of several ordered reads in query order, cut to ``limit + 1`` (one more than a
-    page tells whether a next page exists)."""
-    rows.sort(key=sort_key, reverse=not ascending)
-    del rows[limit + 1 :]
-    return rows
-
-
-def page_of_rows(
-    rows: Sequence[R], *, limit: int, ascending: bool, message: Callable[[R], StoredMessage]
-) -> QueryPage:
-    """The page of ``limit + 1``-or-fewer rows in query order: messages chronological, the
-    cursor the last one's hash when more follow (nwaku's paging)."""
-    page = [message(r) for r in rows[:limit]]
-    next_cursor = page[-1].message_hash if len(rows) > limit else None
-    if not ascending:
-        page.reverse()
-    return QueryPage(page, next_cursor)
-
-
-def envelope_cursor_bounds(
-    lower_key: bytes, upper_key: bytes, cursor: bytes | None, descending: bool
-) -> tuple[bytes, bytes, bool]:
-    """DB-key bounds after applying a 36-byte cursor: ``(low, high, high_inclusive)``."""
-    if cursor is not None and len(cursor) != 36:
-        raise StoreError(f"a v1 cursor is 36 bytes, got {len(cursor)}")
-    low, high, high_inclusive = bytes(lower_key), bytes(upper_key), True
-    if cursor:
-        if descending:
-            if cursor <= high:
-                high, high_inclusive = bytes(cursor), False
-        else:
-            # Keys starting with the cursor sort below cursor || ff ff ff ff 00.
-            low = max(low, bytes(cursor) + b"\xff\xff\xff\xff\x00")
-    return low, high, high_inclusive

@@ -1,0 +1,187 @@
+"""The v2 store's queries as SQL, once for both backends: a :class:`Dialect` says how a
+backend spells what differs (placeholders, table names, how hashes and topics are stored,
+lists of values); :func:`select_page` and :func:`v1_envelopes_select` build and run the same
+statements on either.
+
+Paging (nwaku's): rows ordered by (timestamp, message hash), the cursor a message hash,
+exclusive; one ordered read of at most a page per content topic, merged here (an
+``IN``/``ANY`` list over several topics would make the database collect and sort every
+message of those topics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from waku_legacy.store.types import CursorNotFound, QueryPage, StoredMessage, StoreError, StoreQuery
+
+__all__ = ["COLUMNS", "Dialect", "Fetch", "select_page", "v1_envelopes_select"]
+
+COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
+_TIMESTAMP_AT = COLUMNS.split(", ").index("timestamp")
+V1_CURSOR_SIZE = 36
+
+Row = Sequence[Any]
+# Runs one statement with its parameters and returns every row.
+Fetch = Callable[[str, Sequence[object]], Sequence[Row]]
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What one backend's SQL and columns look like."""
+
+    placeholder: str  # one parameter: "?" or "%s"
+    messages: str  # nwaku's message table
+    cursor_lookup: str  # the table a cursor's timestamp is read from
+    hash_value: Callable[[bytes], object]  # a message hash as the column holds it
+    topic_value: Callable[[str], object]  # a topic as the column holds it
+    row_hash: Callable[[Any], Any]  # a row's hash column, comparable in hash order
+    message: Callable[[Row], StoredMessage]  # a row of COLUMNS
+    hash_only: Callable[[Row], StoredMessage]  # a row of (messageHash, ...), includeData off
+    in_list: Callable[[str, Sequence[object]], tuple[str, list[object]]]  # column IN values
+    key_slice: str  # the 4-byte topic inside a v1 DB key (bytes 37..40)
+
+
+def select_page(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> QueryPage:
+    """One page of ``query``: timestamps in ns, inclusive; without ``include_data`` only
+    ``message_hash`` is meaningful in the returned rows. Raises :class:`InvalidQuery` and
+    :class:`CursorNotFound`."""
+    query.check()
+    where, args = _filters(dialect, fetch, query)
+    order = "ASC" if query.ascending else "DESC"
+    # Several reads (hashes only) are merged, then the page's rows are read by hash.
+    groups = content_topic_reads(query.content_topics, query.hashes)
+    merged = len(groups) > 1
+    whole = query.include_data and not merged
+    columns = COLUMNS if whole else "messageHash, timestamp"
+    ts_at = _TIMESTAMP_AT if whole else 1
+    rows: list[Row] = []
+    for group in groups:
+        clauses, values = list(where), list(args)
+        if group:
+            clause, group_values = dialect.in_list(
+                "contentTopic", [dialect.topic_value(t) for t in group]
+            )
+            clauses.append(clause)
+            values += group_values
+        sql = f"SELECT {columns} FROM {dialect.messages}"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += f" ORDER BY timestamp {order}, messageHash {order} LIMIT {dialect.placeholder}"
+        rows += fetch(sql, [*values, query.limit + 1])
+    if merged:
+        row_hash = dialect.row_hash
+        rows.sort(key=lambda r: (r[ts_at], row_hash(r[0])), reverse=not query.ascending)
+        del rows[query.limit + 1 :]  # one more than a page tells whether a next page exists
+        if query.include_data and rows:
+            clause, values = dialect.in_list("messageHash", [r[0] for r in rows])
+            found = {
+                row_hash(r[0]): r
+                for r in fetch(f"SELECT {COLUMNS} FROM {dialect.messages} WHERE {clause}", values)
+            }
+            rows = [found[row_hash(r[0])] for r in rows if row_hash(r[0]) in found]
+    message = dialect.message if query.include_data else dialect.hash_only
+    return page_of_rows(rows, limit=query.limit, ascending=query.ascending, message=message)
+
+
+def _filters(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> tuple[list[str], list[object]]:
+    """The WHERE clauses every read of a page shares, and their parameters."""
+    p = dialect.placeholder
+    where: list[str] = []
+    args: list[object] = []
+    if query.cursor is not None:
+        cursor = dialect.hash_value(query.cursor)
+        found = fetch(
+            f"SELECT timestamp FROM {dialect.cursor_lookup} WHERE messageHash = {p}", [cursor]
+        )
+        if not found:
+            raise CursorNotFound(f"cursor 0x{query.cursor.hex()} is not a stored message")
+        comp = ">" if query.ascending else "<"
+        where.append(f"(timestamp, messageHash) {comp} ({p}, {p})")
+        args += [found[0][0], cursor]
+    if query.pubsub_topic is not None:
+        where.append(f"pubsubTopic = {p}")
+        args.append(dialect.topic_value(query.pubsub_topic))
+    if query.hashes:
+        clause, values = dialect.in_list(
+            "messageHash", [dialect.hash_value(h) for h in query.hashes]
+        )
+        where.append(clause)
+        args += values
+    if query.start_time is not None:
+        where.append(f"timestamp >= {p}")
+        args.append(query.start_time)
+    if query.end_time is not None:
+        where.append(f"timestamp <= {p}")
+        args.append(query.end_time)
+    return where, args
+
+
+def content_topic_reads(content_topics: Sequence[str], hashes: Sequence[bytes]) -> list[list[str]]:
+    """The content topics of each indexed read a page takes (``[[]]``: one read, no topic
+    filter): one ordered read of at most a page per content topic keeps a page's work
+    bounded. With ``hashes`` the hashes bound the work already, so the topics go in one
+    read."""
+    if not content_topics:
+        return [[]]
+    topics = list(dict.fromkeys(content_topics))
+    return [topics] if hashes else [[t] for t in topics]
+
+
+def page_of_rows(
+    rows: Sequence[Row], *, limit: int, ascending: bool, message: Callable[[Row], StoredMessage]
+) -> QueryPage:
+    """The page of ``limit + 1``-or-fewer rows in query order: messages chronological, the
+    cursor the last one's hash when more follow (nwaku's paging)."""
+    page = [message(r) for r in rows[:limit]]
+    next_cursor = page[-1].message_hash if len(rows) > limit else None
+    if not ascending:
+        page.reverse()
+    return QueryPage(page, next_cursor)
+
+
+def v1_envelopes_select(
+    dialect: Dialect,
+    lower_key: bytes,
+    upper_key: bytes,
+    *,
+    topics: Sequence[bytes],
+    cursor: bytes | None,
+    limit: int,
+    descending: bool,
+) -> tuple[str, list[object]]:
+    """The statement of :meth:`MessageStore.query_v1_envelopes` and its parameters."""
+    p = dialect.placeholder
+    low, high, high_inclusive = _envelope_cursor_bounds(lower_key, upper_key, cursor, descending)
+    where = [f"dbKey >= {p}", f"dbKey <= {p}" if high_inclusive else f"dbKey < {p}"]
+    args: list[object] = [low, high]
+    if topics:
+        clause, values = dialect.in_list(dialect.key_slice, [bytes(t) for t in topics])
+        where.append(clause)
+        args += values
+    order = "DESC" if descending else "ASC"
+    args.append(limit)
+    sql = (
+        f"SELECT dbKey, envelope FROM v1_envelopes WHERE {' AND '.join(where)} "
+        f"ORDER BY dbKey {order} LIMIT {p}"
+    )
+    return sql, args
+
+
+def _envelope_cursor_bounds(
+    lower_key: bytes, upper_key: bytes, cursor: bytes | None, descending: bool
+) -> tuple[bytes, bytes, bool]:
+    """DB-key bounds after applying a 36-byte cursor: ``(low, high, high_inclusive)``."""
+    if cursor is not None and len(cursor) != V1_CURSOR_SIZE:
+        raise StoreError(f"a v1 cursor is 36 bytes, got {len(cursor)}")
+    low, high, high_inclusive = bytes(lower_key), bytes(upper_key), True
+    if cursor:
+        if descending:
+            if cursor <= high:
+                high, high_inclusive = bytes(cursor), False
+        else:
+            # Keys starting with the cursor sort below cursor || ff ff ff ff 00.
+            low = max(low, bytes(cursor) + b"\xff\xff\xff\xff\x00")
+    return low, high, high_inclusive
