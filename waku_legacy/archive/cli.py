@@ -11,11 +11,22 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waku_legacy.errors import ConfigError, DecodeError
+
+if TYPE_CHECKING:  # imported where used: the CLI starts without loading every command
+    import coincurve
+
+    from waku_legacy.archive.fetch import FetchOptions, FetchResult
+    from waku_legacy.archive.magnet import VerifiedMagnetLink
+    from waku_legacy.archive.message import ArchiveMessage
+    from waku_legacy.archive.output import FetchRecord
+    from waku_legacy.archive.session import SessionConfig
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.proto.waku_message_pb2 import WakuMessage
 
 __all__ = ["register"]
 
@@ -57,7 +68,7 @@ class _Progress:
         )
 
 
-def _community(text: str) -> Any:
+def _community(text: str) -> CommunityId:
     from waku_legacy.identity.topics import CommunityId
 
     return CommunityId.parse(text)
@@ -85,7 +96,7 @@ def _topics(args: argparse.Namespace) -> list[bytes]:
     return topics
 
 
-def _read_jsonl(path: str) -> Iterator[Any]:
+def _read_jsonl(path: str) -> Iterator[ArchiveMessage]:
     from waku_legacy.archive.message import ArchiveMessage
 
     try:
@@ -101,7 +112,7 @@ def _read_jsonl(path: str) -> Iterator[Any]:
             handle.close()
 
 
-def _private_key(path: str) -> Any:
+def _private_key(path: str) -> coincurve.PrivateKey:
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.files import MAX_KEY_FILE, read_small_text
     from waku_legacy.identity.cli import parse_hex
@@ -253,7 +264,7 @@ def _verify(args: argparse.Namespace) -> int:
 # --- seed ---------------------------------------------------------------------------------
 
 
-def _session_config(args: argparse.Namespace) -> Any:
+def _session_config(args: argparse.Namespace) -> SessionConfig:
     from waku_legacy.archive.session import SessionConfig
 
     return SessionConfig(
@@ -335,9 +346,8 @@ def _seed(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from waku_legacy.archive.fetch import FetchOptions, Selection, fetch_archives
-    from waku_legacy.archive.magnet import magnet_message_from_json, verify_magnet_message
-    from waku_legacy.archive.output import FetchRecord, write_jsonl, write_sqlite
+    from waku_legacy.archive.fetch import fetch_archives
+    from waku_legacy.archive.output import FetchRecord
 
     community = _community(args.community)
     if args.cid is not None or args.logos_storage_url is not None:
@@ -348,28 +358,11 @@ def _fetch(args: argparse.Namespace) -> int:
     sources = [s for s in (args.magnet, args.torrent, args.magnet_message) if s]
     if len(sources) != 1:
         raise ConfigError("give exactly one of --magnet, --torrent or --magnet-message")
+    # 1. the link: given, or taken from a signed archive-link message
     clock = None
     source: str
     if args.magnet_message:
-        from waku_legacy.files import read_small_file
-
-        # a magnet-link message is ~1 KB (protobuf) or its relay JSON body (base64 of that)
-        raw = read_small_file(args.magnet_message, what="--magnet-message", max_size=1 << 20)
-        if args.magnet_message.endswith(".json"):
-            try:
-                body = json.loads(raw)
-            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
-                raise DecodeError("magnet-link message", f"not JSON ({exc})") from exc
-            if isinstance(body, dict) and "body" in body:  # the file archive build writes
-                body = body["body"]
-            message: Any = magnet_message_from_json(body)
-        else:
-            message = raw  # protobuf WakuMessage bytes, parsed (with limits) by the verifier
-        # status-go's member rules (HandleHistoryArchiveLinkMessage): a clock lower than the
-        # last accepted one is stale (an error here); an equal or higher one is taken, unless
-        # it names the link already fetched, which is ignored
-        last = record.last_clock(str(community)) if record else None
-        link = verify_magnet_message(message, community, last_clock=last)
+        link = _verified_link_message(args.magnet_message, community, record)
         source, clock = link.magnet_uri, link.clock
         if record is not None and record.last_link(str(community)) == link.magnet_uri:
             reason = "already processed this archive link (status-go ignores a link seen twice)"
@@ -379,6 +372,53 @@ def _fetch(args: argparse.Namespace) -> int:
             return 0
     else:
         source = args.magnet or args.torrent
+    # 2. fetch the selected archives, 3. write their messages and what was fetched
+    options = _fetch_options(args, community, record)
+    result = fetch_archives(
+        source, community, args.save_dir, options, progress=_Progress(not args.quiet)
+    )
+    written = _write_messages(args, result.messages, community)
+    if record is not None:
+        record.add(str(community), [f.entry.archive_id for f in result.archives])
+        if clock is not None:
+            record.set_last_clock(str(community), clock)
+            record.set_last_link(str(community), source)
+        record.save()
+    _emit_fetched(args, community, result, written)
+    return 0
+
+
+def _verified_link_message(
+    path: str, community: CommunityId, record: FetchRecord | None
+) -> VerifiedMagnetLink:
+    """The archive link of the signed message in ``path`` (.pb, or the relay JSON body)."""
+    from waku_legacy.archive.magnet import magnet_message_from_json, verify_magnet_message
+    from waku_legacy.files import read_small_file
+
+    # a magnet-link message is ~1 KB (protobuf) or its relay JSON body (base64 of that)
+    raw = read_small_file(path, what="--magnet-message", max_size=1 << 20)
+    message: WakuMessage | bytes
+    if path.endswith(".json"):
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+            raise DecodeError("magnet-link message", f"not JSON ({exc})") from exc
+        if isinstance(body, dict) and "body" in body:  # the file archive build writes
+            body = body["body"]
+        message = magnet_message_from_json(body)
+    else:
+        message = raw  # protobuf WakuMessage bytes, parsed (with limits) by the verifier
+    # status-go's member rules (HandleHistoryArchiveLinkMessage): a clock lower than the
+    # last accepted one is stale (an error here); an equal or higher one is taken, unless
+    # it names the link already fetched, which is ignored
+    last = record.last_clock(str(community)) if record else None
+    return verify_magnet_message(message, community, last_clock=last)
+
+
+def _fetch_options(
+    args: argparse.Namespace, community: CommunityId, record: FetchRecord | None
+) -> FetchOptions:
+    from waku_legacy.archive.fetch import FetchOptions, Selection
 
     if args.new:
         selection = Selection.NEW
@@ -402,20 +442,28 @@ def _fetch(args: argparse.Namespace) -> int:
     )
     if selection is Selection.NEW and record is None:
         raise ConfigError("--new needs --record FILE (the archive ids fetched before)")
-    result = fetch_archives(
-        source, community, args.save_dir, options, progress=_Progress(not args.quiet)
-    )
+    return options
+
+
+def _write_messages(
+    args: argparse.Namespace,
+    rows: Callable[[], Iterable[tuple[str, ArchiveMessage]]],
+    community: CommunityId,
+) -> int:
+    """``--output`` (JSONL) and ``--sqlite``; the count written (the last of them)."""
+    from waku_legacy.archive.output import write_jsonl, write_sqlite
+
     written = 0
     if args.output:
-        written = write_jsonl(args.output, result.messages(), community_id=str(community))
+        written = write_jsonl(args.output, rows(), community_id=str(community))
     if args.sqlite:
-        written = write_sqlite(args.sqlite, result.messages(), community_id=str(community))
-    if record is not None:
-        record.add(str(community), [f.entry.archive_id for f in result.archives])
-        if clock is not None:
-            record.set_last_clock(str(community), clock)
-            record.set_last_link(str(community), source)
-        record.save()
+        written = write_sqlite(args.sqlite, rows(), community_id=str(community))
+    return written
+
+
+def _emit_fetched(
+    args: argparse.Namespace, community: CommunityId, result: FetchResult, written: int
+) -> None:
     value = {
         "community": str(community),
         "infoHash": result.info_hash,
@@ -439,14 +487,12 @@ def _fetch(args: argparse.Namespace) -> int:
         f"{result.info_hash} in {result.seconds:.1f} s ({result.bytes_downloaded} bytes)"
     ]
     _emit(args, value, lines)
-    return 0
 
 
-def _fetch_logos_storage(args: argparse.Namespace, community: Any) -> int:
+def _fetch_logos_storage(args: argparse.Namespace, community: CommunityId) -> int:
     """``fetch --cid CID --logos-storage-url URL``: a member's view from a Logos Storage
     index CID (the archive link of a community on the Logos Storage back end)."""
     from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
-    from waku_legacy.archive.output import write_jsonl, write_sqlite
 
     if args.cid is None or args.logos_storage_url is None:
         raise ConfigError("--cid and --logos-storage-url go together")
@@ -457,11 +503,7 @@ def _fetch_logos_storage(args: argparse.Namespace, community: Any) -> int:
     started = time.monotonic()
     result = fetch_by_cid(LogosStorageClient(args.logos_storage_url, timeout=args.timeout),
                           args.cid)  # fmt: skip
-    written = 0
-    if args.output:
-        written = write_jsonl(args.output, result.messages, community_id=str(community))
-    if args.sqlite:
-        written = write_sqlite(args.sqlite, result.messages, community_id=str(community))
+    written = _write_messages(args, lambda: result.messages, community)
     seconds = time.monotonic() - started
     value = {
         "community": str(community),
@@ -503,6 +545,12 @@ def _add_session(parser: argparse.ArgumentParser, listen: str) -> None:
 
 
 def register(subparsers: Any) -> None:
+    _register_archive(subparsers)
+    _register_seed(subparsers)
+    _register_fetch(subparsers)
+
+
+def _register_archive(subparsers: Any) -> None:
     archive = subparsers.add_parser("archive", help="community history archives")
     sub = archive.add_subparsers(dest="archive_command", metavar="SUBCOMMAND")
     sub.required = True
@@ -526,20 +574,20 @@ def register(subparsers: Any) -> None:
     _add_common(build)
     build.set_defaults(func=_build)
 
-    inspect = sub.add_parser("inspect", help="list a community's archives and torrent")
-    inspect.add_argument("--archive-dir", required=True)
-    inspect.add_argument("--torrent-dir")
-    inspect.add_argument("--community", required=True)
-    _add_common(inspect)
-    inspect.set_defaults(func=_inspect)
+    readers: list[tuple[str, str, Callable[[argparse.Namespace], int]]] = [
+        ("inspect", "list a community's archives and torrent", _inspect),
+        ("verify", "check index keys, data, archives and torrent", _verify),
+    ]
+    for name, help_text, func in readers:
+        reader = sub.add_parser(name, help=help_text)
+        reader.add_argument("--archive-dir", required=True)
+        reader.add_argument("--torrent-dir")
+        reader.add_argument("--community", required=True)
+        _add_common(reader)
+        reader.set_defaults(func=func)
 
-    verify = sub.add_parser("verify", help="check index keys, data, archives and torrent")
-    verify.add_argument("--archive-dir", required=True)
-    verify.add_argument("--torrent-dir")
-    verify.add_argument("--community", required=True)
-    _add_common(verify)
-    verify.set_defaults(func=_verify)
 
+def _register_seed(subparsers: Any) -> None:
     seed = subparsers.add_parser("seed", help="seed the latest archive torrent of communities")
     seed.add_argument("--archive-dir", required=True)
     seed.add_argument("--torrent-dir", required=True)
@@ -552,6 +600,8 @@ def register(subparsers: Any) -> None:
     _add_session(seed, "0.0.0.0:6881")
     seed.set_defaults(func=_seed)
 
+
+def _register_fetch(subparsers: Any) -> None:
     fetch = subparsers.add_parser("fetch", help="fetch a community's archives as a member")
     fetch.add_argument("--community", required=True)
     fetch.add_argument("--magnet", help="magnet link")
