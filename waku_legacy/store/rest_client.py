@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.files import read_small_file
 from waku_legacy.store.rest_json import parse_hash
@@ -162,15 +163,6 @@ def _urllib_fetch(url: str, timeout: float) -> tuple[int, bytes, dict[str, str]]
         return exc.code, exc.read(64 * 1024), dict(exc.headers or {})
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def fetch_pages(
     base_url: str,
     pager: StorePager,
@@ -223,7 +215,7 @@ def fetch_pages(
             attempt += 1
         page = pager.on_response(body)
         if directory is not None:
-            _write_atomic(directory / f"page-{page.number:06d}.json", body)
+            write_atomic(directory / f"page-{page.number:06d}.json", body)
         yield page
 
 
