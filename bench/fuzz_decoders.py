@@ -710,49 +710,9 @@ class MigrateTomlTarget(_TomlTarget):
     name = "toml-migrate"
 
     def seeds(self) -> list[Seed]:
-        text = f"""
-[spark]
-master = "local[2]"
-shuffle_partitions = 4
-conf = {{ "spark.driver.memory" = "1g" }}
+        from tests.config_examples import full_migrate_config
 
-[[source]]
-kind = "mailserver-postgres"
-dsn = "postgresql://postgres@127.0.0.1:5432/test"
-
-[[source]]
-kind = "mailserver-leveldb"
-path = "ms1"
-name = "leveldb-eu"
-partitions = 8
-
-[[source]]
-kind = "store-rest"
-url = "http://127.0.0.1:8645"
-pubsub_topic = "/waku/2/rs/16/128"
-content_topics = ["/waku/1/0x01020304/rfc26"]
-start_time = 1
-end_time = 1700000000000000000
-page_size = 50
-timeout = 2.5
-
-[[community]]
-id = "{COMMUNITY_ID}"
-channels = ["{CHANNEL}"]
-shard = 128
-key_file = "community.key"
-name = "fuzz"
-
-[pipeline]
-now = 1700000000
-flavour = "seed-spec"
-
-[output]
-store = "sqlite:store.sqlite3"
-archive_dir = "archives"
-torrent_dir = "torrents"
-work_dir = "work"
-"""
+        text = full_migrate_config(COMMUNITY_ID, CHANNEL)
         small = '[[source]]\nkind = "envelope-dump"\npath = "d/*.dump"\n[output]\nstore = ""\n' \
                 'archive_dir = "a"\ntorrent_dir = "t"\n'  # fmt: skip
         return [("toml", text.encode()), ("toml", small.encode())]
@@ -766,54 +726,15 @@ work_dir = "work"
 class BridgeTomlTarget(_TomlTarget):
     name = "toml-bridge"
 
+    def __init__(self) -> None:
+        super().__init__()
+        # The example config reads its admin token from this file next to it.
+        (Path(self.dir) / "admin.token").write_text("a-long-enough-admin-token\n")
+
     def seeds(self) -> list[Seed]:
-        text = f"""
-[server]
-listen = "0.0.0.0:9000"
-reader_threads = 2
-shutdown_timeout = "45s"
+        from tests.config_examples import full_bridge_config
 
-[store]
-url = "store.sqlite3"
-
-[v1]
-listen = "127.0.0.1:30303"
-node_key_file = "keys/nodekey"
-min_pow = 0.002
-rate_limit = 0
-trusted_peers = ["{"ab" * 64}"]
-live_window = "10m"
-
-[relay]
-url = "http://127.0.0.1:8646/"
-timeout = 5
-retries = 2
-
-[history]
-nodes = ["http://store-1:8645", "https://store-2"]
-window = "30d"
-interval = "2h"
-
-[archive]
-archive_dir = "archives"
-torrent_dir = "torrents"
-seed_listen = "127.0.0.1:0"
-trackers = false
-interval = "7d"
-
-[[community]]
-id = "{COMMUNITY_ID}"
-channels = ["{CHANNEL}"]
-shard = 128
-key_file = "community.key"
-
-[admin]
-token = "a-long-enough-admin-token"
-
-[logging]
-level = "debug"
-format = "text"
-"""
+        text = full_bridge_config(COMMUNITY_ID, CHANNEL)
         return [("toml", text.encode()), ("toml", b'[store]\nurl = "sqlite:///x.db"\n')]
 
     def load(self, path: Path) -> None:

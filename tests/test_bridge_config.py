@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from tests.config_examples import full_bridge_config
 from waku_legacy.bridge.config import load_config, parse_config, parse_duration
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.errors import ConfigError
@@ -16,54 +17,7 @@ KEY = private_key_from_bytes(bytes.fromhex("11" * 32))
 COMMUNITY = "0x" + KEY.public_key.format(compressed=True).hex()
 CHANNEL = "8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b"
 
-FULL = f"""
-[server]
-listen = "0.0.0.0:9000"
-reader_threads = 2
-shutdown_timeout = "45s"
-
-[store]
-url = "store.sqlite3"
-
-[v1]
-listen = "127.0.0.1:30303"
-node_key_file = "keys/nodekey"
-min_pow = 0.002
-rate_limit = 0
-trusted_peers = ["{"ab" * 64}"]
-live_window = "10m"
-
-[relay]
-url = "http://127.0.0.1:8646/"
-timeout = 5
-retries = 2
-
-[history]
-nodes = ["http://store-1:8645", "https://store-2"]
-window = "30d"
-interval = "2h"
-
-[archive]
-archive_dir = "archives"
-torrent_dir = "torrents"
-seed_listen = "127.0.0.1:0"
-trackers = false
-interval = "7d"
-republish_interval = "6h"
-
-[[community]]
-id = "{COMMUNITY}"
-channels = ["{CHANNEL}"]
-shard = 128
-key_file = "community.key"
-
-[admin]
-token_file = "admin.token"
-
-[logging]
-level = "debug"
-format = "text"
-"""
+FULL = full_bridge_config(COMMUNITY, CHANNEL)
 
 
 def test_full_config(tmp_path):

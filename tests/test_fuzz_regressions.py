@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -107,8 +108,7 @@ def _loader(name: str):
     return load_config
 
 
-def test_fuzz_script_smoke(tmp_path: Path) -> None:
-    """The fuzz script runs every decoder (a few inputs each) with no crash."""
+def _fuzz_script() -> ModuleType:
     import importlib.util
 
     from tests.conftest import REPO_ROOT
@@ -120,12 +120,27 @@ def test_fuzz_script_smoke(tmp_path: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules["fuzz_decoders"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
+    return module
+
+
+def test_fuzz_script_smoke(tmp_path: Path) -> None:
+    """The fuzz script runs every decoder (a few inputs each) with no crash."""
+    module = _fuzz_script()
     results = module.run(list(module.TARGETS), 300, 7, 1, 3, False)
     assert set(results) == set(module.TARGETS)
     for stats in results.values():
         assert stats.inputs == 300 and stats.crashes == 0, (stats.name, stats.crash_kinds)
         assert stats.typed + stats.accepted == 300
     assert issubclass(ConfigError, WakuLegacyError)
+
+
+@pytest.mark.parametrize("target", ["toml-migrate", "toml-bridge"])
+def test_fuzz_config_seeds_are_valid_configs(target: str) -> None:
+    """The fuzzer starts from the config tests' examples (tests/config_examples.py); each
+    seed must load, or mutations would only explore the first error."""
+    fuzz_target = _fuzz_script().TARGETS[target]()
+    for mode, data in fuzz_target.seeds():
+        fuzz_target.run(mode, data)
 
 
 def test_archive_json_line_with_lone_surrogate() -> None:

@@ -7,56 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.config_examples import full_migrate_config
 from waku_legacy.errors import ConfigError
 from waku_legacy.migrate.config import SourceKind, load_config
 
 COMMUNITY = "0x02" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
 CHANNEL = "a1b2c3d4-0000-4000-8000-000000000001"
 
-FULL = f"""
-[spark]
-master = "local[2]"
-shuffle_partitions = 4
-conf = {{ "spark.driver.memory" = "1g" }}
-
-[[source]]
-kind = "mailserver-postgres"
-dsn = "postgresql://postgres@127.0.0.1:5432/test"
-
-[[source]]
-kind = "mailserver-leveldb"
-path = "ms1"
-name = "leveldb-eu"
-
-[[source]]
-kind = "envelope-dump"
-path = "dumps/*.dump"
-
-[[source]]
-kind = "store-rest"
-url = "http://127.0.0.1:8645"
-pubsub_topic = "/waku/2/rs/16/128"
-content_topics = ["/waku/1/0x01020304/rfc26"]
-
-[[source]]
-kind = "store-rest"
-path = "pages"
-
-[[source]]
-kind = "store-sqlite"
-path = "nwaku.sqlite3"
-
-[[community]]
-id = "{COMMUNITY}"
-channels = ["{CHANNEL}"]
-shard = 128
-key_file = "community.key"
-
-[output]
-store = "sqlite:store.sqlite3"
-archive_dir = "archives"
-torrent_dir = "torrents"
-"""
+FULL = full_migrate_config(COMMUNITY, CHANNEL)
 
 
 def _write(tmp_path: Path, text: str) -> Path:
