@@ -110,7 +110,7 @@ def _valid_end(fh: BinaryIO, size: int) -> tuple[int, bool]:
         if isinstance(step, int):
             pos = step
             continue
-        return pos, step is not _TORN
+        return pos, step is not None
     return pos, False
 
 
@@ -227,7 +227,7 @@ def iter_dump_records(
                 yield DumpRecord(pos, fh.read(step - pos - _RECORD_HEAD.size))
                 pos = step
                 continue
-            if step is _TORN:
+            if step is None:
                 return
             resume, reason = step
             fh.seek(pos)
@@ -236,16 +236,15 @@ def iter_dump_records(
             pos = resume
 
 
-_TORN = ("torn",)
-
-
-def _step(fh: BinaryIO, pos: int, size: int) -> int | tuple[object, ...]:
-    """Classify the bytes at ``pos``: the offset after a valid record, :data:`_TORN` for a
-    torn tail, or ``(resume offset, reason)`` for damage."""
+def _step(fh: BinaryIO, pos: int, size: int) -> int | tuple[int, str] | None:
+    """Classify the bytes at ``pos``: the offset after a valid record, None for a torn
+    tail, or ``(resume offset, reason)`` for damage."""
     fh.seek(pos)
     head = fh.read(_RECORD_HEAD.size)
     if len(head) < _RECORD_HEAD.size:
-        return _TORN
+        return None
+    length: int
+    crc: int
     length, crc = _RECORD_HEAD.unpack(head)
     if length <= MAX_RECORD_SIZE:
         body = fh.read(length)
@@ -257,7 +256,7 @@ def _step(fh: BinaryIO, pos: int, size: int) -> int | tuple[object, ...]:
     resume = _resync(fh, pos + 1, size)
     if resume is None:
         if length <= MAX_RECORD_SIZE and pos + _RECORD_HEAD.size + length >= size:
-            return _TORN
+            return None
         return (size, reason)
     return (resume, reason)
 
