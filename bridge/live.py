@@ -45,6 +45,7 @@ from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import is_v1_content_topic
+from waku_legacy.mailserver_compat.rlp_fields import encode_rlp
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
 from waku_legacy.mailserver_compat.server.mailserver import MailServer, SeenSet
 from waku_legacy.mailserver_compat.wire.convert import (
@@ -223,7 +224,7 @@ def _optional(value: bytes | None) -> list[bytes]:
 def encode_spool(rows: Iterable[StoredMessage]) -> bytes:
     """RLP of the rows, each ``[hash, pubsub, content, payload, version, timestamp, [meta],
     [envelope], [db_key]]`` (an optional field is an empty or one-item list)."""
-    return rlp.encode([
+    return encode_rlp([
         [
             row.message_hash, row.pubsub_topic.encode(), row.content_topic.encode(),
             row.payload, row.version, row.timestamp,

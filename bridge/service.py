@@ -143,9 +143,7 @@ class BridgeService:
                 f"[server] listen: cannot listen on {config.server.host}:{config.server.port}: "
                 f"{exc.strerror or exc}"
             ) from None
-        server = site._server
-        assert server is not None and server.sockets
-        self.rest_port = server.sockets[0].getsockname()[1]
+        self.rest_port = self._runner.addresses[0][1]  # the site's first socket
 
         if config.relay is not None:
             self.relay = RelayPublisher(config.relay, self.metrics, self._session)

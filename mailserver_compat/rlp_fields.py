@@ -17,6 +17,7 @@ first item of a buffer and ``list_at_least`` requires a minimum (not exact) list
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeAlias
 
 import rlp
@@ -33,10 +34,14 @@ __all__ = [
     "decode_prefix",
     "decode_rlp",
     "describe",
+    "encode_rlp",
     "list_at_least",
 ]
 
 RlpItem: TypeAlias = "bytes | list[RlpItem]"
+
+# The rlp package has no type information; its encoder, typed (no wrapper call on hot paths).
+encode_rlp: Callable[[object], bytes] = rlp.encode
 
 
 def describe(item: object) -> str:
@@ -64,7 +69,8 @@ def decode_rlp(
     if not raw:
         raise error(what, "no bytes (empty input)")
     try:
-        return rlp.decode(bytes(raw), strict=True)
+        item: RlpItem = rlp.decode(bytes(raw), strict=True)
+        return item
     except rlp.exceptions.DecodingError as exc:
         raise error(what, f"not valid RLP: {exc}") from None
     except RecursionError:

@@ -28,11 +28,12 @@ import coincurve
 
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.limits import RateLimiter, address_key
-from waku_legacy.mailserver_compat.rlpx import p2p
+from waku_legacy.mailserver_compat.rlpx import compression, p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.rlpx.events import (
     ConnectionFailed,
     DisconnectReceived,
+    Event,
     HelloReceived,
     MessageReceived,
 )
@@ -156,7 +157,7 @@ class RlpxPeer:
         assert self.ended is not None
         return self.ended
 
-    def _handle(self, events: list) -> None:
+    def _handle(self, events: list[Event]) -> None:
         self._write(self.connection.data_to_send())
         for event in events:
             if isinstance(event, MessageReceived):
@@ -258,6 +259,11 @@ class RlpxPeer:
                 task.cancel()
 
 
+def _message_size(max_message_size: int | None) -> int:
+    """The connection's limit on a decompressed message (None: the RLPx default)."""
+    return compression.MAX_DECOMPRESSED_SIZE if max_message_size is None else max_message_size
+
+
 async def dial(
     host: str,
     port: int,
@@ -273,11 +279,16 @@ async def dial(
 ) -> RlpxPeer:
     """Connect (from ``local_host`` when given), handshake and exchange Hellos; raises
     :class:`PeerDisconnected` or ``OSError`` (connection refused and the like)."""
-    kwargs = {} if max_message_size is None else {"max_message_size": max_message_size}
-    connection = Connection(private_key, protocols, remote_public_key=remote_public_key, **kwargs)
-    local = {} if local_host is None else {"local_addr": (local_host, 0)}
+    connection = Connection(
+        private_key,
+        protocols,
+        remote_public_key=remote_public_key,
+        max_message_size=_message_size(max_message_size),
+    )
+    local = None if local_host is None else (local_host, 0)
     reader, writer = await asyncio.wait_for(
-        asyncio.open_connection(host, port, limit=_STREAM_LIMIT, **local), handshake_timeout
+        asyncio.open_connection(host, port, limit=_STREAM_LIMIT, local_addr=local),
+        handshake_timeout,
     )
     peer = RlpxPeer(
         connection, reader, writer, ping_interval=ping_interval, read_timeout=read_timeout
@@ -398,8 +409,12 @@ async def listen(
         reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: str
     ) -> bool:
         """Run one connection; returns whether it ended still handshaking."""
-        kwargs = {} if max_message_size is None else {"max_message_size": max_message_size}
-        connection = Connection(private_key, protocols, listen_port=listen_port or 0, **kwargs)
+        connection = Connection(
+            private_key,
+            protocols,
+            listen_port=listen_port or 0,
+            max_message_size=_message_size(max_message_size),
+        )
         peer = RlpxPeer(
             connection, reader, writer, ping_interval=ping_interval, read_timeout=read_timeout
         )

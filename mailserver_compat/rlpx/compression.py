@@ -28,7 +28,8 @@ def declared_length(data: bytes) -> int:
 
 
 def compress(data: bytes) -> bytes:
-    return snappy.compress(data)
+    compressed: bytes = snappy.compress(data)  # python-snappy has no type information
+    return compressed
 
 
 def decompress(data: bytes, limit: int = MAX_DECOMPRESSED_SIZE) -> bytes:
@@ -38,7 +39,7 @@ def decompress(data: bytes, limit: int = MAX_DECOMPRESSED_SIZE) -> bytes:
             "snappy block", f"declares {size} bytes decompressed, over the {limit}-byte limit"
         )
     try:
-        out = snappy.uncompress(data)
+        out: bytes = snappy.uncompress(data)
     except Exception as exc:  # snappy.UncompressError and friends
         raise RlpxDecodeError("snappy block", f"corrupt ({exc})") from exc
     if len(out) != size:

@@ -207,7 +207,7 @@ class Connection:
             assert self._frames is not None
             for frame in self._frames.feed(data):
                 self._handle_frame(frame, events)
-                if self.state is State.CLOSED:
+                if self.closed:  # the frame closed it (mypy: the state changed meanwhile)
                     break
         except RlpxDecodeError as exc:
             self._fail(exc.disconnect_reason, str(exc), events)

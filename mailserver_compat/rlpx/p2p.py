@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import rlp
-
 from waku_legacy.mailserver_compat.rlp_fields import (
     as_bytes,
     as_list,
     as_uint,
     decode_prefix,
+    encode_rlp,
     list_at_least,
 )
 from waku_legacy.mailserver_compat.rlpx.errors import ProtocolViolation, RlpxDecodeError
@@ -46,7 +45,7 @@ SNAPPY_MIN_VERSION = 5
 HELLO, DISCONNECT, PING, PONG = 0x00, 0x01, 0x02, 0x03
 BASE_PROTOCOL_LENGTH = 16
 MAX_HELLO_SIZE = 2 * 1024  # go-ethereum's baseProtocolMaxMsgSize
-PING_PAYLOAD = rlp.encode([])
+PING_PAYLOAD = encode_rlp([])
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +84,7 @@ class Hello:
     node_id: bytes  # 64-byte public key
 
     def encode(self) -> bytes:
-        return rlp.encode(
+        return encode_rlp(
             [
                 self.version,
                 self.client_id.encode("utf-8"),
@@ -129,7 +128,7 @@ class Hello:
 
 
 def encode_disconnect(reason: DisconnectReason) -> bytes:
-    return rlp.encode([int(reason)])
+    return encode_rlp([int(reason)])
 
 
 def decode_disconnect(payload: bytes) -> tuple[DisconnectReason, int]:

@@ -131,7 +131,8 @@ class LevelDBEnvelopeStore:
     # -- reading ---------------------------------------------------------------------------
 
     def get(self, db_key: bytes) -> bytes | None:
-        return self._db.get(bytes(db_key))
+        value: bytes | None = self._db.get(bytes(db_key))  # plyvel has no type information
+        return value
 
     def iter_range(
         self,

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import rlp
-
 from waku_legacy.errors import DecodeError
-from waku_legacy.mailserver_compat.rlp_fields import RlpItem, as_bytes, decode_rlp, describe
+from waku_legacy.mailserver_compat.rlp_fields import (
+    RlpItem,
+    as_bytes,
+    decode_rlp,
+    describe,
+    encode_rlp,
+)
 from waku_legacy.mailserver_compat.wire.cursor import CURSOR_SIZE
 
 __all__ = [
@@ -88,7 +92,7 @@ class RequestComplete:
 
     def encode_packet(self) -> bytes:
         """The whole 0x7d packet payload: the raw value as an RLP string."""
-        return rlp.encode(self.encode())
+        return encode_rlp(self.encode())
 
     @classmethod
     def decode(cls, raw: bytes) -> RequestComplete:

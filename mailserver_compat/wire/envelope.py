@@ -28,6 +28,7 @@ from waku_legacy.mailserver_compat.rlp_fields import (
     as_list,
     as_uint,
     decode_rlp,
+    encode_rlp,
 )
 
 __all__ = [
@@ -90,11 +91,11 @@ class Envelope:
 
     def encode(self) -> bytes:
         """The envelope's RLP bytes (what is hashed, stored and sent)."""
-        return rlp.encode([self.expiry, self.ttl, self.topic, self.data, self.nonce])
+        return encode_rlp([self.expiry, self.ttl, self.topic, self.data, self.nonce])
 
     def rlp_without_nonce(self) -> bytes:
         """RLP of ``[expiry, ttl, topic, data]``: the PoW preimage before the nonce."""
-        return rlp.encode([self.expiry, self.ttl, self.topic, self.data])
+        return encode_rlp([self.expiry, self.ttl, self.topic, self.data])
 
     @classmethod
     def from_rlp_item(cls, item: RlpItem, *, what: str = "envelope") -> Envelope:
@@ -212,4 +213,4 @@ def decode_many(
 
 def encode_many(envelopes: Iterable[Envelope]) -> bytes:
     """RLP list of envelopes, as packets 1 (messages) and 127 (p2p message) carry them."""
-    return rlp.encode([envelope.to_rlp_item() for envelope in envelopes])
+    return encode_rlp([envelope.to_rlp_item() for envelope in envelopes])

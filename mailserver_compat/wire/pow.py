@@ -84,8 +84,9 @@ class _PrefixedKeccak:
         self._prefix = prefix
         self._fast = False
         try:
-            from Crypto.Hash.keccak import _raw_keccak_lib as lib
-            from Crypto.Util._raw_api import (
+            # Private pycryptodome names, absent from its stubs (the fast path needs them).
+            from Crypto.Hash.keccak import _raw_keccak_lib as lib  # type: ignore[attr-defined]
+            from Crypto.Util._raw_api import (  # type: ignore[attr-defined]
                 SmartPointer,
                 VoidPointer,
                 c_size_t,
@@ -107,7 +108,7 @@ class _PrefixedKeccak:
             if lib.keccak_absorb(self._base.get(), c_uint8_ptr(prefix), c_size_t(len(prefix))):
                 raise RuntimeError("keccak_absorb failed")
             self._lib = lib
-            self._buffer = create_string_buffer(32)
+            self._buffer = create_string_buffer(32, None)
             self._get_raw_buffer = get_raw_buffer
             self._size8 = c_size_t(8)
             self._size32 = c_size_t(32)

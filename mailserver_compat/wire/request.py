@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import coincurve
-import rlp
 
 from waku_legacy.crypto.payload import decode_payload, encode_payload
 from waku_legacy.errors import DecodeError, LimitExceeded
@@ -45,6 +44,7 @@ from waku_legacy.mailserver_compat.rlp_fields import (
     as_uint,
     decode_rlp,
     describe,
+    encode_rlp,
 )
 from waku_legacy.mailserver_compat.wire.bloom import BLOOM_SIZE, bloom_matches, topic_to_bloom
 from waku_legacy.mailserver_compat.wire.cursor import CURSOR_SIZE
@@ -226,7 +226,7 @@ def _as_item(raw: bytes | RlpItem, max_size: int) -> RlpItem:
 
 def encode_plain_request(request: MessagesRequest) -> bytes:
     """``[id, from, to, limit, cursor, bloom, [topics]]`` (the 0x7e packet payload)."""
-    return rlp.encode(
+    return encode_rlp(
         [
             request.request_id,
             request.lower,
@@ -275,7 +275,7 @@ def encode_request_payload(
     """The RLP plaintext payload of a deprecated request, in either field order."""
     order = FieldOrder(field_order)
     if order is FieldOrder.STATUS_GO:
-        return rlp.encode(
+        return encode_rlp(
             [
                 request.lower,
                 request.upper,
@@ -291,7 +291,7 @@ def encode_request_payload(
         fields.append(request.cursor)
     if request.topics:
         fields.append(list(request.topics))
-    return rlp.encode(fields)
+    return encode_rlp(fields)
 
 
 def decode_request_payload(

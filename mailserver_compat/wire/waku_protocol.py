@@ -24,8 +24,6 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import rlp
-
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.identity.topics import V1_TOPIC_SIZE
@@ -37,6 +35,7 @@ from waku_legacy.mailserver_compat.rlp_fields import (
     as_uint,
     decode_rlp,
     describe,
+    encode_rlp,
 )
 from waku_legacy.mailserver_compat.rlpx.p2p import ProtocolSpec
 from waku_legacy.mailserver_compat.wire.bloom import (
@@ -126,11 +125,13 @@ class RateLimits:
 
 
 def float_to_bits(value: float) -> int:
-    return _QWORD.unpack(_DOUBLE.pack(value))[0]
+    bits: int = _QWORD.unpack(_DOUBLE.pack(value))[0]
+    return bits
 
 
 def bits_to_float(bits: int) -> float:
-    return _DOUBLE.unpack(_QWORD.pack(bits))[0]
+    value: float = _DOUBLE.unpack(_QWORD.pack(bits))[0]
+    return value
 
 
 # -- RLP list helpers -----------------------------------------------------------------------
@@ -209,24 +210,24 @@ class StatusOptions:
 
     def encode(self) -> bytes:
         """status-go's EncodeRLP: ``[[key, value], ...]`` for the options given, by key."""
-        options: list[list[object]] = []
+        options: list[tuple[StatusKey, object]] = []
         if self.pow_requirement is not None:
-            options.append([StatusKey.POW_REQUIREMENT, float_to_bits(self.pow_requirement)])
+            options.append((StatusKey.POW_REQUIREMENT, float_to_bits(self.pow_requirement)))
         if self.bloom is not None:
-            options.append([StatusKey.BLOOM, self.bloom])
+            options.append((StatusKey.BLOOM, self.bloom))
         if self.light_node is not None:
-            options.append([StatusKey.LIGHT_NODE, self.light_node])
+            options.append((StatusKey.LIGHT_NODE, self.light_node))
         if self.confirmations is not None:
-            options.append([StatusKey.CONFIRMATIONS, self.confirmations])
+            options.append((StatusKey.CONFIRMATIONS, self.confirmations))
         if self.packet_rate_limits is not None:
             limits = self.packet_rate_limits
-            options.append([StatusKey.PACKET_RATE_LIMITS, [limits.ip, limits.peer, limits.topic]])
+            options.append((StatusKey.PACKET_RATE_LIMITS, [limits.ip, limits.peer, limits.topic]))
         if self.topic_interest is not None:
-            options.append([StatusKey.TOPIC_INTEREST, list(self.topic_interest)])
+            options.append((StatusKey.TOPIC_INTEREST, list(self.topic_interest)))
         if self.bytes_rate_limits is not None:
             limits = self.bytes_rate_limits
-            options.append([StatusKey.BYTES_RATE_LIMITS, [limits.ip, limits.peer, limits.topic]])
-        return rlp.encode([[int(key), value] for key, value in options])
+            options.append((StatusKey.BYTES_RATE_LIMITS, [limits.ip, limits.peer, limits.topic]))
+        return encode_rlp([[int(key), value] for key, value in options])
 
     @classmethod
     def decode(cls, payload: bytes, *, what: str = "waku status") -> StatusOptions:
@@ -317,7 +318,7 @@ class MessagesResponse:
 
     def encode(self) -> bytes:
         errors = [[e.envelope_hash, e.code, e.description.encode()] for e in self.errors]
-        return rlp.encode([1, [self.batch_hash, errors]])
+        return encode_rlp([1, [self.batch_hash, errors]])
 
     @classmethod
     def decode(cls, payload: bytes) -> MessagesResponse | None:
@@ -490,4 +491,4 @@ class WakuPeerState:
 
 
 def encode_batch_ack(batch_hash: bytes) -> bytes:
-    return rlp.encode(batch_hash)
+    return encode_rlp(batch_hash)
