@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_archive_link_chats import _wait
+from tests.helpers import wait_until
 from tests.test_archive_magnet import independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive.clock import (
@@ -210,7 +210,9 @@ async def _bridge_publish(tmp_path: Path, local: list, on_node: list) -> tuple[l
         service = BridgeService(config, clock=ManualClock(T0))
         await service.start()
         archiver = service.archive.archivers[str(COMMUNITY)]
-        await _wait(lambda: archiver.last_run and archiver.last_run.published, what="first run")
+        await wait_until(
+            lambda: archiver.last_run and archiver.last_run.published, what="first run"
+        )
         state = archiver.report()
         await service.stop()
     finally:
