@@ -26,15 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from waku_legacy.store.sql import COLUMNS, Dialect, Row, select_page, v1_envelopes_select
-from waku_legacy.store.types import (
-    CursorNotFound,
-    MessageStore,
-    QueryPage,
-    StoredMessage,
-    StoreError,
-    StoreQuery,
-)
+from waku_legacy.store.sql import COLUMNS, Dialect, Row, SqlMessageStore
+from waku_legacy.store.types import StoredMessage, StoreError
 
 __all__ = ["SCHEMA", "PostgresMessageStore"]
 
@@ -104,12 +97,16 @@ POSTGRES = Dialect(
     row_hash=str,  # hex text sorts as the bytes do
     message=_row_to_message,
     hash_only=_hash_only_message,
+    hash_bytes=bytes.fromhex,
     in_list=_any_of,
     key_slice="substring(dbKey from 37 for 4)",
+    max_in_list=None,
 )
 
 
-class PostgresMessageStore(MessageStore):
+class PostgresMessageStore(SqlMessageStore):
+    dialect = POSTGRES
+
     def __init__(self, dsn: str, *, connect_timeout: int = 10) -> None:
         import psycopg
 
@@ -190,71 +187,11 @@ class PostgresMessageStore(MessageStore):
             raise StoreError(f"writing {len(batch)} messages failed: {exc}") from exc
         return max(new, 0)
 
-    def query(self, query: StoreQuery) -> QueryPage:
-        try:
-            page = select_page(POSTGRES, self._fetch, query)
-        except CursorNotFound:
-            self._conn.rollback()
-            raise
-        self._conn.rollback()  # end the read transaction
-        return page
-
     def _fetch(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
         return self._conn.execute(sql, params).fetchall()
 
-    def get_message(self, message_hash: bytes) -> StoredMessage | None:
-        row = self._conn.execute(
-            f"SELECT {COLUMNS} FROM messages WHERE messageHash = %s", (bytes(message_hash).hex(),)
-        ).fetchone()
-        self._conn.rollback()
-        return None if row is None else _row_to_message(row)
-
-    def get_envelope(self, message_hash: bytes) -> bytes | None:
-        row = self._conn.execute(
-            "SELECT envelope FROM v1_envelopes WHERE messageHash = %s",
-            (bytes(message_hash).hex(),),
-        ).fetchone()
-        self._conn.rollback()
-        return None if row is None else bytes(row[0])
-
-    def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
-        wanted = list(dict.fromkeys(bytes(h).hex() for h in message_hashes))
-        if not wanted:
-            return {}
-        rows = self._conn.execute(
-            "SELECT messageHash, envelope FROM v1_envelopes WHERE messageHash = ANY(%s)",
-            (wanted,),
-        ).fetchall()
-        self._conn.rollback()
-        return {bytes.fromhex(h): bytes(e) for h, e in rows}
-
-    def query_v1_envelopes(
-        self,
-        lower_key: bytes,
-        upper_key: bytes,
-        *,
-        topics: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        limit: int = 1000,
-        descending: bool = False,
-    ) -> list[tuple[bytes, bytes]]:
-        sql, params = v1_envelopes_select(
-            POSTGRES, lower_key, upper_key,
-            topics=topics, cursor=cursor, limit=limit, descending=descending,
-        )  # fmt: skip
-        rows = self._fetch(sql, params)
-        self._conn.rollback()
-        return [(bytes(k), bytes(e)) for k, e in rows]
-
-    def count(self) -> int:
-        (n,) = self._conn.execute("SELECT count(*) FROM messages").fetchone()  # type: ignore[misc]
-        self._conn.rollback()
-        return int(n)
-
-    def count_envelopes(self) -> int:
-        (n,) = self._conn.execute("SELECT count(*) FROM v1_envelopes").fetchone()  # type: ignore[misc]
-        self._conn.rollback()
-        return int(n)
+    def _end_read(self) -> None:
+        self._conn.rollback()  # end the read transaction
 
     def close(self) -> None:
         self._conn.close()

@@ -11,13 +11,21 @@ message of those topics).
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from waku_legacy.store.types import CursorNotFound, QueryPage, StoredMessage, StoreError, StoreQuery
+from waku_legacy.store.types import (
+    CursorNotFound,
+    MessageStore,
+    QueryPage,
+    StoredMessage,
+    StoreError,
+    StoreQuery,
+)
 
-__all__ = ["COLUMNS", "Dialect", "Fetch", "select_page", "v1_envelopes_select"]
+__all__ = ["COLUMNS", "Dialect", "Fetch", "SqlMessageStore", "select_page", "v1_envelopes_select"]
 
 COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
 _TIMESTAMP_AT = COLUMNS.split(", ").index("timestamp")
@@ -38,10 +46,93 @@ class Dialect:
     hash_value: Callable[[bytes], object]  # a message hash as the column holds it
     topic_value: Callable[[str], object]  # a topic as the column holds it
     row_hash: Callable[[Any], Any]  # a row's hash column, comparable in hash order
+    hash_bytes: Callable[[Any], bytes]  # a row's hash column as the hash
     message: Callable[[Row], StoredMessage]  # a row of COLUMNS
     hash_only: Callable[[Row], StoredMessage]  # a row of (messageHash, ...), includeData off
     in_list: Callable[[str, Sequence[object]], tuple[str, list[object]]]  # column IN values
     key_slice: str  # the 4-byte topic inside a v1 DB key (bytes 37..40)
+    max_in_list: int | None  # the most values one list parameter takes (None: no limit)
+
+
+class SqlMessageStore(MessageStore):
+    """The reading half of a store, the same SQL on every backend; a backend gives its
+    :class:`Dialect`, runs statements (:meth:`_fetch`) and ends a read (:meth:`_end_read`)."""
+
+    dialect: Dialect
+
+    @abc.abstractmethod
+    def _fetch(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
+        """Every row of one statement."""
+
+    def _end_read(self) -> None:
+        """Called after each read (PostgreSQL ends its read transaction)."""
+
+    def _read(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
+        rows = self._fetch(sql, params)
+        self._end_read()
+        return rows
+
+    def query(self, query: StoreQuery) -> QueryPage:
+        try:
+            page = select_page(self.dialect, self._fetch, query)
+        except CursorNotFound:
+            self._end_read()
+            raise
+        self._end_read()
+        return page
+
+    def get_message(self, message_hash: bytes) -> StoredMessage | None:
+        d = self.dialect
+        rows = self._read(
+            f"SELECT {COLUMNS} FROM {d.messages} WHERE messageHash = {d.placeholder}",
+            [d.hash_value(bytes(message_hash))],
+        )
+        return d.message(rows[0]) if rows else None
+
+    def get_envelope(self, message_hash: bytes) -> bytes | None:
+        d = self.dialect
+        rows = self._read(
+            f"SELECT envelope FROM v1_envelopes WHERE messageHash = {d.placeholder}",
+            [d.hash_value(bytes(message_hash))],
+        )
+        return bytes(rows[0][0]) if rows else None
+
+    def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
+        d = self.dialect
+        wanted = list(dict.fromkeys(d.hash_value(bytes(h)) for h in message_hashes))
+        step = d.max_in_list or max(len(wanted), 1)
+        found: dict[bytes, bytes] = {}
+        for at in range(0, len(wanted), step):
+            clause, values = d.in_list("messageHash", wanted[at : at + step])
+            rows = self._fetch(
+                f"SELECT messageHash, envelope FROM v1_envelopes WHERE {clause}", values
+            )
+            found.update((d.hash_bytes(h), bytes(e)) for h, e in rows)
+        if wanted:
+            self._end_read()
+        return found
+
+    def query_v1_envelopes(
+        self,
+        lower_key: bytes,
+        upper_key: bytes,
+        *,
+        topics: Sequence[bytes] = (),
+        cursor: bytes | None = None,
+        limit: int = 1000,
+        descending: bool = False,
+    ) -> list[tuple[bytes, bytes]]:
+        sql, params = v1_envelopes_select(
+            self.dialect, lower_key, upper_key,
+            topics=topics, cursor=cursor, limit=limit, descending=descending,
+        )  # fmt: skip
+        return [(bytes(k), bytes(e)) for k, e in self._read(sql, params)]
+
+    def count(self) -> int:
+        return int(self._read(f"SELECT count(*) FROM {self.dialect.messages}", [])[0][0])
+
+    def count_envelopes(self) -> int:
+        return int(self._read("SELECT count(*) FROM v1_envelopes", [])[0][0])
 
 
 def select_page(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> QueryPage:

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.store.sql import COLUMNS, Dialect, Row, select_page, v1_envelopes_select
-from waku_legacy.store.types import MessageStore, QueryPage, StoredMessage, StoreError, StoreQuery
+from waku_legacy.store.sql import Dialect, Row, SqlMessageStore
+from waku_legacy.store.types import StoredMessage, StoreError
 
 __all__ = ["SCHEMA", "SqliteMessageStore"]
 
@@ -71,7 +71,6 @@ _INSERT_MESSAGE = (
 _INSERT_ENVELOPE = (
     "INSERT OR IGNORE INTO v1_envelopes (messageHash, envelope, dbKey) VALUES (?, ?, ?)"
 )
-_IN_LIST_SIZE = 500  # SQLite's host-parameter limit is 32766 (999 before 3.32)
 
 
 def _hash_only_message(row: Row) -> StoredMessage:
@@ -105,12 +104,16 @@ SQLITE = Dialect(
     row_hash=bytes,
     message=_row_to_message,
     hash_only=_hash_only_message,
+    hash_bytes=bytes,
     in_list=_in_list,
     key_slice="substr(dbKey, 37, 4)",
+    max_in_list=500,  # SQLite's host-parameter limit is 32766 (999 before 3.32)
 )
 
 
-class SqliteMessageStore(MessageStore):
+class SqliteMessageStore(SqlMessageStore):
+    dialect = SQLITE
+
     def __init__(
         self, path: str | Path, *, synchronous: str = "NORMAL", mmap_size: int = 0
     ) -> None:
@@ -178,51 +181,8 @@ class SqliteMessageStore(MessageStore):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def query(self, query: StoreQuery) -> QueryPage:
-        return select_page(SQLITE, self._fetch, query)
-
     def _fetch(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
         return self._db.execute(sql, params).fetchall()
-
-    def get_message(self, message_hash: bytes) -> StoredMessage | None:
-        row = self._db.execute(
-            f"SELECT {COLUMNS} FROM Message WHERE messageHash = ?", (bytes(message_hash),)
-        ).fetchone()
-        return None if row is None else _row_to_message(row)
-
-    def get_envelope(self, message_hash: bytes) -> bytes | None:
-        row = self._db.execute(
-            "SELECT envelope FROM v1_envelopes WHERE messageHash = ?", (bytes(message_hash),)
-        ).fetchone()
-        return None if row is None else bytes(row[0])
-
-    def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
-        wanted = list(dict.fromkeys(bytes(h) for h in message_hashes))
-        found: dict[bytes, bytes] = {}
-        for at in range(0, len(wanted), _IN_LIST_SIZE):
-            chunk = wanted[at : at + _IN_LIST_SIZE]
-            clause, values = _in_list("messageHash", chunk)
-            rows = self._fetch(
-                f"SELECT messageHash, envelope FROM v1_envelopes WHERE {clause}", values
-            )
-            found.update((bytes(h), bytes(e)) for h, e in rows)
-        return found
-
-    def query_v1_envelopes(
-        self,
-        lower_key: bytes,
-        upper_key: bytes,
-        *,
-        topics: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        limit: int = 1000,
-        descending: bool = False,
-    ) -> list[tuple[bytes, bytes]]:
-        sql, params = v1_envelopes_select(
-            SQLITE, lower_key, upper_key,
-            topics=topics, cursor=cursor, limit=limit, descending=descending,
-        )  # fmt: skip
-        return [(bytes(k), bytes(e)) for k, e in self._fetch(sql, params)]
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[None]:
@@ -245,12 +205,6 @@ class SqliteMessageStore(MessageStore):
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.execute("PRAGMA wal_autocheckpoint=1000")
             self._db.execute("PRAGMA cache_size=-2000")
-
-    def count(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM Message").fetchone()[0])
-
-    def count_envelopes(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM v1_envelopes").fetchone()[0])
 
     def close(self) -> None:
         self._db.close()
