@@ -27,9 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from waku_legacy.archive.errors import ArchiveDecodeError
-from waku_legacy.proto import status_archive_pb2
+from waku_legacy.proto import seed_archive_pb2, status_archive_pb2
 
-__all__ = ["MAX_UINT64", "ArchiveMessage", "decode_bytes_field"]
+__all__ = [
+    "MAX_UINT64",
+    "AnyArchiveMessage",
+    "ArchiveMessage",
+    "as_archive_message",
+    "decode_bytes_field",
+]
 
 MAX_UINT64 = (1 << 64) - 1
 
@@ -56,7 +62,11 @@ class ArchiveMessage:
         return len(self.payload) + len(self.sig)
 
     @classmethod
-    def from_proto(cls, message: status_archive_pb2.WakuMessage) -> ArchiveMessage:
+    def from_proto(
+        cls, message: status_archive_pb2.WakuMessage | seed_archive_pb2.WakuMessage
+    ) -> ArchiveMessage:
+        """From either flavour's generated class (seed-spec has no ``thirdPartyId``)."""
+        third = message.thirdPartyId if isinstance(message, status_archive_pb2.WakuMessage) else ""
         return cls(
             timestamp=message.timestamp,
             hash=message.hash,
@@ -64,7 +74,7 @@ class ArchiveMessage:
             payload=message.payload,
             sig=message.sig,
             padding=message.padding,
-            third_party_id=message.thirdPartyId,
+            third_party_id=third,
         )
 
     def to_proto(self) -> status_archive_pb2.WakuMessage:
@@ -130,6 +140,18 @@ class ArchiveMessage:
             where = f"archive message (line {line})" if line is not None else "archive message"
             raise ArchiveDecodeError(where, f"not JSON: {exc}") from exc
         return cls.from_json(obj, line=line)
+
+
+AnyArchiveMessage = ArchiveMessage | status_archive_pb2.WakuMessage | seed_archive_pb2.WakuMessage
+
+
+def as_archive_message(message: AnyArchiveMessage) -> ArchiveMessage:
+    """``message`` itself, or an ArchiveMessage of a generated-class message."""
+    if isinstance(message, ArchiveMessage):
+        return message
+    if isinstance(message, status_archive_pb2.WakuMessage | seed_archive_pb2.WakuMessage):
+        return ArchiveMessage.from_proto(message)
+    raise TypeError(f"not an archive message: {type(message).__name__}")
 
 
 def _content_text(data: bytes) -> str:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 
-from waku_legacy.archive.message import ArchiveMessage
+from waku_legacy.archive.message import ArchiveMessage, as_archive_message
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.topics import CommunityId, chat_topic
@@ -97,12 +97,6 @@ def archive_metadata_topics(
     return topics if universal in topics else (*topics, universal)
 
 
-def _archive_message(message: ArchiveMessage | status_archive_pb2.WakuMessage) -> ArchiveMessage:
-    if isinstance(message, ArchiveMessage):
-        return message
-    return ArchiveMessage.from_proto(message)
-
-
 def apply_archive_topics(
     messages: Iterable[ArchiveMessage | status_archive_pb2.WakuMessage],
     channel_topics: Sequence[bytes],
@@ -125,7 +119,7 @@ def apply_archive_topics(
         if bytes(message.topic) not in channels:
             out.append(message)
             continue
-        original = _archive_message(message)
+        original = as_archive_message(message)
         if mode is ArchiveTopics.BOTH:
             out.append(original)
             digest = relabelled_hash(original.hash, universal)
