@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_until
-from tests.test_archive_magnet import independent_open
+from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive.clock import (
     ClockEvidence,
@@ -252,8 +252,5 @@ async def test_bridge_publishes_above_the_description_field_9(tmp_path):
     assert opened["payload_signer"] is not None  # the 26/WAKU-PAYLOAD is signed
     assert opened["content_topic"] == body["contentTopic"]
     # status-go's public-chat topic: keccak256(chat id)[:4], as an rfc26 content topic
-    from Crypto.Hash import keccak
-
-    topic = keccak.new(data=f"{COMMUNITY}-memberUpdate".encode(), digest_bits=256).digest()[:4]
-    assert body["contentTopic"] == f"/waku/1/0x{topic.hex()}/rfc26"
+    assert body["contentTopic"] == chat_content_topic(f"{COMMUNITY}-memberUpdate")
     assert state["archiveLinkClock"]["reason"] == f"description field 9 = {field9} (+1)"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 
 import pytest
-from Crypto.Hash import keccak
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import reference_keccak256
 from waku_legacy.archive import (
     PIECE_LENGTH,
     ArchiveCorrupted,
@@ -35,7 +35,7 @@ from waku_legacy.proto import seed_archive_pb2, status_archive_pb2
 
 
 def keccak_hex(data: bytes) -> str:
-    return "0x" + keccak.new(digest_bits=256, data=data).hexdigest()
+    return "0x" + reference_keccak256(data).hex()
 
 
 # --- padding: status-go `if rawSize > pieceLength { size = raw + piece - raw%piece } else {

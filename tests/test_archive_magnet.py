@@ -10,8 +10,8 @@ from pathlib import Path
 
 import coincurve
 import pytest
-from Crypto.Hash import keccak
 
+from tests.helpers import reference_keccak256
 from waku_legacy.archive import (
     ArchiveMessage,
     build_community_archives,
@@ -46,7 +46,7 @@ def chat_key(chat_id: str) -> bytes:
 
 
 def chat_content_topic(chat_id: str) -> str:
-    topic = keccak.new(digest_bits=256, data=chat_id.encode()).digest()[:4]
+    topic = reference_keccak256(chat_id.encode())[:4]
     return f"/waku/1/0x{topic.hex()}/rfc26"
 
 
@@ -109,10 +109,6 @@ def recover(signature: bytes, digest: bytes) -> bytes:
     return key.format(compressed=True)
 
 
-def keccak256(data: bytes) -> bytes:
-    return keccak.new(digest_bits=256, data=data).digest()
-
-
 def independent_open(message_bytes: bytes, chat_id: str) -> dict:
     """Everything a current status-go member checks, read from the raw WakuMessage bytes."""
     from Crypto.Cipher import AES
@@ -136,14 +132,14 @@ def independent_open(message_bytes: bytes, chat_id: str) -> dict:
     body = plain[1 + width : 1 + width + size]
     assert flags & 4, "the 26/WAKU-PAYLOAD is not signed (status-go drops it)"
     signature = plain[-65:]
-    opened["payload_signer"] = recover(signature, keccak256(plain[:-65]))
+    opened["payload_signer"] = recover(signature, reference_keccak256(plain[:-65]))
     protocol = pb_fields(body)
     assert 102 in protocol, "no ProtocolMessage.public_message (field 102): bare layering"
     opened["installation_id"] = one(protocol, 2).decode()
     application = pb_fields(one(protocol, 102))
     opened["type"] = one(application, 3)
     link_bytes = one(application, 2)
-    opened["application_signer"] = recover(one(application, 1), keccak256(link_bytes))
+    opened["application_signer"] = recover(one(application, 1), reference_keccak256(link_bytes))
     link = pb_fields(link_bytes)
     opened["clock"] = one(link, 1)
     opened["archive_link"] = one(link, 2).decode()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import coincurve
 import pytest
-from Crypto.Hash import keccak
 
+from tests.helpers import reference_keccak256
 from waku_legacy.archive import build_community_archives
 from waku_legacy.archive.topics import ArchiveTopics, apply_archive_topics
 from waku_legacy.community_config import parse_community
@@ -69,10 +69,6 @@ def first(data: bytes, number: int, default: int | bytes = b"") -> int | bytes:
     return next((v for n, v in fields(data) if n == number), default)
 
 
-def keccak256(data: bytes) -> bytes:
-    return keccak.new(digest_bits=256, data=data).digest()
-
-
 def read_archives(root: Path) -> list[dict]:
     """Every archive of ``root``/index (``WakuMessageArchiveIndex{map<string,
     WakuMessageArchiveIndexMetadata{metadata = 2, offset = 3, size = 4, padding = 5}>
@@ -85,7 +81,7 @@ def read_archives(root: Path) -> list[dict]:
         assert isinstance(entry, bytes)
         key, meta = first(entry, 1), first(entry, 2)
         assert isinstance(meta, bytes) and isinstance(key, bytes)
-        assert key.decode() == "0x" + keccak256(meta).hex()
+        assert key.decode() == "0x" + reference_keccak256(meta).hex()
         offset, size, padding = (first(meta, n, 0) for n in (3, 4, 5))
         assert isinstance(offset, int) and isinstance(size, int) and isinstance(padding, int)
         raw = data[offset : offset + size - padding]
@@ -125,7 +121,8 @@ def app_signer(payload: bytes) -> bytes:
     """Uncompressed key that signed the ApplicationMetadataMessage (keccak256 of field 2)."""
     signature, body = first(payload, 1), first(payload, 2)
     assert isinstance(signature, bytes) and isinstance(body, bytes)
-    key = coincurve.PublicKey.from_signature_and_message(signature, keccak256(body), hasher=None)
+    digest = reference_keccak256(body)
+    key = coincurve.PublicKey.from_signature_and_message(signature, digest, hasher=None)
     return key.format(compressed=False)
 
 
@@ -148,10 +145,10 @@ def sample() -> tuple[list, dict]:
             continue  # public chats
         c, uuid, key = channels[env.topic]
         message = archive_message(
-            message_hash=keccak256(raw), topic=env.topic, timestamp=env.expiry - env.ttl,
+            message_hash=reference_keccak256(raw), topic=env.topic, timestamp=env.expiry - env.ttl,
             decoded=decode_payload(env.data, symmetric_key=key),
         )  # fmt: skip
-        per_community[str(c.id)].append((keccak256(raw), uuid, message))
+        per_community[str(c.id)].append((reference_keccak256(raw), uuid, message))
     assert all(len(v) > 50 for v in per_community.values())
     return communities, per_community
 
@@ -174,8 +171,10 @@ def test_every_v1_channel_message_is_under_member_update(sample, tmp_path, mode)
     communities, per_community = sample
     for community in communities:
         cid = str(community.id)
-        universal = keccak256(f"{cid}-memberUpdate".encode())[:4]
-        channel_topics = {keccak256(f"{cid}{u}".encode())[:4]: u for u in community.channels}
+        universal = reference_keccak256(f"{cid}-memberUpdate".encode())[:4]
+        channel_topics = {
+            reference_keccak256(f"{cid}{u}".encode())[:4]: u for u in community.channels
+        }
         expected = per_community[cid]
         archives = read_archives(build(tmp_path / mode, community, expected, mode))
         assert archives
@@ -204,11 +203,11 @@ def test_every_v1_channel_message_is_under_member_update(sample, tmp_path, mode)
             assert copy["padding"] == original.padding
             assert copy["hash"] == (
                 envelope_hash if mode == "universal"
-                else keccak256(envelope_hash + universal)
+                else reference_keccak256(envelope_hash + universal)
             )  # fmt: skip
             chat_id = chat_id_of(copy["payload"])
             assert chat_id == f"{cid}{uuid}"  # a current client files it under its channel
-            assert keccak256(chat_id.encode())[:4] == original.topic
+            assert reference_keccak256(chat_id.encode())[:4] == original.topic
             assert channel_topics[original.topic] == uuid
             assert app_signer(copy["payload"]) == copy["sig"]  # CanPost checks this author
 
@@ -219,7 +218,7 @@ def test_both_keeps_the_channel_copies_of_channel_mode(sample, tmp_path) -> None
     messages = per_community[str(community.id)]
     channel = read_archives(build(tmp_path / "channel", community, messages, "channel"))
     both = read_archives(build(tmp_path / "both", community, messages, "both"))
-    universal = keccak256(f"{community.id}-memberUpdate".encode())[:4]
+    universal = reference_keccak256(f"{community.id}-memberUpdate".encode())[:4]
 
     def key(m: dict) -> tuple:
         return (m["hash"], m["topic"], m["payload"], m["sig"], m["timestamp"], m["padding"])
@@ -234,7 +233,7 @@ def test_channel_is_todays_archive_and_reruns_are_byte_identical(sample, tmp_pat
     community = communities[1]
     messages = per_community[str(community.id)]
     default = _files(build(tmp_path / "default", community, messages, None))
-    universal = keccak256(f"{community.id}-memberUpdate".encode())[:4]
+    universal = reference_keccak256(f"{community.id}-memberUpdate".encode())[:4]
     today = read_archives(tmp_path / "default" / "archives" / str(community.id))
     assert universal not in {m["topic"] for a in today for m in a["messages"]}
     assert all(universal not in a["topics"] for a in today)

@@ -10,10 +10,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from Crypto.Hash import keccak
 
+from tests.helpers import reference_topic_hex
 from waku_legacy.cli import main
 
 # The secp256k1 generator, compressed: a valid community key.
@@ -21,10 +22,6 @@ COMMUNITY = "0x0279be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f8179
 CHANNEL = "6e2c5b3a-1c0b-4f5a-9f0e-2a7b3c4d5e6f"
 CHANNEL_2 = "00000000-0000-4000-8000-000000000001"
 CONSOLE_SCRIPT = Path(sys.executable).with_name("waku-legacy")
-
-
-def keccak4(text: str) -> str:
-    return keccak.new(digest_bits=256, data=text.encode()).hexdigest()[:8]
 
 
 def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
@@ -42,22 +39,27 @@ def run_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 # --- hash ------------------------------------------------------------------------------
 
 
+def _hash_argv(case: dict[str, Any]) -> list[str]:
+    """The ``hash`` command line for one waku-message-hash.json case."""
+    argv = [
+        "hash",
+        "--pubsub-topic",
+        case["pubsub_topic"],
+        "--content-topic",
+        case["content_topic"],
+        "--payload",
+        case["payload"],
+        "--timestamp",
+        str(case["timestamp"]),
+    ]
+    if case["meta"]:
+        argv += ["--meta", "0x" + case["meta"]]
+    return argv
+
+
 def test_hash_matches_every_vector(capsys: pytest.CaptureFixture[str], vectors) -> None:
     for case in vectors("waku-message-hash.json")["cases"]:
-        argv = [
-            "hash",
-            "--pubsub-topic",
-            case["pubsub_topic"],
-            "--content-topic",
-            case["content_topic"],
-            "--payload",
-            case["payload"],
-            "--timestamp",
-            str(case["timestamp"]),
-        ]
-        if case["meta"]:
-            argv += ["--meta", "0x" + case["meta"]]
-        out = run_json(capsys, argv)
+        out = run_json(capsys, _hash_argv(case))
         assert out["hash"] == "0x" + case["expected"]
         assert out["payload"] == "0x" + case["payload"]
         assert out["meta"] == "0x" + case["meta"]
@@ -119,20 +121,20 @@ def test_topics_hand_derived(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["community_id"] == COMMUNITY
     assert out["community"] == {
         "chat_id": COMMUNITY,
-        "v1_topic": "0x" + keccak4(COMMUNITY),
-        "content_topic": f"/waku/1/0x{keccak4(COMMUNITY)}/rfc26",
+        "v1_topic": "0x" + reference_topic_hex(COMMUNITY),
+        "content_topic": f"/waku/1/0x{reference_topic_hex(COMMUNITY)}/rfc26",
     }
     assert [c["uuid"] for c in out["channels"]] == [CHANNEL, CHANNEL_2]
     for entry, uuid in zip(out["channels"], [CHANNEL, CHANNEL_2], strict=True):
         chat_id = COMMUNITY + uuid
         assert entry["chat_id"] == chat_id
-        assert entry["v1_topic"] == "0x" + keccak4(chat_id)
-        assert entry["content_topic"] == f"/waku/1/0x{keccak4(chat_id)}/rfc26"
+        assert entry["v1_topic"] == "0x" + reference_topic_hex(chat_id)
+        assert entry["content_topic"] == f"/waku/1/0x{reference_topic_hex(chat_id)}/rfc26"
     magnet = COMMUNITY + "-magnetlinks"
     assert out["magnetlinks"] == {
         "chat_id": magnet,
-        "v1_topic": "0x" + keccak4(magnet),
-        "content_topic": f"/waku/1/0x{keccak4(magnet)}/rfc26",
+        "v1_topic": "0x" + reference_topic_hex(magnet),
+        "content_topic": f"/waku/1/0x{reference_topic_hex(magnet)}/rfc26",
     }
     # No --shard: status-go's default non-protected shard, and the output says so.
     assert out["pubsub_topic"] == "/waku/2/rs/16/64"
@@ -142,7 +144,8 @@ def test_topics_hand_derived(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_topics_pinned_values(capsys: pytest.CaptureFixture[str]) -> None:
     # Worked out once with pycryptodome's keccak outside the project and pinned here, so a
-    # change of hash function or of the chat id strings shows even if keccak4 changed too.
+    # change of hash function or of the chat id strings shows even if reference_topic_hex
+    # changed too.
     out = run_json(capsys, ["topics", "--community", COMMUNITY, "--channel", CHANNEL])
     assert out["community"]["content_topic"] == "/waku/1/0x97e4158c/rfc26"
     assert out["magnetlinks"]["content_topic"] == "/waku/1/0xfd367d00/rfc26"
@@ -205,18 +208,7 @@ def test_topics_bad_input_exits_2(
 def test_console_script_runs(vectors) -> None:
     case = vectors("waku-message-hash.json")["cases"][2]
     result = subprocess.run(
-        [
-            str(CONSOLE_SCRIPT),
-            "hash",
-            "--pubsub-topic",
-            case["pubsub_topic"],
-            "--content-topic",
-            case["content_topic"],
-            "--payload",
-            case["payload"],
-            "--timestamp",
-            str(case["timestamp"]),
-        ],
+        [str(CONSOLE_SCRIPT), *_hash_argv(case)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -11,10 +11,10 @@ import struct
 
 import coincurve
 import pytest
-from Crypto.Hash import keccak
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import reference_topic_hex
 from waku_legacy.errors import CryptoError, DecodeError, InvalidTopic
 from waku_legacy.identity.shards import (
     DEFAULT_NON_PROTECTED_PUBSUB_TOPIC,
@@ -57,10 +57,6 @@ G_X = 0x79BE667EF9DCBBAC55A06295CE870B07029BFCDB2DCE28D959F2815B16F81798
 G_COMPRESSED = bytes.fromhex("02" + f"{G_X:064x}")
 TWO_G_X = 0xC6047F9441ED7D6D3045406E95C07CD85C778E4B8CEF3CA7ABAC09B95C709EE5
 SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-
-
-def keccak4(text: str) -> str:
-    return keccak.new(digest_bits=256, data=text.encode()).hexdigest()[:8]
 
 
 # --- static sharding -------------------------------------------------------------------
@@ -256,10 +252,10 @@ def test_partitioned_topic_status_go_format() -> None:
     # status-go: PartitionedTopic = "contact-discovery-" + decimal; ToTopic = keccak[:4].
     partition = G_X % 5000
     assert partitioned_chat_id(G_COMPRESSED) == f"contact-discovery-{partition}"
-    expected = f"/waku/1/0x{keccak4(f'contact-discovery-{partition}')}/rfc26"
+    expected = f"/waku/1/0x{reference_topic_hex(f'contact-discovery-{partition}')}/rfc26"
     assert partitioned_content_topic(G_COMPRESSED) == expected
     spec = partitioned_content_topic(G_COMPRESSED, PartitionScheme.SPEC_57)
-    assert spec == f"/waku/1/0x{keccak4('contact-discovery-6040')}/rfc26"
+    assert spec == f"/waku/1/0x{reference_topic_hex('contact-discovery-6040')}/rfc26"
 
 
 def test_one_to_one_shard_by_hand() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from Crypto.Hash import keccak as pycryptodome_keccak
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import reference_keccak256
 from waku_legacy.errors import DecodeError
 from waku_legacy.mailserver_compat.wire.cursor import (
     CURSOR_SIZE,
@@ -36,7 +36,7 @@ def test_db_key_of_an_envelope_hand_derived() -> None:
         expiry=0x01020304, ttl=50, topic=bytes.fromhex("deadbeef"), data=b"\x01\x02", nonce=0
     )
     envelope_rlp = bytes.fromhex("cf84010203043284deadbeef82010280")
-    digest = pycryptodome_keccak.new(data=envelope_rlp, digest_bits=256).digest()
+    digest = reference_keccak256(envelope_rlp)
     # timestamp = expiry - ttl = 0x01020304 - 0x32 = 0x010202d2, big-endian
     expected = bytes.fromhex("010202d2") + digest + bytes.fromhex("deadbeef")
     key = db_key_for(env)
