@@ -97,10 +97,6 @@ class PullResult:
     cursors: list[bytes] = field(default_factory=list)
 
 
-class _Retry(Exception):
-    pass
-
-
 class MailServerClient:
     def __init__(
         self,
