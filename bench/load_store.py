@@ -53,8 +53,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp
+
+if TYPE_CHECKING:
+    from waku_legacy.store import MessageStore
 
 PUBSUB_TOPICS = [f"/waku/2/rs/16/{s}" for s in (32, 64, 128, 129)]
 NS = 1_000_000_000
@@ -332,10 +336,10 @@ def raw_sqlite_page(db: sqlite3.Connection, params: dict[str, str]) -> int:
     return len(rows)
 
 
-def store_json_page(store: object, params: dict[str, str]) -> int:
+def store_json_page(store: MessageStore, params: dict[str, str]) -> int:
     from waku_legacy.bridge.store_rest_server import parse_v3_query, run_v3_query
 
-    return len(run_v3_query(store, parse_v3_query(params), "bench"))  # type: ignore[arg-type]
+    return len(run_v3_query(store, parse_v3_query(params), "bench"))
 
 
 def time_calls(fn, items: list) -> list[float]:  # type: ignore[no-untyped-def]

@@ -121,7 +121,7 @@ def _bad(reason: str) -> RestError:
 def _one(params: Params | Mapping[str, str], key: str) -> str | None:
     """The single value of ``key`` ("" counts as absent, as in nwaku); repeats are refused."""
     if hasattr(params, "getall"):
-        values = params.getall(key, [])  # type: ignore[union-attr]
+        values = params.getall(key, [])
     else:
         values = [params[key]] if key in params else []
     if len(values) > 1:

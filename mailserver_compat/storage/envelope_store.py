@@ -34,7 +34,7 @@ import contextlib
 import dataclasses
 import heapq
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -153,6 +153,14 @@ def page_from(
     return StorePage(page, b"")
 
 
+def _close(rows: Iterator[object]) -> None:
+    """Close a row stream that a generator serves (it holds a database iterator open),
+    even when its source types it as a plain Iterator."""
+    close = getattr(rows, "close", None)
+    if close is not None:
+        close()
+
+
 def _upper_bound(upper: int) -> bytes:
     return db_key_bound(upper + 1)
 
@@ -234,8 +242,11 @@ class LevelDBSource:
         max_scan: int | None = None,
     ) -> StorePage:
         check_cursor(cursor)
-        with contextlib.closing(self.db.query(lower, upper, cursor=cursor or None)) as rows:
+        rows = self.db.query(lower, upper, cursor=cursor or None)
+        try:
             return page_from(rows, TopicFilter(topics, bloom), limit, max_scan)
+        finally:
+            _close(rows)
 
     def close(self) -> None:
         self.db.close()
@@ -317,7 +328,7 @@ class V2StoreSource:
 
     def _rows(
         self, lower_key: bytes, upper_key: bytes, topics: Sequence[bytes], cursor: bytes
-    ) -> Iterator[tuple[bytes, bytes]]:
+    ) -> Generator[tuple[bytes, bytes]]:
         while True:
             rows = self.store.query_v1_envelopes(
                 lower_key, upper_key, topics=topics, cursor=cursor or None, limit=self.batch
@@ -385,7 +396,7 @@ class V2StoreSource:
         topics: Sequence[bytes],
         max_scan: int | None,
         batch: int,
-    ) -> Iterator[tuple[bytes, bytes | None]]:
+    ) -> Generator[tuple[bytes, bytes | None]]:
         """v2-origin envelopes with keys in ``[start_key, upper_key]`` in DB-key order;
         ends with ``(db_key_bound(s), None)`` when the scan bound stopped it before second
         ``s``."""

@@ -14,6 +14,6 @@ def redact_dsn(dsn: str) -> str:
         params = conninfo_to_dict(dsn)
         if "password" in params:
             params["password"] = "***"
-        return make_conninfo(**params)
+        return make_conninfo("", **params)
     except Exception:  # any parse failure: show nothing of it rather than a secret
         return "<dsn>"

@@ -98,15 +98,13 @@ def parse_hash(text: str, what: str = "message hash") -> bytes:
         # unescaped '+' into a space; URL-safe base64 uses - and _.
         b64 = value.replace(" ", "+").replace("-", "+").replace("_", "/")
         b64 += "=" * (-len(b64) % 4)
+        neither = f"{value!r} is neither 0x followed by 64 hex digits nor base64 of a 32-byte hash"
         try:
             raw = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError):
-            raw = None
-        if raw is None or (prefixed and len(raw) != HASH_SIZE):
-            raise RestJsonError(
-                what,
-                f"{value!r} is neither 0x followed by 64 hex digits nor base64 of a 32-byte hash",
-            )
+            raise RestJsonError(what, neither) from None
+        if prefixed and len(raw) != HASH_SIZE:
+            raise RestJsonError(what, neither)
     if len(raw) != HASH_SIZE:
         raise RestJsonError(what, f"a hash is {HASH_SIZE} bytes, {value!r} holds {len(raw)}")
     return raw
@@ -171,7 +169,7 @@ def response_json(
     return out
 
 
-_json_string = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_json_string = json.encoder.encode_basestring_ascii
 _TOPIC_CACHE: dict[str, str] = {}
 
 
