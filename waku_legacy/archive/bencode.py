@@ -91,7 +91,7 @@ def decode_at(data: bytes, pos: int, what: str, depth: int = 0) -> tuple[Any, in
         except ValueError:
             raise ArchiveDecodeError(what, f"bad integer {text!r}", offset=pos) from None
     if lead == ord("l"):
-        items = []
+        items: list[Any] = []
         pos += 1
         while True:
             if pos >= len(data):

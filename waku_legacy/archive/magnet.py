@@ -45,9 +45,10 @@ import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import coincurve
+from google.protobuf.message import Message
 
 from waku_legacy.archive.errors import ForgedMagnetMessage, MagnetMessageError, StaleMagnetMessage
 from waku_legacy.archive.torrent import parse_magnet_uri
@@ -117,7 +118,10 @@ ARCHIVE_LINK_CHATS = (BOTH, UNIVERSAL, MAGNETLINKS)
 # How the 26/WAKU-PAYLOAD's plaintext was layered (what a reader saw).
 
 
-def _parse(cls: Any, data: bytes, what: str) -> Any:
+_Message = TypeVar("_Message", bound=Message)
+
+
+def _parse(cls: type[_Message], data: bytes, what: str) -> _Message:
     try:
         return parse_message(cls, data, what, max_size=MAX_MAGNET_MESSAGE_BYTES)
     except ProtobufDecodeError as exc:
@@ -159,7 +163,11 @@ def installation_id_for(signer: coincurve.PublicKey) -> str:
 
 
 def wrap_application_message(
-    payload: bytes, key: coincurve.PrivateKey, message_type: int = COMMUNITY_MESSAGE_ARCHIVE_LINK
+    payload: bytes,
+    key: coincurve.PrivateKey,
+    message_type: application_metadata_pb2.ApplicationMetadataMessage.Type = (
+        COMMUNITY_MESSAGE_ARCHIVE_LINK
+    ),
 ) -> bytes:
     """``ApplicationMetadataMessage`` bytes, signed over keccak256(payload) with ``key``."""
     signature = sign_recoverable(keccak256(payload), key)
@@ -367,7 +375,7 @@ class OpenedArchiveLink:
     layering: str  # PROTOCOL_MESSAGE or BARE
     installation_id: str | None  # ProtocolMessage.installation_id (None when bare)
     payload_signer: bytes | None  # compressed key that signed the 26/WAKU-PAYLOAD
-    application: Any  # ApplicationMetadataMessage
+    application: application_metadata_pb2.ApplicationMetadataMessage
 
 
 def open_archive_link_message(

@@ -13,12 +13,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from waku_legacy.archive.errors import SeederError
 from waku_legacy.archive.session import SessionConfig, make_session
 from waku_legacy.archive.torrent import TorrentFile, load_torrent
 from waku_legacy.errors import WakuLegacyError
+
+if TYPE_CHECKING:
+    import libtorrent as lt
 
 __all__ = ["SeedStats", "Seeder"]
 
@@ -36,7 +39,7 @@ class SeedStats:
 
 @dataclass(slots=True)
 class _Seeding:
-    handle: Any
+    handle: lt.torrent_handle
     torrent: TorrentFile
     path: Path
     mtime_ns: int
@@ -50,7 +53,7 @@ class Seeder:
     ) -> None:
         self.archive_dir = Path(archive_dir)
         self.config = config or SessionConfig()
-        self._session: Any = make_session(self.config)
+        self._session: lt.session | None = make_session(self.config)
         self._seeding: dict[str, _Seeding] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -70,7 +73,12 @@ class Seeder:
 
     @property
     def listen_port(self) -> int:
-        return int(self._session.listen_port())
+        return int(self._open_session().listen_port())
+
+    def _open_session(self) -> lt.session:
+        if self._session is None:
+            raise SeederError("the seeder is closed")
+        return self._session
 
     # -- torrents ------------------------------------------------------------------------------
 
@@ -85,14 +93,14 @@ class Seeder:
             if current.torrent.info_hash == torrent.info_hash:
                 current.mtime_ns = path.stat().st_mtime_ns
                 return self._stats(current)
-            self._session.remove_torrent(current.handle)  # files stay: only the torrent goes
+            self._open_session().remove_torrent(current.handle)  # files stay: only the torrent goes
             del self._seeding[torrent.name]
         params = lt.add_torrent_params()
-        params.ti = lt.torrent_info(lt.bdecode(path.read_bytes()))
+        params.ti = lt.torrent_info(path.read_bytes())
         params.save_path = str(self.archive_dir)
         if not self.config.trackers:
             params.trackers = []
-        handle = self._session.add_torrent(params)
+        handle = self._open_session().add_torrent(params)
         item = _Seeding(handle, torrent, path, path.stat().st_mtime_ns)
         self._seeding[torrent.name] = item
         if wait:
@@ -165,7 +173,7 @@ class Seeder:
     def stop(self, name: str) -> None:
         item = self._seeding.pop(name, None)
         if item is not None:
-            self._session.remove_torrent(item.handle)
+            self._open_session().remove_torrent(item.handle)
 
     def stats(self) -> list[SeedStats]:
         return [self._stats(item) for _, item in sorted(self._seeding.items())]

@@ -8,9 +8,12 @@ tests on loopback do. libtorrent is imported lazily so that the CLI starts fast.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from waku_legacy.archive.errors import ArchiveConfigError
+
+if TYPE_CHECKING:
+    import libtorrent as lt
 
 __all__ = ["SessionConfig", "make_session", "parse_peer"]
 
@@ -29,7 +32,7 @@ class SessionConfig:
     utp: bool = True
     user_agent: str = "waku-legacy"
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> lt.settings_pack:
         import libtorrent as lt
 
         parse_peer(self.listen, what="listen address")
@@ -54,7 +57,7 @@ class SessionConfig:
         }
 
 
-def make_session(config: SessionConfig) -> Any:
+def make_session(config: SessionConfig) -> lt.session:
     import libtorrent as lt
 
     try:
