@@ -143,7 +143,7 @@ def store_clock_evidence(store: MessageStore, community: CommunityConfig) -> Clo
 def node_clock_evidence(
     node: str, community: CommunityConfig, *, timeout: float = 30.0, retries: int = 2
 ) -> ClockEvidence:
-    """The same from a store node, through its REST store API (the migration's pager): its
+    """The same from a store node, through its REST store API (store.rest_client's pager): its
     first ``3 * CLOCK_EVIDENCE_LIMIT`` messages on the three topics."""
     from waku_legacy.store.rest_client import StorePager, fetch_pages
     from waku_legacy.store.rest_json import parse_key_value

@@ -1,8 +1,8 @@
 """Keeping history complete: pull the last ``window`` (30 days) from v2 store nodes.
 
-The paging itself is the migration's sans-IO :class:`StorePager` (query strings, both cursor
-encodings, loop guard); this module is its asyncio adapter (aiohttp, retries with backoff,
-429 slower) plus the bridge's bookkeeping.
+The paging itself is :class:`~waku_legacy.store.rest_client.StorePager`, sans-IO and shared
+with the migration (query strings, both cursor encodings, loop guard); this module is its
+asyncio adapter (aiohttp, retries with backoff, 429 slower) plus the bridge's bookkeeping.
 
 On start and every ``interval``, for each configured node and pubsub topic, page through
 ``GET /store/v3/messages`` (ascending, ``includeData``) from where the last complete pull
@@ -232,7 +232,9 @@ class HistoryPuller:
                 problem = f"{type(exc).__name__}: {exc}"
         raise StoreRestError(f"GET {url[:200]} failed: {problem.strip()}")
 
-    async def _take_page(self, node: str, entries: list[dict], report: PullReport) -> None:
+    async def _take_page(
+        self, node: str, entries: list[dict[str, Any]], report: PullReport
+    ) -> None:
         report.pages += 1
         rows: list[StoredMessage] = []
         for n, raw in enumerate(entries):
