@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 
 from Crypto.Hash import keccak as pycryptodome_keccak
 
-__all__ = ["reference_keccak256", "reference_topic_hex", "wait_until"]
+__all__ = ["fresh_database", "reference_keccak256", "reference_topic_hex", "wait_until"]
 
 
 def reference_keccak256(data: bytes) -> bytes:
@@ -30,3 +32,21 @@ async def wait_until(condition: Callable[[], object], *, what: str, timeout: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+@contextlib.contextmanager
+def fresh_database(server_dsn: str, prefix: str) -> Iterator[str]:
+    """The DSN of a new, empty PostgreSQL database (named ``prefix`` + random hex) on the
+    server ``server_dsn`` points at; the database is dropped afterwards."""
+    import psycopg  # only the PostgreSQL tests need it
+
+    from tests.conftest import dsn_for_database
+
+    name = prefix + uuid.uuid4().hex[:12]
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield dsn_for_database(server_dsn, name)
+    finally:
+        with psycopg.connect(server_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -7,13 +7,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import uuid
 
 import aiohttp
-import psycopg
 import pytest
 
-from tests.conftest import dsn_for_database
+from tests.helpers import fresh_database
 from tests.test_bridge_support import (
     ADMIN_TOKEN,
     CONTENT,
@@ -311,11 +309,7 @@ def test_bad_mmap_size_is_a_store_error(tmp_path):
 
 @pytest.mark.postgres
 async def test_rest_over_postgresql(postgres_dsn, tmp_path):
-    name = "br_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    url = dsn_for_database(postgres_dsn, name)
-    try:
+    with fresh_database(postgres_dsn, "br_") as url:
         rows = make_rows(300, seed=3)
         with open_store(url) as store:
             store.insert_messages(rows)
@@ -330,6 +324,3 @@ async def test_rest_over_postgresql(postgres_dsn, tmp_path):
                     )
         finally:
             await service.stop()
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

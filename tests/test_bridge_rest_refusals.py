@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 
-import psycopg
 import pytest
 
-from tests.conftest import dsn_for_database
+from tests.helpers import fresh_database
 from tests.test_bridge_support import ADMIN_TOKEN, PUBSUB, bridge_config, make_rows
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.store import open_store
@@ -103,11 +101,7 @@ async def test_control_characters_in_topics_are_400_on_sqlite(tmp_path):
 
 @pytest.mark.postgres
 async def test_control_characters_in_topics_are_400_on_postgresql_too(postgres_dsn, tmp_path):
-    name = "nul_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    url = dsn_for_database(postgres_dsn, name)
-    try:
+    with fresh_database(postgres_dsn, "nul_") as url:
         with open_store(url) as store:
             store.insert_messages(make_rows(20))
         sqlite_url = f"sqlite:///{tmp_path}/s.sqlite3"
@@ -128,6 +122,3 @@ async def test_control_characters_in_topics_are_400_on_postgresql_too(postgres_d
                     store.query(StoreQuery(pubsub_topic=PUBSUB + "\x00"))
                 with pytest.raises(InvalidQuery, match="UTF-8"):
                     store.query(StoreQuery(content_topics=["/app/1/\udcff/proto"]))
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

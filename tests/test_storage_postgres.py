@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import uuid
 
-import psycopg
 import pytest
 
-from tests.conftest import dsn_for_database
+from tests.helpers import fresh_database
 from waku_legacy.mailserver_compat.storage.postgres import (
     PostgresEnvelopeStore,
     PostgresSourceError,
@@ -32,13 +30,8 @@ def _bloom(bit: int) -> bytes:
 @pytest.fixture()
 def legacy_dsn(postgres_dsn: str):
     """A fresh database per test, so tests never see each other's envelopes."""
-    name = "ms_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    dsn = dsn_for_database(postgres_dsn, name)
-    yield dsn
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_database(postgres_dsn, "ms_") as dsn:
+        yield dsn
 
 
 def test_bloom_bits_match_status_go_bit_string() -> None:

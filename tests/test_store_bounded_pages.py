@@ -7,12 +7,9 @@ time; pages are checked against a reference computed in Python, on both backends
 
 from __future__ import annotations
 
-import uuid
-
-import psycopg
 import pytest
 
-from tests.conftest import dsn_for_database
+from tests.helpers import fresh_database
 from tests.test_bridge_support import deterministic_hash
 from waku_legacy.store import StoredMessage, StoreQuery, open_store
 
@@ -116,12 +113,9 @@ def test_paging_still_returns_every_match_in_order(sqlite_store, query):
 
 @pytest.mark.postgres
 def test_postgresql_pages_the_same(postgres_dsn):
-    name = "bp_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
+    with fresh_database(postgres_dsn, "bp_") as url:
         rows = _rows(3000)
-        with open_store(dsn_for_database(postgres_dsn, name)) as store:
+        with open_store(url) as store:
             store.insert_messages(rows)
             for query in QUERIES:
                 expected = _reference(
@@ -130,6 +124,3 @@ def test_postgresql_pages_the_same(postgres_dsn):
                     ascending=query.get("ascending", True),
                 )  # fmt: skip
                 assert _page_all(store, 130, **query) == expected, query
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

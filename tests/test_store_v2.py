@@ -11,13 +11,12 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.conftest import dsn_for_database
+from tests.helpers import fresh_database
 from waku_legacy.store import (
     CursorNotFound,
     StoredMessage,
@@ -62,13 +61,8 @@ def store_url(request, tmp_path: Path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/store.sqlite3"
         return
-    base = request.getfixturevalue("postgres_dsn")
-    name = "st_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield dsn_for_database(base, name)
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_database(request.getfixturevalue("postgres_dsn"), "st_") as url:
+        yield url
 
 
 def _model(rows, *, pubsub=None, topics=(), start=None, end=None, hashes=(), ascending=True):
@@ -187,11 +181,7 @@ def test_query_errors(store_url: str) -> None:
 
 @pytest.mark.postgres
 def test_postgres_columns_are_nwaku_hex(postgres_dsn: str) -> None:
-    name = "hx_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    dsn = dsn_for_database(postgres_dsn, name)
-    try:
+    with fresh_database(postgres_dsn, "hx_") as dsn:
         with open_store(dsn) as store:
             store.insert_messages(
                 [StoredMessage(b"\xab" * 32, "/p", "/c", b"\x01\xff", 1, 5, b"\x02")]
@@ -204,9 +194,6 @@ def test_postgres_columns_are_nwaku_hex(postgres_dsn: str) -> None:
             lookup = conn.execute("SELECT messageHash, timestamp FROM messages_lookup").fetchone()
         assert row == ("ab" * 32, "/p", "/c", "01ff", 1, 5, "02")
         assert lookup == ("ab" * 32, 5)
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def test_sqlite_schema_is_nwakus(tmp_path: Path) -> None:

@@ -11,11 +11,11 @@ messages that came from v1 envelopes, so a v1 member sees the v2 member's conver
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
 import rlp
 
+from tests.helpers import fresh_database
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.payload import decode_payload, encode_payload
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
@@ -88,17 +88,8 @@ def store_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
         return
-    import psycopg
-
-    from tests.conftest import dsn_for_database
-
-    base = request.getfixturevalue("postgres_dsn")
-    name = "v2o_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    yield dsn_for_database(base, name)
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_database(request.getfixturevalue("postgres_dsn"), "v2o_") as url:
+        yield url
 
 
 @pytest.fixture
