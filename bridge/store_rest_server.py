@@ -46,7 +46,6 @@ used only when ``pubsubTopic``, ``senderTime``, ``storeTime`` and ``digest`` are
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 import threading
@@ -64,7 +63,11 @@ from waku_legacy.store import (
     InvalidQuery,
     MessageStore,
 )
-from waku_legacy.store.rest_json import MAX_HASHES_PER_QUERY, response_json_bytes
+from waku_legacy.store.rest_json import (
+    MAX_HASHES_PER_QUERY,
+    lenient_b64decode,
+    response_json_bytes,
+)
 from waku_legacy.store.types import StoredMessage, StoreError, StoreQuery
 
 __all__ = [
@@ -144,30 +147,26 @@ def nim_parse_int(text: str) -> int:
     return int(digits)
 
 
-def _parsed_int(prefix: str, suffix: str, text: str) -> int:
+def _parsed_int(what: str, text: str, legacy: bool) -> int:
+    """``text`` as Nim parses it, or a 400 in the v3 (or legacy) API's words."""
     try:
         return nim_parse_int(text)
     except ValueError as exc:
-        raise _bad(f"{prefix}{exc}{suffix}") from None
+        reason = f"Problem parsing {what} [{exc}]" if legacy else f"{what} parsing error: {exc}"
+        raise _bad(reason) from None
 
 
 def _time(text: str | None, legacy: bool = False) -> int | None:
     if text is None:
         return None
-    if legacy:
-        value = _parsed_int("Problem parsing time [", "]", text)
-    else:
-        value = _parsed_int("time parsing error: ", "", text)
+    value = _parsed_int("time", text, legacy)
     return value if value > 0 else None  # nwaku: only positive times bound the query
 
 
 def _page_size(text: str | None, legacy: bool = False) -> int:
     if text is None:
         return DEFAULT_PAGE_SIZE
-    if legacy:
-        value = _parsed_int("Problem parsing page size [", "]", text)
-    else:
-        value = _parsed_int("page size parsing error: ", "", text)
+    value = _parsed_int("page size", text, legacy)
     if value == 0:
         return DEFAULT_PAGE_SIZE
     # nwaku: uint64(parseInt(…)) wraps a negative size to 2^64 - n, then clamps it to 100
@@ -190,13 +189,8 @@ def _include_data(text: str | None) -> bool:
 
 
 def _base64_hash(text: str) -> bytes | None:
-    b64 = text.replace(" ", "+").replace("-", "+").replace("_", "/")
-    b64 += "=" * (-len(b64) % 4)
-    try:
-        raw = base64.b64decode(b64, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return raw if len(raw) == 32 else None
+    raw = lenient_b64decode(text)
+    return raw if raw is not None and len(raw) == 32 else None
 
 
 def nwaku_hash(text: str) -> bytes | None:
@@ -345,12 +339,9 @@ class LegacyQuery:
 
 
 def _digest(text: str) -> bytes:
-    b64 = text.replace(" ", "+").replace("-", "+").replace("_", "/")
-    b64 += "=" * (-len(b64) % 4)
-    try:
-        raw = base64.b64decode(b64, validate=True)
-    except (binascii.Error, ValueError):
-        raise _bad(f"'digest' {text[:60]!r} is not base64") from None
+    raw = lenient_b64decode(text)
+    if raw is None:
+        raise _bad(f"'digest' {text[:60]!r} is not base64")
     if len(raw) != 32:
         raise _bad(f"'digest' must be 32 bytes, got {len(raw)}")
     return raw

@@ -42,6 +42,7 @@ __all__ = [
     "RestStoreResponse",
     "format_hash",
     "key_value_json",
+    "lenient_b64decode",
     "message_json",
     "parse_hash",
     "parse_hashes",
@@ -81,6 +82,17 @@ def format_hash(digest: bytes) -> str:
     return "0x" + bytes(digest).hex()
 
 
+def lenient_b64decode(text: str) -> bytes | None:
+    """Standard or URL-safe base64, padding optional, a space read as '+' (form decoding
+    turns an unescaped '+' into one); None when it is not base64."""
+    b64 = text.replace(" ", "+").replace("-", "+").replace("_", "/")
+    b64 += "=" * (-len(b64) % 4)
+    try:
+        return base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
 def parse_hash(text: str, what: str = "message hash") -> bytes:
     """A 32-byte hash from ``0x`` hex, bare hex, standard or URL-safe base64."""
     if not isinstance(text, str):
@@ -94,17 +106,14 @@ def parse_hash(text: str, what: str = "message hash") -> bytes:
     if _HEX.fullmatch(digits) and not len(digits) % 2 and (prefixed or len(digits) == 64):
         raw = bytes.fromhex(digits)
     else:
-        # Base64 (a base64 text may itself start with "0x"). Form decoding turns an
-        # unescaped '+' into a space; URL-safe base64 uses - and _.
-        b64 = value.replace(" ", "+").replace("-", "+").replace("_", "/")
-        b64 += "=" * (-len(b64) % 4)
-        neither = f"{value!r} is neither 0x followed by 64 hex digits nor base64 of a 32-byte hash"
-        try:
-            raw = base64.b64decode(b64, validate=True)
-        except (binascii.Error, ValueError):
-            raise RestJsonError(what, neither) from None
-        if prefixed and len(raw) != HASH_SIZE:
-            raise RestJsonError(what, neither)
+        # Base64 (a base64 text may itself start with "0x").
+        b64_raw = lenient_b64decode(value)
+        if b64_raw is None or (prefixed and len(b64_raw) != HASH_SIZE):
+            raise RestJsonError(
+                what,
+                f"{value!r} is neither 0x followed by 64 hex digits nor base64 of a 32-byte hash",
+            )
+        raw = b64_raw
     if len(raw) != HASH_SIZE:
         raise RestJsonError(what, f"a hash is {HASH_SIZE} bytes, {value!r} holds {len(raw)}")
     return raw
