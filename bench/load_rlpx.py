@@ -46,6 +46,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -243,19 +244,31 @@ async def live_spammer(host: str, enode: Enode, envelopes: list[bytes], stop: as
                 pass
 
 
+async def _open_from(
+    host: str, enode: Enode
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A TCP connection to the node from ``host``; None (after a short pause) when refused."""
+    try:
+        return await asyncio.open_connection(enode.host, enode.port, local_addr=(host, 0))
+    except OSError:
+        await asyncio.sleep(0.2)
+        return None
+
+
+def _dialing(enode: Enode) -> Connection:
+    """A sans-IO RLPx connection, fresh key, that dials ``enode``."""
+    return Connection(generate_private_key(), [WAKU_CAPABILITY], remote_public_key=enode.public_key)
+
+
 async def staller(host: str, enode: Enode, stop: asyncio.Event, fig: Figures) -> None:
     held: list[asyncio.StreamWriter] = []
     while not stop.is_set():
-        try:
-            reader, writer = await asyncio.open_connection(enode.host, enode.port,
-                                                           local_addr=(host, 0))  # fmt: skip
-        except OSError:
-            await asyncio.sleep(0.2)
+        streams = await _open_from(host, enode)
+        if streams is None:
             continue
+        reader, writer = streams
         fig.stalled_opened += 1
-        connection = Connection(generate_private_key(), [WAKU_CAPABILITY],
-                                remote_public_key=enode.public_key)  # fmt: skip
-        auth = connection.initiate()
+        auth = _dialing(enode).initiate()
         if fig.stalled_opened % 2:
             writer.write(auth[: len(auth) // 2])  # half an auth message, then silence
         try:
@@ -279,19 +292,16 @@ async def staller(host: str, enode: Enode, stop: asyncio.Event, fig: Figures) ->
 async def garbage_sender(host: str, enode: Enode, stop: asyncio.Event, fig: Figures) -> None:
     rng = random.Random(host)
     while not stop.is_set():
-        try:
-            reader, writer = await asyncio.open_connection(enode.host, enode.port,
-                                                           local_addr=(host, 0))  # fmt: skip
-        except OSError:
-            await asyncio.sleep(0.2)
+        streams = await _open_from(host, enode)
+        if streams is None:
             continue
+        reader, writer = streams
         fig.garbage_connections += 1
         try:
             if fig.garbage_connections % 2:
                 writer.write(rng.randbytes(4096))  # garbage instead of an auth message
             else:
-                connection = Connection(generate_private_key(), [WAKU_CAPABILITY],
-                                        remote_public_key=enode.public_key)  # fmt: skip
+                connection = _dialing(enode)
                 writer.write(connection.initiate())
                 while connection.state is not State.ESTABLISHED:
                     data = await asyncio.wait_for(reader.read(65536), 5)
@@ -317,18 +327,25 @@ async def run_honest_only(
 ) -> tuple[Figures, float]:
     """The baseline: the same honest workload with nobody misbehaving."""
     fig = Figures()
+    return fig, await run_honest(enode, topics, expected, args, fig)
+
+
+async def run_honest(
+    enode: Enode, topics: list[bytes], expected: dict[bytes, int], args, fig: Figures
+) -> float:
+    """Run the honest peers to the end (or --duration); returns the seconds taken."""
     started = time.perf_counter()
     honest = [honest_peer(i, enode, topics, expected, args, fig) for i in range(args.honest)]
     try:
         await asyncio.wait_for(asyncio.gather(*honest), args.duration)
     except TimeoutError:
         fig.honest_errors.append(f"honest peers not done within --duration {args.duration} s")
-    return fig, time.perf_counter() - started
+    return time.perf_counter() - started
 
 
-async def run_load(enode: Enode, topics: list[bytes], expected: dict[bytes, int], args) -> tuple[
-    Figures, float
-]:
+async def run_load(
+    enode: Enode, topics: list[bytes], expected: dict[bytes, int], args
+) -> tuple[Figures, float]:
     fig = Figures()
     stop = asyncio.Event()
     per_kind = max(1, args.bad // 4)
@@ -342,13 +359,7 @@ async def run_load(enode: Enode, topics: list[bytes], expected: dict[bytes, int]
         bad.append(garbage_sender(f"127.0.9.{31 + i % 2}", enode, stop, fig))
     bad_tasks = [asyncio.create_task(c) for c in bad]
     await asyncio.sleep(1.0)  # the misbehaviour is under way before the honest peers come
-    started = time.perf_counter()
-    honest = [honest_peer(i, enode, topics, expected, args, fig) for i in range(args.honest)]
-    try:
-        await asyncio.wait_for(asyncio.gather(*honest), args.duration)
-    except TimeoutError:
-        fig.honest_errors.append(f"honest peers not done within --duration {args.duration} s")
-    elapsed = time.perf_counter() - started
+    elapsed = await run_honest(enode, topics, expected, args, fig)
     stop.set()
     await asyncio.wait(bad_tasks, timeout=10)
     for task in bad_tasks:
@@ -363,7 +374,19 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main() -> int:
+@dataclass
+class Runs:
+    """What the two runs against one server measured."""
+
+    base: Figures  # honest peers alone (empty with --no-baseline)
+    base_elapsed: float
+    load: Figures  # honest peers beside the misbehaving ones
+    elapsed: float
+    rss_kib: dict[str, int]  # the server's RSS at start, after the baseline, at the end
+    log_text: str  # the server's stderr
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envelopes", type=int, default=20_000)
     parser.add_argument("--channels", type=int, default=20)
@@ -376,11 +399,13 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the honest-only run before the load")  # fmt: skip
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="load-rlpx-"))
-    topics = channel_topics(args.channels)
-    expected = build_dump(workdir / "history.dump", args.envelopes, topics, args.seed)
+
+def run_against_server(
+    args: argparse.Namespace, workdir: Path, topics: list[bytes], expected: dict[bytes, int]
+) -> Runs:
+    """Start ``waku-legacy v1 serve`` on the dump, run the baseline and the load, stop it."""
     log_path = workdir / "server.log"
     repo = Path(__file__).resolve().parent.parent
     cmd = [sys.executable, "-m", "waku_legacy.cli", "v1", "serve",
@@ -393,13 +418,13 @@ def main() -> int:
         )  # fmt: skip
         try:
             enode = Enode.parse(server.stdout.readline().strip())  # type: ignore[union-attr]
-            rss_start = rss_kib(server.pid)
+            rss = {"start": rss_kib(server.pid)}
             base, base_elapsed = (Figures(), 0.0)
             if not args.no_baseline:
                 base, base_elapsed = asyncio.run(run_honest_only(enode, topics, expected, args))
-            rss_baseline = rss_kib(server.pid)
+            rss["after_baseline"] = rss_kib(server.pid)
             fig, elapsed = asyncio.run(run_load(enode, topics, expected, args))
-            rss_end = rss_kib(server.pid)
+            rss["end"] = rss_kib(server.pid)
         finally:
             server.send_signal(signal.SIGTERM)
             try:
@@ -407,34 +432,39 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 server.kill()
     log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    return Runs(base, base_elapsed, fig, elapsed, rss, log_text)
+
+
+def latency(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(1000 * percentile(values, 0.50), 2),
+        "p90": round(1000 * percentile(values, 0.90), 2),
+        "p99": round(1000 * percentile(values, 0.99), 2),
+        "max": round(1000 * max(values, default=0.0), 2),
+    }
+
+
+def build_report(args: argparse.Namespace, runs: Runs) -> dict[str, Any]:
     stats: dict[str, int] = {}
-    for line in log_text.splitlines():
+    for line in runs.log_text.splitlines():
         if "shutting down; stats: " in line:
             stats = json.loads(line.split("shutting down; stats: ", 1)[1])
     refusals = {k.removeprefix("refused_"): v for k, v in stats.items() if k.startswith("refused_")}
+    base, fig = runs.base, runs.load
     lat = fig.latencies
-
-    def latency(values: list[float]) -> dict[str, float]:
-        return {
-            "p50": round(1000 * percentile(values, 0.50), 2),
-            "p90": round(1000 * percentile(values, 0.90), 2),
-            "p99": round(1000 * percentile(values, 0.99), 2),
-            "max": round(1000 * max(values, default=0.0), 2),
-        }
-
-    report = {
+    return {
         "honest_peers": args.honest,
         "misbehaving_peers": 4 * max(1, args.bad // 4),
         "honest_errors": len(fig.honest_errors) + len(base.honest_errors),
         "honest_pulls": fig.honest_pulls,
         "honest_envelopes": fig.honest_envelopes,
         "honest_requests": len(lat),
-        "honest_seconds": round(elapsed, 2),
+        "honest_seconds": round(runs.elapsed, 2),
         "latency_ms": {**latency(lat),
                        "mean": round(1000 * statistics.fmean(lat), 2) if lat else 0.0},
         "baseline_honest_only": {
             "errors": len(base.honest_errors), "pulls": base.honest_pulls,
-            "requests": len(base.latencies), "seconds": round(base_elapsed, 2),
+            "requests": len(base.latencies), "seconds": round(runs.base_elapsed, 2),
             **{f"latency_{k}_ms": v for k, v in latency(base.latencies).items()},
         },
         "misbehaving_seen": {
@@ -449,25 +479,33 @@ def main() -> int:
         },
         "server_stats": {k: v for k, v in stats.items() if not k.startswith("refused_")},
         "server_refusals": refusals,
-        "server_rss_mib": {
-            "start": round(rss_start / 1024, 1),
-            "after_baseline": round(rss_baseline / 1024, 1),
-            "end": round(rss_end / 1024, 1),
-        },
-        "server_log_lines": len(log_text.splitlines()),
+        "server_rss_mib": {name: round(kib / 1024, 1) for name, kib in runs.rss_kib.items()},
+        "server_log_lines": len(runs.log_text.splitlines()),
         "errors_sample": (base.honest_errors + fig.honest_errors)[:5],
-    }
-    if args.json:
+    }  # fmt: skip
+
+
+def print_report(report: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
         print(json.dumps(report, indent=1))
-    else:
-        for key, value in report.items():
-            if isinstance(value, dict):
-                print(f"{key}:")
-                for k, v in value.items():
-                    print(f"  {k:<30} {v}")
-            else:
-                print(f"{key:<32} {value}")
-    return 0 if not fig.honest_errors and not base.honest_errors else 1
+        return
+    for key, value in report.items():
+        if isinstance(value, dict):
+            print(f"{key}:")
+            for k, v in value.items():
+                print(f"  {k:<30} {v}")
+        else:
+            print(f"{key:<32} {value}")
+
+
+def main() -> int:
+    args = parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="load-rlpx-"))
+    topics = channel_topics(args.channels)
+    expected = build_dump(workdir / "history.dump", args.envelopes, topics, args.seed)
+    runs = run_against_server(args, workdir, topics, expected)
+    print_report(build_report(args, runs), as_json=args.json)
+    return 0 if not runs.load.honest_errors and not runs.base.honest_errors else 1
 
 
 if __name__ == "__main__":
