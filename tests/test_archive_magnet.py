@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import coincurve
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from tests.helpers import reference_keccak256
 from waku_legacy.archive import (
     ArchiveMessage,
+    BuildReport,
     build_community_archives,
     build_magnet_message,
     relay_publish_body,
@@ -149,22 +151,30 @@ def independent_open(message_bytes: bytes, chat_id: str) -> dict:
 OPERATOR = private_key_from_bytes(bytes.fromhex("44" * 32))
 
 
+def _messages(count: int = 5, payload: bytes = b"x") -> list[ArchiveMessage]:
+    return [
+        ArchiveMessage(
+            timestamp=1_650_000_000 + i, hash=bytes([i]) * 32, topic=b"abcd", payload=payload
+        )
+        for i in range(count)
+    ]
+
+
+def _build_signed(tmp_path: Path, messages: list[ArchiveMessage], **options: Any) -> BuildReport:
+    """Archives, torrent and the archive-link message signed by KEY (clock CLOCK, on PUBSUB)."""
+    return build_community_archives(
+        tmp_path / "a", tmp_path / "t", COMMUNITY, [b"abcd"], messages,
+        now=1_650_000_100, community_key=KEY, pubsub_topic=PUBSUB, clock_ms=CLOCK,
+        **options,
+    )  # fmt: skip
+
+
 def test_published_archive_link_read_by_an_independent_decoder(tmp_path: Path) -> None:
     """Issue 12, must show: what the project publishes has status-go's ProtocolMessage layer,
     the community's signature on the ApplicationMetadataMessage, a payload signature (by the
     operator key), and sits on the -memberUpdate content topic (and, for 2024 clients, on
     -magnetlinks), with meta and ephemeral set as status-go's Post sets them."""
-    messages = [
-        ArchiveMessage(
-            timestamp=1_650_000_000 + i, hash=bytes([i]) * 32, topic=b"abcd", payload=b"x"
-        )
-        for i in range(5)
-    ]
-    report = build_community_archives(
-        tmp_path / "a", tmp_path / "t", COMMUNITY, [b"abcd"], messages,
-        now=1_650_000_100, community_key=KEY, pubsub_topic=PUBSUB, clock_ms=CLOCK,
-        payload_signer=OPERATOR,
-    )  # fmt: skip
+    report = _build_signed(tmp_path, _messages(), payload_signer=OPERATOR)
     pb_path, json_path = map(Path, report.magnet_message_paths)
     document = json.loads(json_path.read_text())
     universal = str(COMMUNITY) + "-memberUpdate"
@@ -321,16 +331,8 @@ def test_relay_publish_body_and_path() -> None:
 
 
 def test_build_writes_verifiable_magnet_message(tmp_path: Path) -> None:
-    messages = [
-        ArchiveMessage(
-            timestamp=1_650_000_000 + i, hash=bytes([i]) * 32, topic=b"abcd", payload=b"x"
-        )
-        for i in range(5)
-    ]
-    report = build_community_archives(
-        tmp_path / "a", tmp_path / "t", COMMUNITY, [b"abcd"], messages,
-        now=1_650_000_100, community_key=KEY, pubsub_topic=PUBSUB, clock_ms=CLOCK,
-    )  # fmt: skip
+    messages = _messages()
+    report = _build_signed(tmp_path, messages)
     pb_path, json_path = map(Path, report.magnet_message_paths)
     verified = verify_magnet_message(pb_path.read_bytes(), COMMUNITY)
     assert verified.magnet_uri == report.magnet_uri and verified.clock == CLOCK
@@ -366,17 +368,7 @@ def test_finishing_a_build_rewrites_old_layering_and_other_chats(tmp_path: Path)
     from waku_legacy.archive import finish_interrupted_build
     from waku_legacy.archive.layout import CommunityLayout
 
-    messages = [
-        ArchiveMessage(
-            timestamp=1_650_000_000 + i, hash=bytes([i]) * 32, topic=b"abcd", payload=b"y"
-        )
-        for i in range(3)
-    ]
-    report = build_community_archives(
-        tmp_path / "a", tmp_path / "t", COMMUNITY, [b"abcd"], messages,
-        now=1_650_000_100, community_key=KEY, pubsub_topic=PUBSUB, clock_ms=CLOCK,
-        archive_link_chats="magnetlinks",
-    )  # fmt: skip
+    report = _build_signed(tmp_path, _messages(3, b"y"), archive_link_chats="magnetlinks")
     layout = CommunityLayout.of(tmp_path / "a", COMMUNITY, tmp_path / "t")
     first = json.loads(layout.magnet_message_json.read_text())
     assert [m["chat"] for m in first["messages"]] == ["magnetlinks"]
