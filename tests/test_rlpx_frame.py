@@ -48,7 +48,8 @@ def test_golden_frame_from_go_ethereum_rlpx_test() -> None:
     assert reader.feed(golden) == [b"\x08" + rlp.encode([1, 2, 3, 4])]
 
 
-def _pair() -> tuple[FrameCodec, FrameCodec]:
+def _handshake_secrets() -> tuple[hs.Secrets, hs.Secrets]:
+    """The session secrets of a fresh handshake: the initiator's, the recipient's."""
     key_a, key_b = generate_private_key(), generate_private_key()
     a = hs.Initiator(key_a, public_key_of(key_b))
     result = hs.Recipient(key_b).read_auth(a.auth_packet)
@@ -56,21 +57,19 @@ def _pair() -> tuple[FrameCodec, FrameCodec]:
     ack, b_secrets, _ = result
     a_result = a.read_ack(ack)
     assert a_result is not None
-    return FrameCodec(a_result[0]), FrameCodec(b_secrets)
+    return a_result[0], b_secrets
+
+
+def _pair() -> tuple[FrameCodec, FrameCodec]:
+    a_secrets, b_secrets = _handshake_secrets()
+    return FrameCodec(a_secrets), FrameCodec(b_secrets)
 
 
 def test_frame_bytes_follow_the_spec_step_by_step() -> None:
     """A second, literal derivation of one frame from the spec's formulas."""
     from Crypto.Cipher import AES
 
-    key_a, key_b = generate_private_key(), generate_private_key()
-    a = hs.Initiator(key_a, public_key_of(key_b))
-    result = hs.Recipient(key_b).read_auth(a.auth_packet)
-    assert result is not None
-    ack, _, _ = result
-    a_result = a.read_ack(ack)
-    assert a_result is not None
-    secrets = a_result[0]
+    secrets, _ = _handshake_secrets()
     egress = secrets.egress_mac.copy()
     wire = FrameCodec(secrets).encode(b"\x10hello")
 
@@ -117,14 +116,8 @@ def test_truncated_frame_waits_then_completes() -> None:
 
 
 def test_oversized_header_is_refused_before_the_body_arrives() -> None:
-    key_a, key_b = generate_private_key(), generate_private_key()
-    a = hs.Initiator(key_a, public_key_of(key_b))
-    result = hs.Recipient(key_b).read_auth(a.auth_packet)
-    assert result is not None
-    ack, b_secrets, _ = result
-    a_result = a.read_ack(ack)
-    assert a_result is not None
-    sender, receiver = FrameCodec(a_result[0]), FrameCodec(b_secrets, max_frame_size=1024)
+    a_secrets, b_secrets = _handshake_secrets()
+    sender, receiver = FrameCodec(a_secrets), FrameCodec(b_secrets, max_frame_size=1024)
     wire = sender.encode(b"\x10" + bytes(5000))
     with pytest.raises(MessageTooLarge, match="over the 1024 limit"):
         receiver.feed(wire[:32])

@@ -26,6 +26,17 @@ def _pub64(key) -> bytes:
     return public_key_of(key)[1:]
 
 
+def _vector_body(data, name: str, key, plain_size: int, eip8: bool) -> bytes:
+    """The body of handshake packet ``name``, decrypted with ``key``: the whole vector is
+    one packet, in the format (EIP-8 or not) the vector is."""
+    packet = bytes.fromhex(data[name])
+    taken = hs.read_handshake_packet(packet, key, plain_size)
+    assert taken is not None
+    raw, body, got_eip8 = taken
+    assert raw == packet and got_eip8 is eip8
+    return body
+
+
 @pytest.mark.parametrize(
     ("name", "eip8", "version"),
     [
@@ -36,11 +47,7 @@ def _pub64(key) -> bytes:
 )
 def test_auth_vectors_decode(v, name: str, eip8: bool, version: int) -> None:
     data, keys = v
-    packet = bytes.fromhex(data[name])
-    taken = hs.read_handshake_packet(packet, keys["static_key_b"], hs.AUTH_PLAIN_SIZE)
-    assert taken is not None
-    raw, body, got_eip8 = taken
-    assert raw == packet and got_eip8 is eip8
+    body = _vector_body(data, name, keys["static_key_b"], hs.AUTH_PLAIN_SIZE, eip8)
     auth = hs.decode_auth_body(body, eip8=eip8)
     assert auth.version == version
     assert auth.initiator_public_key == _pub64(keys["static_key_a"])
@@ -60,11 +67,7 @@ def test_auth_vectors_decode(v, name: str, eip8: bool, version: int) -> None:
 )
 def test_ack_vectors_decode(v, name: str, eip8: bool, version: int) -> None:
     data, keys = v
-    packet = bytes.fromhex(data[name])
-    taken = hs.read_handshake_packet(packet, keys["static_key_a"], hs.ACK_PLAIN_SIZE)
-    assert taken is not None
-    raw, body, got_eip8 = taken
-    assert raw == packet and got_eip8 is eip8
+    body = _vector_body(data, name, keys["static_key_a"], hs.ACK_PLAIN_SIZE, eip8)
     ack = hs.decode_ack_body(body, eip8=eip8)
     assert ack.version == version
     assert ack.ephemeral_public_key == _pub64(keys["ephemeral_key_b"])
