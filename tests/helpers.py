@@ -7,10 +7,21 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from Crypto.Hash import keccak as pycryptodome_keccak
 
-__all__ = ["fresh_database", "reference_keccak256", "reference_topic_hex", "wait_until"]
+if TYPE_CHECKING:
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.store import StoredMessage
+
+__all__ = [
+    "fresh_database",
+    "reference_keccak256",
+    "reference_topic_hex",
+    "stored_channel_message",
+    "wait_until",
+]
 
 
 def reference_keccak256(data: bytes) -> bytes:
@@ -50,3 +61,25 @@ def fresh_database(server_dsn: str, prefix: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def stored_channel_message(
+    community: CommunityId, channel: str, pubsub_topic: str, *, expiry: int, text: bytes
+) -> StoredMessage:
+    """A community channel's Waku v1 message as the bridge stores it: ``text`` encrypted with
+    the channel's key, sealed on the channel's topic (10 s TTL, no proof of work), as a v2
+    message on ``pubsub_topic``."""
+    from waku_legacy.crypto.payload import encode_payload
+    from waku_legacy.identity.message_hash import message_hash
+    from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
+    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+    from waku_legacy.mailserver_compat.wire.pow import seal
+    from waku_legacy.store import StoredMessage
+
+    chat = community.channel_chat_id(channel)
+    data = encode_payload(text, symmetric_key=symmetric_key_for_chat(chat))
+    message = envelope_to_waku_message(seal(expiry, 10, chat_topic(chat), data, 0))
+    return StoredMessage(
+        message_hash(pubsub_topic, message), pubsub_topic, message.content_topic,
+        message.payload, 1, message.timestamp,
+    )  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_until
+from tests.helpers import stored_channel_message, wait_until
 from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive.clock import (
@@ -31,12 +31,9 @@ from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topics import (
     CommunityId,
-    chat_topic,
     content_topic_of_chat,
     symmetric_key_for_chat,
 )
-from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
-from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.migrate.sample import SampleCommunity, description_message
 from waku_legacy.proto import waku_message_pb2
 from waku_legacy.store import StoredMessage, open_store
@@ -188,13 +185,12 @@ def _raw(body: dict) -> bytes:
 async def _bridge_publish(tmp_path: Path, local: list, on_node: list) -> tuple[list, dict]:
     """Run the bridge once on a store holding ``local`` (plus a channel message) with a
     [history] store node holding ``on_node``; what it published and its archive state."""
-    chat = COMMUNITY.channel_chat_id(CHANNEL)
     (tmp_path / "c.key").write_text(KEY.secret.hex())
     url = f"sqlite:///{tmp_path}/store.sqlite3"
-    data = encode_payload(b"hello", symmetric_key=symmetric_key_for_chat(chat))
-    msg = envelope_to_waku_message(seal(T0 - 3600, 10, chat_topic(chat), data, 0))
-    rows = [StoredMessage(message_hash(PUBSUB, msg), PUBSUB, msg.content_topic, msg.payload,
-                          1, msg.timestamp)] + [stored(m) for m in local]  # fmt: skip
+    channel_message = stored_channel_message(
+        COMMUNITY, CHANNEL, PUBSUB, expiry=T0 - 3600, text=b"hello"
+    )
+    rows = [channel_message] + [stored(m) for m in local]
     with open_store(url) as store:
         store.insert_messages(rows)
     nwaku = await FakeNwaku([stored(m) for m in on_node], store_relayed=False).start()

@@ -9,21 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import wait_until
+from tests.helpers import stored_channel_message, wait_until
 from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.community_config import load_operator_key, parse_community
-from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.errors import ConfigError
-from waku_legacy.identity.message_hash import message_hash
-from waku_legacy.identity.topics import CommunityId, chat_topic, symmetric_key_for_chat
-from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
-from waku_legacy.mailserver_compat.wire.pow import seal
+from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import waku_message_pb2
-from waku_legacy.store import StoredMessage, open_store
+from waku_legacy.store import open_store
 
 KEY = private_key_from_bytes(bytes.fromhex("3d" * 32))
 OPERATOR = private_key_from_bytes(bytes.fromhex("4e" * 32))
@@ -65,18 +61,15 @@ def test_config_archive_link_chats_and_operator_key(tmp_path: Path) -> None:
 
 async def _published(tmp_path: Path, **community: object) -> list[tuple[str, dict]]:
     """Start the bridge on a store with a few channel messages; what its first run sends."""
-    chat = COMMUNITY.channel_chat_id(CHANNEL)
     (tmp_path / "c.key").write_text(KEY.secret.hex())
     (tmp_path / "op.key").write_text(OPERATOR.secret.hex())
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     pubsub = "/waku/2/rs/16/200"
     t0 = 1_750_000_000
-    rows = []
-    for i in range(3):
-        data = encode_payload(b"m%d" % i, symmetric_key=symmetric_key_for_chat(chat))
-        msg = envelope_to_waku_message(seal(t0 - 3600 + i, 10, chat_topic(chat), data, 0))
-        rows.append(StoredMessage(message_hash(pubsub, msg), pubsub, msg.content_topic,
-                                  msg.payload, 1, msg.timestamp))  # fmt: skip
+    rows = [
+        stored_channel_message(COMMUNITY, CHANNEL, pubsub, expiry=t0 - 3600 + i, text=b"m%d" % i)
+        for i in range(3)
+    ]
     with open_store(url) as store:
         store.insert_messages(rows)
     nwaku = await FakeNwaku().start()

@@ -274,28 +274,25 @@ async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) ->
     import base64
     import time
 
+    from tests.helpers import stored_channel_message
     from tests.test_archive_magnet import independent_open
     from tests.test_bridge_support import FakeNwaku, bridge_config
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
-    from waku_legacy.crypto.payload import encode_payload
-    from waku_legacy.identity.message_hash import message_hash
-    from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
-    from waku_legacy.mailserver_compat.wire.pow import seal
-    from waku_legacy.store import StoredMessage, open_store
+    from waku_legacy.identity.topics import chat_topic
+    from waku_legacy.store import open_store
 
     channel = str(uuid.UUID(int=3))
     chat = COMMUNITY.channel_chat_id(channel)
     (tmp_path / "c.key").write_text(KEY.secret.hex())
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     t0 = 1_750_000_000
-    rows = []
-    for i in range(5):
-        data = encode_payload(b"m%d" % i, symmetric_key=symmetric_key_for_chat(chat))
-        msg = envelope_to_waku_message(seal(t0 - 9 * 86_400 + i, 10, chat_topic(chat), data, 0))
-        rows.append(StoredMessage(message_hash(TOPIC, msg), TOPIC, msg.content_topic,
-                                  msg.payload, 1, msg.timestamp))  # fmt: skip
+    rows = [
+        stored_channel_message(
+            COMMUNITY, channel, TOPIC, expiry=t0 - 9 * 86_400 + i, text=b"m%d" % i
+        )
+        for i in range(5)
+    ]
     with open_store(url) as store:
         store.insert_messages(rows)
     nwaku = await FakeNwaku().start()

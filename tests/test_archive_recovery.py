@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.helpers import wait_until
+from tests.helpers import stored_channel_message, wait_until
 from tests.test_archive_store import (
     COMMUNITY,
     KEY,
@@ -135,20 +135,14 @@ def _bridge_setup(tmp_path: Path):
 
 
 def _store_messages(url: str, community, channel: str, start: int, n: int, pubsub: str) -> None:
-    from waku_legacy.crypto.payload import encode_payload
-    from waku_legacy.identity.message_hash import message_hash
-    from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
-    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
-    from waku_legacy.mailserver_compat.wire.pow import seal
-    from waku_legacy.store import StoredMessage, open_store
+    from waku_legacy.store import open_store
 
-    chat = community.channel_chat_id(channel)
-    rows = []
-    for i in range(n):
-        data = encode_payload(b"m%d" % (start + i), symmetric_key=symmetric_key_for_chat(chat))
-        msg = envelope_to_waku_message(seal(start + i + 10, 10, chat_topic(chat), data, 0))
-        rows.append(StoredMessage(message_hash(pubsub, msg), pubsub, msg.content_topic,
-                                  msg.payload, 1, msg.timestamp))  # fmt: skip
+    rows = [
+        stored_channel_message(
+            community, channel, pubsub, expiry=start + i + 10, text=b"m%d" % (start + i)
+        )
+        for i in range(n)
+    ]
     with open_store(url) as store:
         store.insert_messages(rows)
 

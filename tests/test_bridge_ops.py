@@ -13,7 +13,7 @@ import uuid
 import aiohttp
 import pytest
 
-from tests.helpers import wait_until
+from tests.helpers import stored_channel_message, wait_until
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive import verify_magnet_message
 from waku_legacy.archive.magnet import magnet_message_from_json
@@ -21,14 +21,11 @@ from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.logs import configure_logging, fields
 from waku_legacy.bridge.metrics import Registry
 from waku_legacy.bridge.service import BridgeService
-from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
-from waku_legacy.identity.message_hash import message_hash
-from waku_legacy.identity.topics import CommunityId, chat_topic, symmetric_key_for_chat
+from waku_legacy.identity.topics import CommunityId
 from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
 from waku_legacy.mailserver_compat.wire.pow import seal
-from waku_legacy.store import StoredMessage, open_store
+from waku_legacy.store import open_store
 
 DAY = 86_400
 
@@ -161,19 +158,18 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
     key = private_key_from_bytes(bytes.fromhex("3c" * 32))
     community = CommunityId(key.public_key.format(compressed=True))
     channel = str(uuid.UUID(int=99))
-    chat = community.channel_chat_id(channel)
     (tmp_path / "c.key").write_text(key.secret.hex())
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     pubsub = "/waku/2/rs/16/200"
     t0 = 1_750_000_000
 
     def add_messages(start: int, n: int) -> None:
-        rows = []
-        for i in range(n):
-            data = encode_payload(b"m%d" % (start + i), symmetric_key=symmetric_key_for_chat(chat))
-            msg = envelope_to_waku_message(seal(start + i + 10, 10, chat_topic(chat), data, 0))
-            rows.append(StoredMessage(message_hash(pubsub, msg), pubsub, msg.content_topic,
-                                      msg.payload, 1, msg.timestamp))  # fmt: skip
+        rows = [
+            stored_channel_message(
+                community, channel, pubsub, expiry=start + i + 10, text=b"m%d" % (start + i)
+            )
+            for i in range(n)
+        ]
         with open_store(url) as store:
             store.insert_messages(rows)
 
