@@ -16,7 +16,7 @@ __all__ = ["MAX_TORRENT_BYTES", "bdecode", "bencode", "decode_at"]
 MAX_TORRENT_BYTES = 64 * 1024 * 1024
 _MAX_DEPTH = 64
 
-BValue = int | bytes | list[Any] | dict[bytes, Any]
+BValue = int | bytes | list[Any] | dict[bytes, Any]  # what bdecode returns
 
 
 def bencode(value: Any) -> bytes:
@@ -58,7 +58,7 @@ def _encode(value: Any, out: bytearray) -> None:
         raise TypeError(f"cannot bencode {type(value).__name__}")
 
 
-def bdecode(data: bytes, *, what: str = "bencoded data") -> Any:
+def bdecode(data: bytes, *, what: str = "bencoded data") -> BValue:
     """Decode one complete value; trailing bytes, bad integers and unsorted keys are errors."""
     if len(data) > MAX_TORRENT_BYTES:
         raise LimitExceeded(what, f"{len(data)} bytes is over {MAX_TORRENT_BYTES}")
@@ -68,7 +68,7 @@ def bdecode(data: bytes, *, what: str = "bencoded data") -> Any:
     return value
 
 
-def decode_at(data: bytes, pos: int, what: str, depth: int = 0) -> tuple[Any, int]:
+def decode_at(data: bytes, pos: int, what: str, depth: int = 0) -> tuple[BValue, int]:
     """Decode the value starting at ``pos``; returns it and the position after it."""
     if depth > _MAX_DEPTH:
         raise ArchiveDecodeError(what, "nested too deeply", offset=pos)
