@@ -14,6 +14,7 @@ Modules (one concept each):
 - :mod:`.store_threads` -- the synchronous v2 store behind reader threads and one writer;
 - :mod:`.live` -- live bridging v1 <-> v2 with a bounded seen-cache;
 - :mod:`.relay` -- publishing through an nwaku node's REST relay API;
+- :mod:`.tasks` -- stopping a queue worker within the shutdown grace;
 - :mod:`.history` -- resumable 30-day pulls from v2 store nodes (the pager of
   :mod:`waku_legacy.store.rest_client`, which the migration uses too);
 - :mod:`.archiver` -- 7-day archive runs, seeding, signed magnet-link (re)publishing;

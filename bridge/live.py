@@ -39,6 +39,7 @@ from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import ProtectedTopicError, RelayPublisher
 from waku_legacy.bridge.store_threads import StoreAccess
+from waku_legacy.bridge.tasks import finish_or_cancel
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.durable import fsync_dir, write_atomic
 from waku_legacy.errors import DecodeError, WakuLegacyError
@@ -195,16 +196,11 @@ class BatchWriter:
         self._wakeup.set()
         if self._task is None:
             return
-        try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout)
-        except TimeoutError:
+        if not await finish_or_cancel(self._task, timeout):
             log.error(
                 "the store did not take the bridged messages before shutdown",
                 extra=fields(rows=self.backlog, failures=self.failures),
             )
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
             if self.spool is not None and self._pending:
                 self.spool.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(self.spool, encode_spool(self._pending), step="live-spool")

@@ -34,6 +34,7 @@ from waku_legacy.bridge.config import RelayConfig
 from waku_legacy.bridge.http_body import read_text
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
+from waku_legacy.bridge.tasks import finish_or_cancel
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import sign_waku_message
 from waku_legacy.proto import waku_message_pb2
@@ -206,11 +207,8 @@ class RelayPublisher:
         self._wakeup.set()
         if self._task is None:
             return
-        try:
-            await asyncio.wait_for(asyncio.shield(self._task), timeout)
-        except TimeoutError:
+        if not await finish_or_cancel(self._task, timeout):
             left = len(self._queue)
-            self._task.cancel()
             self.metrics.relay_publish.inc(left, "dropped")
             log.warning("relay queue not drained at shutdown", extra=fields(dropped=left))
         self._task = None
