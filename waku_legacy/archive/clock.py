@@ -32,7 +32,7 @@ Anything else on those topics is counted by reason and left out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -53,6 +53,7 @@ from waku_legacy.proto import waku_message_pb2
 __all__ = [
     "ClockChoice",
     "ClockEvidence",
+    "NewestMessages",
     "RawMessage",
     "choose_link_clock",
     "evidence_topics",
@@ -197,13 +198,19 @@ def read_evidence(messages: Iterable[RawMessage], community: CommunityId) -> Clo
     return out
 
 
+class NewestMessages(Protocol):
+    """What the clock reads from a v2 store (:class:`~waku_legacy.store.MessageStore`)."""
+
+    def newest(self, content_topic: str, limit: int) -> Sequence[RawMessage]: ...
+
+
 def read_store_evidence(
-    store: Any, community: CommunityId, *, limit: int = STORE_EVIDENCE_LIMIT
+    store: NewestMessages, community: CommunityId, *, limit: int = STORE_EVIDENCE_LIMIT
 ) -> ClockEvidence:
     """The same from a v2 store (a :class:`~waku_legacy.store.MessageStore`, any shard): the
     newest ``limit`` messages of each of :func:`evidence_topics` (descriptions are republished
     often; the newest carry the highest field 9)."""
-    rows: list[Any] = []
+    rows: list[RawMessage] = []
     for topic in evidence_topics(community):
         rows.extend(store.newest(topic, limit))
     return read_evidence(rows, community)
