@@ -49,7 +49,10 @@ from waku_legacy.mailserver_compat.client.mailserver_client import (
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import dial, listen
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
-from waku_legacy.mailserver_compat.storage.envelope_store import MemoryEnvelopeStore
+from waku_legacy.mailserver_compat.storage.envelope_store import (
+    EnvelopeQuery,
+    MemoryEnvelopeStore,
+)
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.mailserver_compat.wire.waku_protocol import WAKU_CAPABILITY
 
@@ -154,7 +157,9 @@ def read_store_pages(store, limit: int = 1000) -> tuple[int, float]:
     start = time.perf_counter()
     cursor, total = b"", 0
     while True:
-        page = store.query(T0, T0 + 86_400, topics=(TOPIC,), limit=limit, cursor=cursor)
+        page = store.query(
+            EnvelopeQuery(T0, T0 + 86_400, topics=(TOPIC,), limit=limit, cursor=cursor)
+        )
         total += len(page.envelopes)
         if not page.next_cursor:
             return total, time.perf_counter() - start

@@ -23,7 +23,10 @@ from waku_legacy.mailserver_compat.client.mailserver_client import (
 )
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
-from waku_legacy.mailserver_compat.storage.envelope_store import MemoryEnvelopeStore
+from waku_legacy.mailserver_compat.storage.envelope_store import (
+    EnvelopeQuery,
+    MemoryEnvelopeStore,
+)
 from waku_legacy.mailserver_compat.waku_peer import connect
 from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
@@ -206,7 +209,7 @@ def _page_store(source, bloom: bytes, max_scan: int) -> tuple[list[bytes], int]:
     cursor, got, requests = b"", [], 0
     while True:
         page = source.query(
-            T0, T0 + 6000, bloom=bloom, limit=1000, cursor=cursor, max_scan=max_scan
+            EnvelopeQuery(T0, T0 + 6000, bloom=bloom, limit=1000, cursor=cursor, max_scan=max_scan)
         )
         requests += 1
         got += [raw for _, raw in page.envelopes]
@@ -255,13 +258,14 @@ def test_store_backends_answer_partial_pages_at_the_scan_limit(tmp_path, postgre
     wanted = sorted(r for r in history if Envelope.decode(r).topic == OTHER)
     for source in _backends(tmp_path, history, postgres_dsn):
         try:
-            first = source.query(T0, T0 + 6000, bloom=bloom, limit=1000, max_scan=100)
+            query = EnvelopeQuery(T0, T0 + 6000, bloom=bloom, limit=1000, max_scan=100)
+            first = source.query(query)
             assert first.partial and len(first.next_cursor) == 36, type(source).__name__
             got, requests = _page_store(source, bloom, 100)
             assert sorted(got) == wanted and len(got) == len(set(got)), type(source).__name__
             assert requests >= 9
             # Without a bound (or a bound over the table) it is one page, as before.
-            whole = source.query(T0, T0 + 6000, bloom=bloom, limit=1000)
+            whole = source.query(EnvelopeQuery(T0, T0 + 6000, bloom=bloom, limit=1000))
             assert sorted(raw for _, raw in whole.envelopes) == wanted and not whole.partial
         finally:
             close = getattr(source, "close", None)

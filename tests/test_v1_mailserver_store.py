@@ -21,6 +21,7 @@ from waku_legacy.mailserver_compat.server.mailserver import (
     bundle_envelopes,
 )
 from waku_legacy.mailserver_compat.storage.envelope_store import (
+    EnvelopeQuery,
     LegacyPostgresSource,
     LevelDBSource,
     MemoryEnvelopeStore,
@@ -55,7 +56,8 @@ def _key(raw: bytes) -> bytes:
 def _pages(store, lower, upper, *, topics=(), bloom=None, limit=100):
     cursor, pages = b"", []
     while True:
-        page = store.query(lower, upper, topics=topics, bloom=bloom, limit=limit, cursor=cursor)
+        query = EnvelopeQuery(lower, upper, topics=topics, bloom=bloom, limit=limit, cursor=cursor)
+        page = store.query(query)
         pages.append(page)
         if not page.next_cursor:
             return pages
@@ -98,13 +100,14 @@ def test_memory_store_status_go_paging(history) -> None:
     pages = _pages(store, T0, T0 + 500, bloom=bloom, limit=50)
     _check_ascending_pages(pages, history, T0, T0 + 500, (TOPICS[2],), 50)
     # Topics override the bloom.
-    page = store.query(T0, T0 + 500, topics=(TOPICS[0],), bloom=bloom, limit=1000)
+    page = store.query(EnvelopeQuery(T0, T0 + 500, topics=(TOPICS[0],), bloom=bloom, limit=1000))
     assert {key[36:] for key, _ in page.envelopes} == {TOPICS[0]}
 
 
 def test_exactly_full_last_page_is_followed_by_an_empty_one(history) -> None:
     store = MemoryEnvelopeStore(history)
-    total = len(store.query(T0, T0 + 500, topics=tuple(TOPICS), limit=1000).envelopes)
+    query = EnvelopeQuery(T0, T0 + 500, topics=tuple(TOPICS), limit=1000)
+    total = len(store.query(query).envelopes)
     pages = _pages(store, T0, T0 + 500, topics=tuple(TOPICS), limit=total)
     assert [len(p.envelopes) for p in pages] == [total, 0]
 

@@ -27,7 +27,7 @@ from waku_legacy.identity.topics import (
 )
 from waku_legacy.mailserver_compat.client.mailserver_client import HistoryQuery, MailServerClient
 from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
-from waku_legacy.mailserver_compat.storage.envelope_store import V2StoreSource
+from waku_legacy.mailserver_compat.storage.envelope_store import EnvelopeQuery, V2StoreSource
 from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.mailserver_compat.wire.pow import pow_of, seal
@@ -117,7 +117,7 @@ def _check_bridged(raw: bytes, row: StoredMessage) -> None:
 def _all_pages(source, lower, upper, **kwargs):
     cursor, out, partial = b"", [], 0
     for _ in range(10_000):
-        page = source.query(lower, upper, cursor=cursor, **kwargs)
+        page = source.query(EnvelopeQuery(lower, upper, cursor=cursor, **kwargs))
         out += [raw for _, raw in page.envelopes]
         partial += page.partial
         cursor = page.next_cursor

@@ -69,7 +69,11 @@ from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
 from waku_legacy.mailserver_compat.rlpx.enode import Enode
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
 from waku_legacy.mailserver_compat.server.limits import V1Limits
-from waku_legacy.mailserver_compat.storage.envelope_store import EnvelopeStore, StorePage
+from waku_legacy.mailserver_compat.storage.envelope_store import (
+    EnvelopeQuery,
+    EnvelopeStore,
+    StorePage,
+)
 from waku_legacy.mailserver_compat.waku_peer import DEFAULT_MAX_MESSAGE_SIZE, WakuPeer
 from waku_legacy.mailserver_compat.wire.complete import ZERO_HASH, RequestComplete
 from waku_legacy.mailserver_compat.wire.cursor import CURSOR_SIZE
@@ -358,7 +362,7 @@ class MailServerCore:
 
     def query(self, prepared: PreparedRequest) -> StorePage:
         request = prepared.request
-        return self.store.query(
+        query = EnvelopeQuery(
             request.lower,
             request.upper,
             topics=request.topics,
@@ -367,6 +371,7 @@ class MailServerCore:
             cursor=request.cursor,
             max_scan=self.limits.scan_limit,
         )
+        return self.store.query(query)
 
     def response(
         self, prepared: PreparedRequest, page: StorePage, peer: bytes | None = None

@@ -35,7 +35,7 @@ import dataclasses
 import heapq
 import threading
 from collections.abc import Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
@@ -52,6 +52,7 @@ from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.store import MessageStore, StoredMessage, StoreQuery
 
 __all__ = [
+    "EnvelopeQuery",
     "EnvelopeStore",
     "LegacyPostgresSource",
     "LevelDBSource",
@@ -76,20 +77,30 @@ class StorePage:
     partial: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class EnvelopeQuery:
+    """One page request to an envelope store: envelopes sent in ``[lower, upper]`` (seconds,
+    inclusive) that match ``topics`` (when non-empty, instead of ``bloom``; neither: every
+    envelope), at most ``limit`` of them, resuming after a 36-byte ``cursor``, at most
+    ``max_scan`` rows examined (None: no bound)."""
+
+    lower: int
+    upper: int
+    _: KW_ONLY
+    limit: int
+    topics: Sequence[bytes] = ()
+    bloom: bytes | None = None
+    cursor: bytes = b""
+    max_scan: int | None = None
+
+    def check(self) -> None:
+        """Refuse a malformed cursor (every backend calls this first)."""
+        check_cursor(self.cursor)
+
+
 class EnvelopeStore(Protocol):
-    def query(
-        self,
-        lower: int,
-        upper: int,
-        *,
-        topics: Sequence[bytes] = (),
-        bloom: bytes | None = None,
-        limit: int,
-        cursor: bytes = b"",
-        max_scan: int | None = None,
-    ) -> StorePage:
-        """One page; ``topics`` (when non-empty) filter instead of ``bloom``; neither
-        means every envelope; at most ``max_scan`` rows examined (None: no bound)."""
+    def query(self, query: EnvelopeQuery) -> StorePage:
+        """One page of ``query`` (see :class:`EnvelopeQuery`)."""
         ...
 
 
@@ -153,6 +164,11 @@ def page_from(
     return StorePage(page, b"")
 
 
+def page_of(rows: Iterable[tuple[bytes, bytes | None]], query: EnvelopeQuery) -> StorePage:
+    """:func:`page_from` with the selection, limit and scan bound of ``query``."""
+    return page_from(rows, TopicFilter(query.topics, query.bloom), query.limit, query.max_scan)
+
+
 def _close(rows: Iterator[object]) -> None:
     """Close a row stream that a generator serves (it holds a database iterator open),
     even when its source types it as a plain Iterator."""
@@ -203,23 +219,13 @@ class MemoryEnvelopeStore:
                 return
             yield key, values[key]
 
-    def query(
-        self,
-        lower: int,
-        upper: int,
-        *,
-        topics: Sequence[bytes] = (),
-        bloom: bytes | None = None,
-        limit: int,
-        cursor: bytes = b"",
-        max_scan: int | None = None,
-    ) -> StorePage:
-        check_cursor(cursor)
-        start = db_key_bound(lower)
-        if cursor:
-            start = max(start, cursor + _AFTER_CURSOR)
-        rows = self.scan(start, _upper_bound(upper))
-        return page_from(rows, TopicFilter(topics, bloom), limit, max_scan)
+    def query(self, query: EnvelopeQuery) -> StorePage:
+        query.check()
+        start = db_key_bound(query.lower)
+        if query.cursor:
+            start = max(start, query.cursor + _AFTER_CURSOR)
+        rows = self.scan(start, _upper_bound(query.upper))
+        return page_of(rows, query)
 
 
 class LevelDBSource:
@@ -230,21 +236,11 @@ class LevelDBSource:
 
         self.db = LevelDBEnvelopeStore(path)
 
-    def query(
-        self,
-        lower: int,
-        upper: int,
-        *,
-        topics: Sequence[bytes] = (),
-        bloom: bytes | None = None,
-        limit: int,
-        cursor: bytes = b"",
-        max_scan: int | None = None,
-    ) -> StorePage:
-        check_cursor(cursor)
-        rows = self.db.query(lower, upper, cursor=cursor or None)
+    def query(self, query: EnvelopeQuery) -> StorePage:
+        query.check()
+        rows = self.db.query(query.lower, query.upper, cursor=query.cursor or None)
         try:
-            return page_from(rows, TopicFilter(topics, bloom), limit, max_scan)
+            return page_of(rows, query)
         finally:
             _close(rows)
 
@@ -261,32 +257,23 @@ class LegacyPostgresSource:
 
         self.db = PostgresEnvelopeStore(dsn)
 
-    def query(
-        self,
-        lower: int,
-        upper: int,
-        *,
-        topics: Sequence[bytes] = (),
-        bloom: bytes | None = None,
-        limit: int,
-        cursor: bytes = b"",
-        max_scan: int | None = None,
-    ) -> StorePage:
-        check_cursor(cursor)
+    def query(self, query: EnvelopeQuery) -> StorePage:
+        query.check()
+        cursor, topics, limit = query.cursor or None, query.topics, query.limit
         # status-go's upper DB key is NewDBKey(upper + 1, ...) compared with id <= upper.
-        lower_key, upper_key = db_key_bound(lower), _upper_bound(upper)
+        lower_key, upper_key = db_key_bound(query.lower), _upper_bound(query.upper)
         # The scan bound: the max_scan-th id of the range (newest first); rows below it are
         # left for the next page.
         boundary = None
-        if max_scan is not None:
+        if query.max_scan is not None:
             boundary = self.db.scan_boundary(
-                lower_key, upper_key, cursor=cursor or None, max_scan=max_scan
+                lower_key, upper_key, cursor=cursor, max_scan=query.max_scan
             )
         rows = self.db.query(
             max(lower_key, boundary) if boundary is not None else lower_key,
             upper_key,
-            cursor=cursor or None,
-            bloom=None if topics else bloom,
+            cursor=cursor,
+            bloom=None if topics else query.bloom,
             topics=list(topics) or None,
             limit=limit,
         )
@@ -454,34 +441,25 @@ class V2StoreSource:
             query = dataclasses.replace(query, cursor=page.cursor)
         yield from flush()
 
-    def query(
-        self,
-        lower: int,
-        upper: int,
-        *,
-        topics: Sequence[bytes] = (),
-        bloom: bytes | None = None,
-        limit: int,
-        cursor: bytes = b"",
-        max_scan: int | None = None,
-    ) -> StorePage:
-        check_cursor(cursor)
+    def query(self, query: EnvelopeQuery) -> StorePage:
+        query.check()
+        upper, cursor = query.upper, query.cursor
         # The store's upper key bound is inclusive: the last key of second ``upper``.
         upper_key = (
             b"\xff" * DB_KEY_SIZE
             if upper >= 0xFFFFFFFF
             else upper.to_bytes(4, "big") + b"\xff" * (DB_KEY_SIZE - 4)
         )
-        lower_key = db_key_bound(lower)
+        lower_key = db_key_bound(query.lower)
         start_key = max(lower_key, cursor + _AFTER_CURSOR) if cursor else lower_key
-        topic_list = list(topics)
+        topic_list = list(query.topics)
         original = self._rows(lower_key, upper_key, topic_list, cursor)
         # Store reads sized to the page: this stream only has to keep up with it.
-        batch = max(16, min(self.batch, limit))
-        bridged = self._v2_origin(start_key, upper_key, topic_list, max_scan, batch)
+        batch = max(16, min(self.batch, query.limit))
+        bridged = self._v2_origin(start_key, upper_key, topic_list, query.max_scan, batch)
         merged = heapq.merge(original, bridged, key=lambda row: row[0])
         with contextlib.closing(original), contextlib.closing(bridged):
-            return page_from(merged, TopicFilter(topics, bloom), limit, max_scan)
+            return page_of(merged, query)
 
     def close(self) -> None:
         self.store.close()
