@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from Crypto.Hash import keccak as pycryptodome_keccak
 
 if TYPE_CHECKING:
+    from waku_legacy.bridge.archiver import CommunityArchiver
+    from waku_legacy.bridge.service import BridgeService
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.store import StoredMessage
 
@@ -19,6 +21,7 @@ __all__ = [
     "fresh_database",
     "reference_keccak256",
     "reference_topic_hex",
+    "start_until_archive_published",
     "stored_channel_message",
     "wait_until",
 ]
@@ -43,6 +46,17 @@ async def wait_until(condition: Callable[[], object], *, what: str, timeout: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+async def start_until_archive_published(
+    service: BridgeService, community: CommunityId, *, what: str = "first run"
+) -> CommunityArchiver:
+    """Start the bridge and wait until its archiver for ``community`` has run and published
+    the archive link; that archiver (the caller stops the bridge)."""
+    await service.start()
+    archiver = service.archive.archivers[str(community)]
+    await wait_until(lambda: archiver.last_run and archiver.last_run.published, what=what)
+    return archiver
 
 
 @contextlib.contextmanager

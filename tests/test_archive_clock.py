@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import stored_channel_message, wait_until
+from tests.helpers import start_until_archive_published, stored_channel_message
 from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive.clock import (
@@ -204,11 +204,7 @@ async def _bridge_publish(tmp_path: Path, local: list, on_node: list) -> tuple[l
     )  # fmt: skip
     try:
         service = BridgeService(config, clock=ManualClock(T0))
-        await service.start()
-        archiver = service.archive.archivers[str(COMMUNITY)]
-        await wait_until(
-            lambda: archiver.last_run and archiver.last_run.published, what="first run"
-        )
+        archiver = await start_until_archive_published(service, COMMUNITY)
         state = archiver.report()
         await service.stop()
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import stored_channel_message, wait_until
+from tests.helpers import start_until_archive_published, stored_channel_message
 from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
@@ -81,11 +81,7 @@ async def _published(tmp_path: Path, **community: object) -> list[tuple[str, dic
     )  # fmt: skip
     try:
         service = BridgeService(config, clock=ManualClock(t0))
-        await service.start()
-        archiver = service.archive.archivers[str(COMMUNITY)]
-        await wait_until(
-            lambda: archiver.last_run and archiver.last_run.published, what="first run"
-        )
+        await start_until_archive_published(service, COMMUNITY)
         await service.stop()
     finally:
         await nwaku.stop()

@@ -13,7 +13,7 @@ import uuid
 import aiohttp
 import pytest
 
-from tests.helpers import stored_channel_message, wait_until
+from tests.helpers import start_until_archive_published, stored_channel_message, wait_until
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive import verify_magnet_message
 from waku_legacy.archive.magnet import magnet_message_from_json
@@ -191,11 +191,7 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
     try:
         add_messages(t0 - 2 * DAY, 4)
         service = BridgeService(config, clock=ManualClock(t0))
-        await service.start()
-        archiver = service.archive.archivers[str(community)]
-        await wait_until(
-            lambda: archiver.last_run and archiver.last_run.published, what="first run"
-        )
+        archiver = await start_until_archive_published(service, community)
         assert archiver.last_end() == t0 and archiver.next_due() == t0 + 7 * DAY
         await service.stop()
 
@@ -203,11 +199,7 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
         add_messages(t0 + 2 * DAY, 3)
         clock = ManualClock(t0 + 10 * DAY)
         service = BridgeService(config, clock=clock)
-        await service.start()
-        archiver = service.archive.archivers[str(community)]
-        await wait_until(
-            lambda: archiver.last_run and archiver.last_run.published, what="catch-up"
-        )
+        archiver = await start_until_archive_published(service, community, what="catch-up")
         run = archiver.last_run
         assert run.reason == "start" and run.build["archives_added"] == 1
         # 3 messages, each archived on its channel topic and on <id>-memberUpdate (the
