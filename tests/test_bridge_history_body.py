@@ -67,7 +67,7 @@ class ChunkedStoreServer:
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = self.runner.addresses[0][1]
         return f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:

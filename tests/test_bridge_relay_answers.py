@@ -36,7 +36,7 @@ async def test_odd_answers_are_retried_and_the_queue_keeps_going():
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     metrics = BridgeMetrics()
     async with aiohttp.ClientSession() as session:
         publisher = RelayPublisher(

@@ -120,7 +120,8 @@ class RlpxPeer:
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
             self._end(DisconnectReason.NETWORK_ERROR, f"write failed: {exc}", remote=False)
-            raise self.ended from exc  # type: ignore[misc]
+            assert self.ended is not None
+            raise self.ended from exc
 
     async def send(self, capability: str, code: int, payload: bytes) -> None:
         """Send one capability message (raises :class:`PeerDisconnected` once closed)."""

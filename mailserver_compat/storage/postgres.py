@@ -129,8 +129,14 @@ class PostgresEnvelopeStore:
         self._conn.rollback()
         return None if row is None else bytes(row[0])
 
+    def _aggregate(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """The value of a one-column aggregate query (which always answers one row)."""
+        row = self._conn.execute(sql, params).fetchone()
+        assert row is not None
+        return row[0]
+
     def count(self) -> int:
-        (n,) = self._conn.execute("SELECT count(*) FROM envelopes").fetchone()  # type: ignore[misc]
+        n = self._aggregate("SELECT count(*) FROM envelopes")
         self._conn.rollback()
         return int(n)
 
@@ -236,9 +242,9 @@ class PostgresEnvelopeStore:
         outer bounds are open (None), so every row is in exactly one range."""
         if parts <= 1:
             return [(None, None)]
-        (estimate,) = self._conn.execute(
+        estimate = self._aggregate(
             "SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = 'envelopes'::regclass"
-        ).fetchone()  # type: ignore[misc]
+        )
         fractions = [i / parts for i in range(1, parts)]
         sources = ["envelopes"]
         if estimate and estimate > sample_rows * 2:
@@ -249,10 +255,10 @@ class PostgresEnvelopeStore:
             sources.insert(0, sample)
         unique: list[bytes] = []
         for source in sources:
-            (cuts,) = self._conn.execute(
+            cuts = self._aggregate(
                 f"SELECT percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY id) FROM {source}",
                 (fractions,),
-            ).fetchone()  # type: ignore[misc]
+            )
             unique = sorted({bytes(c) for c in (cuts or []) if c is not None})
             if len(unique) == len(fractions):
                 break
