@@ -53,8 +53,8 @@ async def start_until_archive_published(
 ) -> CommunityArchiver:
     """Start the bridge and wait until its archiver for ``community`` has run and published
     the archive link; that archiver (the caller stops the bridge)."""
-    assert service.archive is not None, "the bridge's config has no [archive] section"
     await service.start()
+    assert service.archive is not None, "the bridge's config has no [archive] section"
     archiver = service.archive.archivers[str(community)]
     await wait_until(lambda: archiver.last_run and archiver.last_run.published, what=what)
     return archiver
