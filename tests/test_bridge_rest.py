@@ -5,8 +5,11 @@ both directions), the legacy API, and bad input answered with the right 4xx and 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -28,30 +31,46 @@ from tests.test_bridge_support import (
     validate,
 )
 from waku_legacy.bridge.service import BridgeService
-from waku_legacy.store import open_store
+from waku_legacy.store import StoredMessage, open_store
 
 pytestmark = pytest.mark.network
 N = 2500
 
 
-@pytest.fixture(scope="module")
-def store_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rest") / "store.sqlite3"
-    rows = make_rows(N)
+def sqlite_store_of(folder: Path, count: int) -> tuple[Path, list[StoredMessage]]:
+    """A SQLite store file in ``folder`` holding ``make_rows(count)``, and the rows."""
+    path = folder / "store.sqlite3"
+    rows = make_rows(count)
     with open_store(f"sqlite:///{path}") as store:
         store.insert_messages(rows)
     return path, rows
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    tmp_path: Path, store_url: str
+) -> AsyncIterator[tuple[BridgeService, aiohttp.ClientSession]]:
+    """The bridge serving ``store_url``, and an HTTP session on its REST port."""
+    service = BridgeService(bridge_config(tmp_path, store_url))
+    await service.start()
+    try:
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{service.rest_port}") as http:
+            yield service, http
+    finally:
+        await service.stop()
+
+
+@pytest.fixture(scope="module")
+def store_file(tmp_path_factory):
+    return sqlite_store_of(tmp_path_factory.mktemp("rest"), N)
 
 
 @pytest.fixture
 async def bridge(store_file, tmp_path):
     path, rows = store_file
     # Memory-mapped reads (what deploy/bridge.example.toml configures).
-    service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}?mmap_size=67108864"))
-    await service.start()
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{service.rest_port}") as http:
+    async with serving(tmp_path, f"sqlite:///{path}?mmap_size=67108864") as (service, http):
         yield service, http, rows
-    await service.stop()
 
 
 async def _get(http, path, **params):

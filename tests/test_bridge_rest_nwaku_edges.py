@@ -11,9 +11,8 @@ import json
 import aiohttp
 import pytest
 
-from tests.test_bridge_support import HEALTH_REPORT, bridge_config, make_rows, validate
-from waku_legacy.bridge.service import BridgeService
-from waku_legacy.store import open_store
+from tests.test_bridge_rest import serving, sqlite_store_of
+from tests.test_bridge_support import HEALTH_REPORT, validate
 
 pytestmark = pytest.mark.network
 N = 400
@@ -22,21 +21,14 @@ ARCHIVE = "error in handleSelfStoreRequest: BAD_RESPONSE: archive error: "
 
 @pytest.fixture(scope="module")
 def store_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("edges") / "store.sqlite3"
-    rows = make_rows(N)
-    with open_store(f"sqlite:///{path}") as store:
-        store.insert_messages(rows)
-    return path, rows
+    return sqlite_store_of(tmp_path_factory.mktemp("edges"), N)
 
 
 @pytest.fixture
 async def bridge(store_file, tmp_path):
     path, rows = store_file
-    service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}"))
-    await service.start()
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{service.rest_port}") as http:
+    async with serving(tmp_path, f"sqlite:///{path}") as (service, http):
         yield service, http, rows
-    await service.stop()
 
 
 async def _get(http, path="/store/v3/messages", **params):

@@ -64,6 +64,16 @@ def _pages(store, lower, upper, *, topics=(), bloom=None, limit=100):
         cursor = page.next_cursor
 
 
+def _check_source(source, history, lower, upper, topics, limit, *, by_bloom=False) -> list:
+    """Page ``source`` for ``topics`` (or their bloom) and check the pages; returns them."""
+    if by_bloom:
+        pages = _pages(source, lower, upper, bloom=topics_to_bloom(topics), limit=limit)
+    else:
+        pages = _pages(source, lower, upper, topics=topics, limit=limit)
+    _check_ascending_pages(pages, history, lower, upper, topics, limit)
+    return pages
+
+
 def _check_ascending_pages(pages, history, lower, upper, topics, limit) -> None:
     expected = sorted(
         (
@@ -92,13 +102,11 @@ def test_memory_store_status_go_paging(history) -> None:
     store = MemoryEnvelopeStore(history)
     assert len(store) == len(history)
     assert store.add(history[0]) == _key(history[0])  # idempotent
-    pages = _pages(store, T0 + 100, T0 + 400, topics=(TOPICS[0], TOPICS[1]), limit=37)
+    pages = _check_source(store, history, T0 + 100, T0 + 400, (TOPICS[0], TOPICS[1]), 37)
     assert len(pages) > 3
-    _check_ascending_pages(pages, history, T0 + 100, T0 + 400, (TOPICS[0], TOPICS[1]), 37)
     # Bloom instead of topics.
+    _check_source(store, history, T0, T0 + 500, (TOPICS[2],), 50, by_bloom=True)
     bloom = topics_to_bloom([TOPICS[2]])
-    pages = _pages(store, T0, T0 + 500, bloom=bloom, limit=50)
-    _check_ascending_pages(pages, history, T0, T0 + 500, (TOPICS[2],), 50)
     # Topics override the bloom.
     page = store.query(EnvelopeQuery(T0, T0 + 500, topics=(TOPICS[0],), bloom=bloom, limit=1000))
     assert {key[36:] for key, _ in page.envelopes} == {TOPICS[0]}
@@ -120,10 +128,8 @@ def test_leveldb_source_pages_like_memory(tmp_path, history) -> None:
     source = open_envelope_store(f"leveldb:{tmp_path / 'ldb'}")
     assert isinstance(source, LevelDBSource)
     try:
-        pages = _pages(source, T0 + 50, T0 + 450, topics=(TOPICS[1], TOPICS[2]), limit=41)
-        _check_ascending_pages(pages, history, T0 + 50, T0 + 450, (TOPICS[1], TOPICS[2]), 41)
-        pages = _pages(source, T0, T0 + 500, bloom=topics_to_bloom([TOPICS[0]]), limit=64)
-        _check_ascending_pages(pages, history, T0, T0 + 500, (TOPICS[0],), 64)
+        _check_source(source, history, T0 + 50, T0 + 450, (TOPICS[1], TOPICS[2]), 41)
+        _check_source(source, history, T0, T0 + 500, (TOPICS[0],), 64, by_bloom=True)
     finally:
         source.close()
 
@@ -150,10 +156,8 @@ def test_v2_store_serves_original_envelopes(tmp_path, history) -> None:
     store.insert_messages(rows)
     source = V2StoreSource(store, batch=50)  # small batches: the adapter pages internally
     try:
-        pages = _pages(source, T0 + 10, T0 + 490, topics=(TOPICS[0], TOPICS[2]), limit=70)
-        _check_ascending_pages(pages, history, T0 + 10, T0 + 490, (TOPICS[0], TOPICS[2]), 70)
-        pages = _pages(source, T0, T0 + 500, bloom=topics_to_bloom([TOPICS[1]]), limit=90)
-        _check_ascending_pages(pages, history, T0, T0 + 500, (TOPICS[1],), 90)
+        _check_source(source, history, T0 + 10, T0 + 490, (TOPICS[0], TOPICS[2]), 70)
+        _check_source(source, history, T0, T0 + 500, (TOPICS[1],), 90, by_bloom=True)
     finally:
         source.close()
 
