@@ -127,16 +127,8 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
         assert _magnets(nwaku)[0].magnet_uri == archiver.magnet_uri()
 
         # 2. A v1 client posts channel messages over RLPx; they are stored and forwarded.
-        status = StatusOptions(pow_requirement=0.0, light_node=True)
-        peer = await connect(service.mailserver.enode, sender, status=status)
         now = int(time.time())
-        posted = [_channel_envelope(f"new {i}", sender, now) for i in range(5)]
-        await peer.send_envelopes([e.encode() for e in posted])
-        await peer.disconnect()
-        channel_posts = lambda: [b for _, b in nwaku.published if b["contentTopic"] not in _magnet_cts()]  # noqa: E731, E501
-        await wait_until(lambda: len(channel_posts()) == 5, what="five relay publishes")
-        assert {base64.b64decode(b["payload"]) for b in channel_posts()} == {e.data for e in posted}
-        await service.live.writer.flush()
+        posted = await _post_over_v1(service, nwaku, sender, now)
 
         # 3. ... and a v1 client gets the whole history back, byte for byte.
         collect = Collect()
@@ -159,70 +151,103 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
 
         # 5. Seven days later the schedule builds the next archive, swaps the seeded
         #    torrent and publishes a newer signed magnet link.
-        published_before = len(_magnets(nwaku))
-        clock.advance(7 * DAY)
-        await wait_until(lambda: archiver.last_run is not first and archiver.last_run.published,
-                    timeout=30, what="rollover run")  # fmt: skip
-        second = archiver.last_run
-        assert second.reason == "schedule" and second.build["archives_added"] == 1
-        assert second.seeded and second.build["total_archives"] == 2
-        await wait_until(lambda: len(_magnets(nwaku)) > published_before, what="new magnet link")
-        link = _magnets(nwaku)[-1]
-        assert link.clock > _magnets(nwaku)[0].clock
-        assert link.info_hash != _magnets(nwaku)[0].info_hash  # a new torrent
-        assert service.seeder.stats()[0].info_hash == link.info_hash  # and it is seeded
+        link = await _roll_over(service, nwaku, clock, first)
 
         # 6. A separate libtorrent session fetches the new archive by that magnet link.
-        loopback = SessionConfig(listen="127.0.0.1:0", trackers=False, utp=False)
-        fetched = await asyncio.to_thread(
-            fetch_archives, link.magnet_uri, COMMUNITY, tmp_path / "member",
-            FetchOptions(selection=Selection.LATEST, session=loopback, metadata_timeout=15,
-                         data_timeout=30, peers=(f"127.0.0.1:{service.seeder.port}",)),
-        )  # fmt: skip
-        messages = [m for _, m in fetched.messages()]
-        # archive_topics defaults to "both": each message on its channel topic (2024 clients)
-        # and relabelled to <id>-memberUpdate (clients after status-go #5993), keccak-derived
-        # hash, payload, sig and timestamp unchanged.
-        universal = keccak256(f"{COMMUNITY}-memberUpdate".encode())[:4]
-        channel = [m for m in messages if m.topic == TOPIC]
-        relabelled = [m for m in messages if m.topic == universal]
-        assert len(channel) + len(relabelled) == len(messages)
-        new_texts = sorted(f"new {i}".encode() for i in range(5))
-        assert sorted(m.payload for m in channel) == new_texts
-        assert sorted(m.payload for m in relabelled) == new_texts
-        uncompressed = sender.public_key.format(compressed=False)
-        envelope_hashes = {keccak256(e.encode()) for e in posted}
-        for m in channel:  # status-go archive semantics
-            assert m.sig == uncompressed
-            assert m.hash in envelope_hashes  # v1: envelope hash
-            assert t0 + 0 <= m.timestamp < t0 + 7 * DAY
-        originals = {m.payload: m for m in channel}
-        for m in relabelled:
-            source = originals[m.payload]
-            assert (m.sig, m.timestamp) == (source.sig, source.timestamp)
-            assert m.hash == keccak256(source.hash + universal)
+        await _check_member_fetch(service, link, tmp_path / "member", sender, posted, t0)
 
         # 7. Admin view, and the metrics that count all this.
-        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-        async with http.get("/admin/v1/communities", headers=headers) as response:
-            report = (await response.json())["communities"][0]
-        assert report["id"] == str(COMMUNITY) and len(report["archives"]) == 2
-        assert report["magnetUri"] == link.magnet_uri and report["seeding"]["infoHash"]
-        async with http.post(f"/admin/v1/communities/{COMMUNITY}/archive",
-                             headers=headers) as response:  # fmt: skip
-            runs = (await response.json())["runs"]
-        assert runs[0]["build"]["archives_added"] == 0 and runs[0]["error"] is None
-        async with http.get("/metrics") as response:
-            text = await response.text()
-        assert f'waku_legacy_archives_built_total{{community="{COMMUNITY}"}} 2' in text
-        assert 'waku_legacy_envelopes_bridged_total{direction="v1_to_v2"} 5' in text
-        assert f'waku_legacy_torrent_peers{{community="{COMMUNITY}"}}' in text
+        await _check_admin_and_metrics(http, link)
     finally:
         await http.close()
         await service.stop()
         await nwaku.stop()
     assert service.state == "Stopped"
     json.dumps(service.info())
+
+
+async def _post_over_v1(service: BridgeService, nwaku: FakeNwaku, sender, now: int) -> list:
+    """Step 2: a v1 client posts five channel messages over RLPx; they are stored and
+    relayed. Returns the envelopes posted."""
+    status = StatusOptions(pow_requirement=0.0, light_node=True)
+    peer = await connect(service.mailserver.enode, sender, status=status)
+    posted = [_channel_envelope(f"new {i}", sender, now) for i in range(5)]
+    await peer.send_envelopes([e.encode() for e in posted])
+    await peer.disconnect()
+    channel_posts = lambda: [b for _, b in nwaku.published if b["contentTopic"] not in _magnet_cts()]  # noqa: E731, E501
+    await wait_until(lambda: len(channel_posts()) == 5, what="five relay publishes")
+    assert {base64.b64decode(b["payload"]) for b in channel_posts()} == {e.data for e in posted}
+    await service.live.writer.flush()
+    return posted
+
+
+async def _roll_over(service: BridgeService, nwaku: FakeNwaku, clock: ManualClock, first):
+    """Step 5: seven days on, the schedule's run after ``first``; returns the newer magnet
+    link."""
+    archiver = service.archive.archivers[str(COMMUNITY)]
+    published_before = len(_magnets(nwaku))
+    clock.advance(7 * DAY)
+    await wait_until(lambda: archiver.last_run is not first and archiver.last_run.published,
+                timeout=30, what="rollover run")  # fmt: skip
+    second = archiver.last_run
+    assert second.reason == "schedule" and second.build["archives_added"] == 1
+    assert second.seeded and second.build["total_archives"] == 2
+    await wait_until(lambda: len(_magnets(nwaku)) > published_before, what="new magnet link")
+    link = _magnets(nwaku)[-1]
+    assert link.clock > _magnets(nwaku)[0].clock
+    assert link.info_hash != _magnets(nwaku)[0].info_hash  # a new torrent
+    assert service.seeder.stats()[0].info_hash == link.info_hash  # and it is seeded
+    return link
+
+
+async def _check_member_fetch(service: BridgeService, link, folder, sender, posted, t0) -> None:
+    """Step 6: a separate libtorrent session fetches the new archive by ``link``."""
+    loopback = SessionConfig(listen="127.0.0.1:0", trackers=False, utp=False)
+    fetched = await asyncio.to_thread(
+        fetch_archives, link.magnet_uri, COMMUNITY, folder,
+        FetchOptions(selection=Selection.LATEST, session=loopback, metadata_timeout=15,
+                     data_timeout=30, peers=(f"127.0.0.1:{service.seeder.port}",)),
+    )  # fmt: skip
+    messages = [m for _, m in fetched.messages()]
+    # archive_topics defaults to "both": each message on its channel topic (2024 clients)
+    # and relabelled to <id>-memberUpdate (clients after status-go #5993), keccak-derived
+    # hash, payload, sig and timestamp unchanged.
+    universal = keccak256(f"{COMMUNITY}-memberUpdate".encode())[:4]
+    channel = [m for m in messages if m.topic == TOPIC]
+    relabelled = [m for m in messages if m.topic == universal]
+    assert len(channel) + len(relabelled) == len(messages)
+    new_texts = sorted(f"new {i}".encode() for i in range(5))
+    assert sorted(m.payload for m in channel) == new_texts
+    assert sorted(m.payload for m in relabelled) == new_texts
+    uncompressed = sender.public_key.format(compressed=False)
+    envelope_hashes = {keccak256(e.encode()) for e in posted}
+    for m in channel:  # status-go archive semantics
+        assert m.sig == uncompressed
+        assert m.hash in envelope_hashes  # v1: envelope hash
+        assert t0 + 0 <= m.timestamp < t0 + 7 * DAY
+    originals = {m.payload: m for m in channel}
+    for m in relabelled:
+        source = originals[m.payload]
+        assert (m.sig, m.timestamp) == (source.sig, source.timestamp)
+        assert m.hash == keccak256(source.hash + universal)
+
+
+async def _check_admin_and_metrics(http: aiohttp.ClientSession, link) -> None:
+    """Step 7: the admin view, and the metrics that count all this."""
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with http.get("/admin/v1/communities", headers=headers) as response:
+        report = (await response.json())["communities"][0]
+    assert report["id"] == str(COMMUNITY) and len(report["archives"]) == 2
+    assert report["magnetUri"] == link.magnet_uri and report["seeding"]["infoHash"]
+    async with http.post(f"/admin/v1/communities/{COMMUNITY}/archive",
+                         headers=headers) as response:  # fmt: skip
+        runs = (await response.json())["runs"]
+    assert runs[0]["build"]["archives_added"] == 0 and runs[0]["error"] is None
+    async with http.get("/metrics") as response:
+        text = await response.text()
+    assert f'waku_legacy_archives_built_total{{community="{COMMUNITY}"}} 2' in text
+    assert 'waku_legacy_envelopes_bridged_total{direction="v1_to_v2"} 5' in text
+    assert f'waku_legacy_torrent_peers{{community="{COMMUNITY}"}}' in text
 
 
 def _magnet_ct() -> str:
