@@ -11,6 +11,7 @@ import bisect
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 __all__ = ["CONTENT_TYPE", "Counter", "Gauge", "Histogram", "Registry"]
 
@@ -183,18 +184,21 @@ class Histogram(_Metric):
         return out
 
 
+_M = TypeVar("_M", bound=_Metric)
+
+
 class Registry:
     def __init__(self) -> None:
         self._metrics: dict[str, _Metric] = {}
 
-    def _add(self, metric: _Metric) -> _Metric:
+    def _add(self, metric: _M) -> _M:
         if metric.name in self._metrics:
             raise ValueError(f"metric {metric.name} registered twice")
         self._metrics[metric.name] = metric
         return metric
 
     def counter(self, name: str, help_text: str, labelnames: Sequence[str] = ()) -> Counter:
-        return self._add(Counter(name, help_text, labelnames))  # type: ignore[return-value]
+        return self._add(Counter(name, help_text, labelnames))
 
     def gauge(
         self,
@@ -204,7 +208,7 @@ class Registry:
         *,
         callback: Callable[[], Iterable[tuple[LabelValues, float]]] | None = None,
     ) -> Gauge:
-        return self._add(Gauge(name, help_text, labelnames, callback=callback))  # type: ignore[return-value]
+        return self._add(Gauge(name, help_text, labelnames, callback=callback))
 
     def histogram(
         self,
@@ -214,7 +218,7 @@ class Registry:
         *,
         buckets: Sequence[float] = Histogram.DEFAULT_BUCKETS,
     ) -> Histogram:
-        return self._add(Histogram(name, help_text, labelnames, buckets=buckets))  # type: ignore[return-value]
+        return self._add(Histogram(name, help_text, labelnames, buckets=buckets))
 
     def render(self) -> str:
         lines: list[str] = []
