@@ -26,9 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waku_legacy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from waku_legacy.migrate.config import MigrateConfig
+    from waku_legacy.migrate.discover import ChannelDiscovery
+    from waku_legacy.migrate.report import RunReport
 
 __all__ = ["parse_source_spec", "register"]
 
@@ -58,7 +63,7 @@ def parse_source_spec(spec: str, number: int) -> dict[str, Any]:
     )
 
 
-def _emit(args: argparse.Namespace, report: Any) -> None:
+def _emit(args: argparse.Namespace, report: RunReport) -> None:
     from waku_legacy.console import print_json
     from waku_legacy.migrate.report import render_report
 
@@ -68,7 +73,7 @@ def _emit(args: argparse.Namespace, report: Any) -> None:
         print(render_report(report))
 
 
-def _run(config: Any, args: argparse.Namespace) -> Any:
+def _run(config: MigrateConfig, args: argparse.Namespace) -> RunReport:
     from waku_legacy.faults import fault_from_env
     from waku_legacy.migrate.pipeline import run_migration
     from waku_legacy.migrate.progress import Progress
@@ -100,7 +105,9 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _discover(args: argparse.Namespace, sources: list[dict[str, Any]], out: Path) -> Any:
+def _discover(
+    args: argparse.Namespace, sources: list[dict[str, Any]], out: Path
+) -> ChannelDiscovery:
     """The community's channels from its signed CommunityDescription messages."""
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.migrate.config import _parse_source
@@ -176,14 +183,12 @@ def _clock_line(clock: dict[str, Any]) -> str:
     return f"archive-link clock: {clock['clock']} ({clock['reason']})"
 
 
-def _rewrite_report(path: str | None, report: Any) -> None:
+def _rewrite_report(path: str | None, report: RunReport) -> None:
     if not path:
         return
-    from waku_legacy.durable import write_atomic
+    from waku_legacy.migrate.report import write_report_json
 
-    write_atomic(
-        Path(path), (json.dumps(report.to_json(), indent=2) + "\n").encode(), step="report"
-    )
+    write_report_json(path, report)
 
 
 def _toml_value(value: Any) -> str:
@@ -286,7 +291,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print the report as JSON")
         p.add_argument("--master", help="Spark master URL (overrides the config)")
@@ -333,4 +338,3 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--seed", type=int, default=7)
     common(demo)
     demo.set_defaults(func=_demo)
-

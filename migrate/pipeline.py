@@ -16,6 +16,8 @@ import resource
 import shutil
 import time
 from collections import defaultdict
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,19 +27,19 @@ from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import MigrateConfig
 from waku_legacy.migrate.progress import Progress
 from waku_legacy.migrate.records import MESSAGE_SCHEMA, spark_ddl
-from waku_legacy.migrate.report import RunReport, SourceReport, WeekRow
+from waku_legacy.migrate.report import RunReport, SourceReport, WeekRow, write_report_json
+from waku_legacy.migrate.steps import MigrationError, spark_failure, timed_step
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from coincurve import PrivateKey
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+    from waku_legacy.migrate.sources import Task
 
 __all__ = ["MigrationError", "run_migration", "start_spark"]
 
 PARQUET_ROW_GROUP_BYTES = 4 * 1024 * 1024
 MAX_MESSAGE_FILES = 64
-
-
-class MigrationError(WakuLegacyError):
-    """A migration step that failed (the message says which, and why)."""
 
 
 def start_spark(config: MigrateConfig) -> tuple[SparkSession, float]:
@@ -54,17 +56,7 @@ def start_spark(config: MigrateConfig) -> tuple[SparkSession, float]:
     return session, time.monotonic() - started
 
 
-def _spark_failure(step: str, exc: Exception) -> MigrationError:
-    """Turn a Spark failure (a Python error in a task, a JVM error) into one clear line."""
-    text = str(exc)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    ours = [ln for ln in lines if "waku_legacy" in ln and "Error" in ln and ": " in ln]
-    errors = [ln for ln in lines if ("Error: " in ln or "Exception: " in ln) and "File " not in ln]
-    detail = (ours or errors or lines or [type(exc).__name__])[-1]
-    return MigrationError(f"{step} failed: {detail[:500]}")
-
-
-def _community_key(path: str | None) -> Any:
+def _community_key(path: str | None) -> PrivateKey | None:
     if not path:
         return None
     from waku_legacy.crypto.key_file import load_node_key
@@ -96,6 +88,30 @@ def message_partitions(config: MigrateConfig, spark: SparkSession) -> int:
     return max(1, min(wanted, MAX_MESSAGE_FILES))
 
 
+@dataclass(slots=True)
+class _Run:
+    """What the steps of one run share: their inputs, the report they fill, their timings."""
+
+    config: MigrateConfig
+    spark: SparkSession
+    progress: Progress
+    fault: FaultHook
+    now: int
+    mapping: TopicMapping
+    work: Path
+    report: RunReport
+    timing: dict[str, float] = field(default_factory=dict)
+    weeks: dict[tuple[str, str, str], WeekRow] = field(default_factory=dict)
+
+    @property
+    def messages_dir(self) -> Path:
+        return self.work / "messages"
+
+    def step(self, name: str, doing: str) -> AbstractContextManager[None]:
+        """Time the block as ``timing[name]``; a failure says ``<doing> failed: …``."""
+        return timed_step(self.timing, name, doing)
+
+
 def run_migration(
     config: MigrateConfig,
     *,
@@ -106,58 +122,81 @@ def run_migration(
     store_batch_size: int = 20_000,
 ) -> RunReport:
     """Run the whole migration described by ``config``; returns the report."""
-    from pyspark.sql import functions as F
-
-    from waku_legacy.migrate.archives import build_archives
-    from waku_legacy.migrate.sinks import (
-        iter_kept_sorted,
-        write_postgres_store,
-        write_quarantine,
-        write_sqlite_store,
-    )
-    from waku_legacy.migrate.sources import read_sources
-
     progress = progress or Progress(enabled=False)
-    timing: dict[str, float] = {}
     run_started = time.monotonic()
     jvm_seconds = 0.0
     if spark is None:
         progress.log(f"starting Spark ({config.spark.master})")
         spark, jvm_seconds = start_spark(config)
-    timing["jvm_start"] = jvm_seconds
     pipeline_started = time.monotonic()
-    now = config.pipeline.now if config.pipeline.now is not None else int(time.time())
-    mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
+    run = _prepare(config, spark, progress, fault)
+    run.timing["jvm_start"] = jvm_seconds
     keys = {str(c.id): _community_key(c.key_file) for c in config.communities}
+
+    with run.step("read_decode_dedup", "reading and decoding the sources"):
+        tasks = _read_decode_dedup(run)
+    messages = spark.read.parquet(str(run.messages_dir))
+    with run.step("count", "counting the messages"):
+        _count(run, messages, tasks)
+    with run.step("quarantine", "writing the quarantine"):
+        _quarantine(run, messages)
+    with run.step("store", "writing the store"):
+        _store(run, messages, store_batch_size)
+    with run.step("archives", "building the archives"):
+        if archives:
+            _archives(run, messages, keys)
+
+    run.report.weeks = sorted(run.weeks.values(), key=lambda w: (w.week, w.community, w.source))
+    run.report.totals = _totals(run.report)
+    run.timing["pipeline"] = time.monotonic() - pipeline_started
+    run.timing["total"] = time.monotonic() - run_started
+    run.timing["driver_peak_rss_mb"] = round(_peak_rss_mb(), 1)
+    run.report.timing = {k: round(v, 3) for k, v in run.timing.items()}
+    if config.output.report:
+        Path(config.output.report).parent.mkdir(parents=True, exist_ok=True)
+        write_report_json(config.output.report, run.report)
+    return run.report
+
+
+def _prepare(
+    config: MigrateConfig, spark: SparkSession, progress: Progress, fault: FaultHook
+) -> _Run:
+    """The run's clock, topic mapping, work directory and empty report."""
+    now = config.pipeline.now if config.pipeline.now is not None else int(time.time())
     work = Path(config.output.work_dir)
     work.mkdir(parents=True, exist_ok=True)
-    messages_dir = work / "messages"
-    report = RunReport(config=config.origin, master=config.spark.master, now=now)
+    return _Run(
+        config=config, spark=spark, progress=progress, fault=fault, now=now,
+        mapping=TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities),
+        work=work, report=RunReport(config=config.origin, master=config.spark.master, now=now),
+    )  # fmt: skip
 
-    # 1. read, decode, deduplicate: one pass over the sources, written once.
-    step = time.monotonic()
-    try:
-        raw, tasks = read_sources(spark, config.sources, work_dir=str(work))
-        with progress.spark_step(spark, "read, decode, deduplicate"):
-            ranked = decode_and_deduplicate(raw, mapping, message_partitions(config, spark))
-            # Small row groups: the driver streams these files back (store write) and holds
-            # one decoded row group per file at a time, so this bounds its memory.
-            (
-                ranked.sortWithinPartitions("message_hash")
-                .write.mode("overwrite")
-                .option("parquet.block.size", str(PARQUET_ROW_GROUP_BYTES))
-                .parquet(str(messages_dir))
-            )
-    except WakuLegacyError:
-        raise
-    except Exception as exc:
-        raise _spark_failure("reading and decoding the sources", exc) from exc
-    timing["read_decode_dedup"] = time.monotonic() - step
-    messages = spark.read.parquet(str(messages_dir))
 
-    # 2. counts per source, community, week.
-    step = time.monotonic()
-    with progress.spark_step(spark, "count"):
+def _read_decode_dedup(run: _Run) -> list[Task]:
+    """Step 1: read, decode, deduplicate: one pass over the sources, written once as Parquet
+    in the work directory. Returns the read tasks."""
+    from waku_legacy.migrate.sources import read_sources
+
+    spark = run.spark
+    raw, tasks = read_sources(spark, run.config.sources, work_dir=str(run.work))
+    with run.progress.spark_step(spark, "read, decode, deduplicate"):
+        ranked = decode_and_deduplicate(raw, run.mapping, message_partitions(run.config, spark))
+        # Small row groups: the driver streams these files back (store write) and holds
+        # one decoded row group per file at a time, so this bounds its memory.
+        (
+            ranked.sortWithinPartitions("message_hash")
+            .write.mode("overwrite")
+            .option("parquet.block.size", str(PARQUET_ROW_GROUP_BYTES))
+            .parquet(str(run.messages_dir))
+        )
+    return tasks
+
+
+def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
+    """Step 2: counts per source, community and week, and the shard mapping's."""
+    from pyspark.sql import functions as F
+
+    with run.progress.spark_step(run.spark, "count"):
         counts = (
             messages.groupBy("source", "community", "week", "quarantined", "duplicate")
             .count()
@@ -174,13 +213,12 @@ def run_migration(
         tasks_per_source[task["source"]] += 1
     sources = {
         s.name: SourceReport(s.name, str(s.kind), s.location, tasks_per_source[s.name])
-        for s in config.sources
+        for s in run.config.sources
     }
-    weeks: dict[tuple[str, str, str], WeekRow] = {}
     for row in counts:
         source = sources[row["source"]]
         key = (row["week"], row["source"], row["community"] or "")
-        week = weeks.setdefault(key, WeekRow(*key))
+        week = run.weeks.setdefault(key, WeekRow(*key))
         n = row["count"]
         source.records += n
         if row["quarantined"]:
@@ -192,9 +230,14 @@ def run_migration(
         else:
             source.messages += n
             week.messages += n
-    report.sources = list(sources.values())
+    run.report.sources = list(sources.values())
+    run.report.mapping = _mapping_rows(run.mapping, mapping_counts)
+
+
+def _mapping_rows(mapping: TopicMapping, counts: list[Row]) -> list[dict[str, Any]]:
+    """The report's shard mapping: kept messages per pubsub topic, community and channel."""
     routes = {(r.community, r.channel): ct for ct, r in mapping.routes.items()}
-    report.mapping = sorted(
+    return sorted(
         (
             {
                 "pubsub_topic": r["pubsub_topic"],
@@ -203,107 +246,103 @@ def run_migration(
                 "content_topic": routes.get((r["community"], r["channel"]), "*"),
                 "messages": r["count"],
             }
-            for r in mapping_counts
+            for r in counts
         ),
         key=lambda m: (m["community"] == "", m["community"], m["channel"], m["pubsub_topic"]),
     )
-    timing["count"] = time.monotonic() - step
 
-    # 3. quarantine.
-    quarantined = sum(s.quarantined for s in report.sources)
-    quarantine_dir = config.output.quarantine_dir
+
+def _quarantine(run: _Run, messages: DataFrame) -> None:
+    """Step 3: the quarantined records as JSON lines (the folder removed when none)."""
+    from waku_legacy.migrate.sinks import write_quarantine
+
+    quarantined = sum(s.quarantined for s in run.report.sources)
+    quarantine_dir = run.config.output.quarantine_dir
     if quarantined:
         reasons = write_quarantine(messages, quarantine_dir)
     else:
         shutil.rmtree(quarantine_dir, ignore_errors=True)
         reasons = {}
-    report.quarantine = {"count": quarantined, "path": quarantine_dir, "reasons": reasons}
+    run.report.quarantine = {"count": quarantined, "path": quarantine_dir, "reasons": reasons}
 
-    # 4. the v2 store.
-    step = time.monotonic()
-    kept_total = sum(s.messages for s in report.sources)
-    if config.output.store:
-        from waku_legacy.store import is_postgres_url, open_store
 
-        url = config.output.store
-        if is_postgres_url(url):
-            kept = messages.filter(~F.col("quarantined") & ~F.col("duplicate"))
-            try:
-                with progress.spark_step(spark, "store (PostgreSQL)"):
-                    inserted = write_postgres_store(kept, url)
-            except Exception as exc:
-                raise _spark_failure("writing the PostgreSQL store", exc) from exc
-        else:
-            with (
-                open_store(url) as store,
-                progress.bar("store", total=kept_total, unit="msg") as bar,
-            ):
-                inserted = write_sqlite_store(
-                    store, iter_kept_sorted(messages_dir), batch_size=store_batch_size,
-                    fault=fault, progress=bar.update,
+def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
+    """Step 4: the kept messages into the v2 store (none configured: nothing)."""
+    from pyspark.sql import functions as F
+
+    from waku_legacy.migrate.sinks import iter_kept_sorted, write_postgres_store, write_sqlite_store
+    from waku_legacy.store import is_postgres_url, open_store
+
+    url = run.config.output.store
+    if not url:
+        return
+    if is_postgres_url(url):
+        kept = messages.filter(~F.col("quarantined") & ~F.col("duplicate"))
+        try:
+            with run.progress.spark_step(run.spark, "store (PostgreSQL)"):
+                inserted = write_postgres_store(kept, url)
+        except Exception as exc:
+            raise spark_failure("writing the PostgreSQL store", exc) from exc
+    else:
+        kept_total = sum(s.messages for s in run.report.sources)
+        with (
+            open_store(url) as store,
+            run.progress.bar("store", total=kept_total, unit="msg") as bar,
+        ):
+            inserted = write_sqlite_store(
+                store, iter_kept_sorted(run.messages_dir), batch_size=batch_size,
+                fault=run.fault, progress=bar.update,
+            )  # fmt: skip
+    with open_store(url) as store:
+        run.report.store = {
+            "url": _display_url(url),
+            "inserted": inserted,
+            "total": store.count(),
+            "envelopes": store.count_envelopes(),
+        }
+
+
+def _archives(run: _Run, messages: DataFrame, keys: dict[str, PrivateKey | None]) -> None:
+    """Step 5: the archives, one community at a time; their late messages join the weeks."""
+    from pyspark.sql import functions as F
+
+    from waku_legacy.migrate.archives import build_archives
+
+    config = run.config
+    kept_channels = messages.filter(
+        ~F.col("quarantined") & ~F.col("duplicate") & F.col("community").isNotNull()
+    )
+    for community in config.communities:
+        try:
+            with run.progress.spark_step(run.spark, f"archives {str(community.id)[:10]}…"):
+                result = build_archives(
+                    run.spark, kept_channels, community,
+                    archive_dir=config.output.archive_dir,
+                    torrent_dir=config.output.torrent_dir,
+                    work_dir=str(run.work), now=run.now, flavour=config.pipeline.flavour,
+                    fault=run.fault, community_key=keys[str(community.id)],
+                    logos_storage_url=config.logos_storage_url,
+                    store_url=config.output.store,  # also read for used link clocks
                 )  # fmt: skip
-        with open_store(url) as store:
-            report.store = {
-                "url": _display_url(url),
-                "inserted": inserted,
-                "total": store.count(),
-                "envelopes": store.count_envelopes(),
-            }
-    timing["store"] = time.monotonic() - step
+        except WakuLegacyError:
+            raise
+        except Exception as exc:
+            raise spark_failure(f"archiving community {community.id}", exc) from exc
+        run.report.communities.append(result.to_json())
+        for late in result.late_by_week:
+            key = (late["week"], late["source"], str(community.id))
+            run.weeks.setdefault(key, WeekRow(*key)).late += late["late"]
 
-    # 5. archives, one community at a time.
-    step = time.monotonic()
-    if archives and config.communities:
-        kept_channels = messages.filter(
-            ~F.col("quarantined") & ~F.col("duplicate") & F.col("community").isNotNull()
-        )
-        for community in config.communities:
-            try:
-                with progress.spark_step(spark, f"archives {str(community.id)[:10]}…"):
-                    result = build_archives(
-                        spark, kept_channels, community,
-                        archive_dir=config.output.archive_dir,
-                        torrent_dir=config.output.torrent_dir,
-                        work_dir=str(work), now=now, flavour=config.pipeline.flavour,
-                        fault=fault, community_key=keys[str(community.id)],
-                        logos_storage_url=config.logos_storage_url,
-                        store_url=config.output.store,  # also read for used link clocks
-                    )  # fmt: skip
-            except WakuLegacyError:
-                raise
-            except Exception as exc:
-                raise _spark_failure(f"archiving community {community.id}", exc) from exc
-            report.communities.append(result.to_json())
-            for late in result.late_by_week:
-                key = (late["week"], late["source"], str(community.id))
-                weeks.setdefault(key, WeekRow(*key)).late += late["late"]
-    timing["archives"] = time.monotonic() - step
-    report.weeks = sorted(weeks.values(), key=lambda w: (w.week, w.community, w.source))
 
-    report.totals = {
+def _totals(report: RunReport) -> dict[str, int]:
+    return {
         "records": sum(s.records for s in report.sources),
-        "messages": kept_total,
+        "messages": sum(s.messages for s in report.sources),
         "duplicates": sum(s.duplicates for s in report.sources),
-        "quarantined": quarantined,
+        "quarantined": sum(s.quarantined for s in report.sources),
         "late": sum(c["late"] for c in report.communities),
         "archives_added": sum(c["archives_added"] for c in report.communities),
     }
-    timing["pipeline"] = time.monotonic() - pipeline_started
-    timing["total"] = time.monotonic() - run_started
-    timing["driver_peak_rss_mb"] = round(_peak_rss_mb(), 1)
-    report.timing = {k: round(v, 3) for k, v in timing.items()}
-    if config.output.report:
-        import json
-
-        from waku_legacy.durable import write_atomic
-
-        Path(config.output.report).parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(
-            Path(config.output.report),
-            (json.dumps(report.to_json(), indent=2) + "\n").encode(),
-            step="report",
-        )
-    return report
 
 
 def _display_url(url: str) -> str:

@@ -4,11 +4,13 @@ quarantined and late records; the shard mapping; store and archive results. JSON
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["RunReport", "SourceReport", "WeekRow", "render_report"]
+__all__ = ["RunReport", "SourceReport", "WeekRow", "render_report", "write_report_json"]
 
 
 @dataclass(slots=True)
@@ -72,100 +74,115 @@ def _short(community: str) -> str:
     return community[:10] + "…" + community[-4:] if len(community) > 16 else community or "-"
 
 
+def write_report_json(path: str | Path, report: RunReport) -> None:
+    """The report as indented JSON at ``path``, written atomically."""
+    from waku_legacy.durable import write_atomic
+
+    data = (json.dumps(report.to_json(), indent=2) + "\n").encode()
+    write_atomic(Path(path), data, step="report")
+
+
 def render_report(report: RunReport) -> str:
-    parts = [f"migration report ({report.config}, master {report.master}, now {report.now})"]
-    parts.append("\nsources")
-    parts.append(
-        _table(
-            ["source", "kind", "tasks", "records", "messages", "duplicates", "quarantined"],
+    """The report as terminal tables, one section after the other (empty ones left out)."""
+    sections = [
+        f"migration report ({report.config}, master {report.master}, now {report.now})",
+        _sources_section(report.sources),
+        _communities_section(report.communities),
+        _weeks_section(report.weeks),
+        _mapping_section(report.mapping),
+        _quarantine_section(report.quarantine),
+        _store_section(report.store),
+        _totals_section(report.totals, report.timing),
+    ]
+    return "\n".join(s for s in sections if s)
+
+
+def _sources_section(sources: list[SourceReport]) -> str:
+    return "\nsources\n" + _table(
+        ["source", "kind", "tasks", "records", "messages", "duplicates", "quarantined"],
+        [[s.name, s.kind, s.tasks, s.records, s.messages, s.duplicates, s.quarantined]
+         for s in sources],
+    )  # fmt: skip
+
+
+def _communities_section(communities: list[dict[str, Any]]) -> str:
+    if not communities:
+        return ""
+    table = _table(
+        ["community", "shard", "messages", "archived", "late", "undecryptable", "archives",
+         "info hash"],
+        [
             [
-                [s.name, s.kind, s.tasks, s.records, s.messages, s.duplicates, s.quarantined]
-                for s in report.sources
-            ],
-        )
-    )
-    if report.communities:
-        parts.append("\ncommunities")
-        parts.append(
-            _table(
-                [
-                    "community",
-                    "shard",
-                    "messages",
-                    "archived",
-                    "late",
-                    "undecryptable",
-                    "archives",
-                    "info hash",
-                ],
-                [
-                    [
-                        _short(c["community"]),
-                        c["shard"],
-                        c["messages"],
-                        c["archived_now"],
-                        c["late"],
-                        c["undecryptable"],
-                        f"+{c['archives_added']} ({c['total_archives']})",
-                        c["info_hash"] or "-",
-                    ]
-                    for c in report.communities
-                ],
-            )
-        )
-        for c in report.communities:
-            if c["magnet_uri"]:
-                parts.append(f"magnet {_short(c['community'])}: {c['magnet_uri']}")
+                _short(c["community"]), c["shard"], c["messages"], c["archived_now"], c["late"],
+                c["undecryptable"], f"+{c['archives_added']} ({c['total_archives']})",
+                c["info_hash"] or "-",
+            ]
+            for c in communities
+        ],
+    )  # fmt: skip
+    magnets = [
+        f"magnet {_short(c['community'])}: {c['magnet_uri']}"
+        for c in communities
+        if c["magnet_uri"]
+    ]
+    return "\n".join(["\ncommunities", table, *magnets])
+
+
+def _weeks_section(weeks: list[WeekRow]) -> str:
+    """Per week and community, all sources added up."""
     by_week: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for w in report.weeks:
+    for w in weeks:
         acc = by_week[(w.week, w.community)]
         acc[0] += w.messages
         acc[1] += w.duplicates
         acc[2] += w.quarantined
         acc[3] += w.late
-    if by_week:
-        parts.append("\nweeks (all sources)")
-        parts.append(
-            _table(
-                ["week", "community", "messages", "duplicates", "quarantined", "late"],
-                [[wk, _short(c), *v] for (wk, c), v in sorted(by_week.items())],
-            )
-        )
-    if report.mapping:
-        parts.append("\nshard mapping")
-        parts.append(
-            _table(
-                ["pubsub topic", "community", "channel", "messages"],
-                [
-                    [
-                        m["pubsub_topic"],
-                        _short(m["community"]),
-                        m["channel"] or "*",
-                        m["messages"],
-                    ]
-                    for m in report.mapping
-                ],
-            )
-        )
-    if report.quarantine.get("count"):
-        parts.append(f"\nquarantined: {report.quarantine['count']} -> {report.quarantine['path']}")
-        for reason, count in sorted(report.quarantine.get("reasons", {}).items()):
-            parts.append(f"  {count:>8}  {reason}")
-    if report.store:
-        parts.append(
-            f"\nstore {report.store.get('url')}: {report.store.get('inserted', 0)} new, "
-            f"{report.store.get('total', 0)} messages, {report.store.get('envelopes', 0)} "
-            "v1 envelopes"
-        )
-    t = report.totals
-    parts.append(
+    if not by_week:
+        return ""
+    return "\nweeks (all sources)\n" + _table(
+        ["week", "community", "messages", "duplicates", "quarantined", "late"],
+        [[wk, _short(c), *v] for (wk, c), v in sorted(by_week.items())],
+    )
+
+
+def _mapping_section(mapping: list[dict[str, Any]]) -> str:
+    if not mapping:
+        return ""
+    return "\nshard mapping\n" + _table(
+        ["pubsub topic", "community", "channel", "messages"],
+        [[m["pubsub_topic"], _short(m["community"]), m["channel"] or "*", m["messages"]]
+         for m in mapping],
+    )  # fmt: skip
+
+
+def _quarantine_section(quarantine: dict[str, Any]) -> str:
+    if not quarantine.get("count"):
+        return ""
+    lines = [f"\nquarantined: {quarantine['count']} -> {quarantine['path']}"]
+    lines += [
+        f"  {count:>8}  {reason}" for reason, count in sorted(quarantine.get("reasons", {}).items())
+    ]
+    return "\n".join(lines)
+
+
+def _store_section(store: dict[str, Any]) -> str:
+    if not store:
+        return ""
+    return (
+        f"\nstore {store.get('url')}: {store.get('inserted', 0)} new, "
+        f"{store.get('total', 0)} messages, {store.get('envelopes', 0)} v1 envelopes"
+    )
+
+
+def _totals_section(totals: dict[str, int], timing: dict[str, float]) -> str:
+    t = totals
+    line = (
         f"\ntotal: {t.get('records', 0)} records, {t.get('messages', 0)} messages, "
         f"{t.get('duplicates', 0)} duplicates, {t.get('quarantined', 0)} quarantined, "
         f"{t.get('late', 0)} late"
     )
-    timing = report.timing
-    if timing:
-        seconds = ", ".join(f"{k} {v:.1f}s" for k, v in timing.items() if not k.endswith("_mb"))
-        rss = timing.get("driver_peak_rss_mb")
-        parts.append(f"time: {seconds}" + (f"; driver peak RSS {rss:.0f} MB" if rss else ""))
-    return "\n".join(parts)
+    if not timing:
+        return line
+    seconds = ", ".join(f"{k} {v:.1f}s" for k, v in timing.items() if not k.endswith("_mb"))
+    rss = timing.get("driver_peak_rss_mb")
+    return line + f"\ntime: {seconds}" + (f"; driver peak RSS {rss:.0f} MB" if rss else "")
