@@ -22,6 +22,7 @@ __all__ = [
     "reference_keccak256",
     "reference_topic_hex",
     "start_until_archive_published",
+    "store_channel_messages",
     "stored_channel_message",
     "wait_until",
 ]
@@ -98,3 +99,20 @@ def stored_channel_message(
         message_hash(pubsub_topic, message), pubsub_topic, message.content_topic,
         message.payload, 1, message.timestamp,
     )  # fmt: skip
+
+
+def store_channel_messages(
+    url: str, community: CommunityId, channel: str, start: int, count: int, pubsub_topic: str
+) -> None:
+    """Put ``count`` channel messages sent at ``start``, ``start + 1``, … (payload
+    ``m<second>``) into the store at ``url``."""
+    from waku_legacy.store import open_store
+
+    rows = [
+        stored_channel_message(
+            community, channel, pubsub_topic, expiry=second + 10, text=b"m%d" % second
+        )
+        for second in range(start, start + count)
+    ]
+    with open_store(url) as store:
+        store.insert_messages(rows)

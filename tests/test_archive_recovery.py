@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.helpers import stored_channel_message, wait_until
+from tests.helpers import store_channel_messages, wait_until
 from tests.test_archive_store import (
     COMMUNITY,
     KEY,
@@ -134,19 +134,6 @@ def _bridge_setup(tmp_path: Path):
     return key, community, channel, url, bridge_config
 
 
-def _store_messages(url: str, community, channel: str, start: int, n: int, pubsub: str) -> None:
-    from waku_legacy.store import open_store
-
-    rows = [
-        stored_channel_message(
-            community, channel, pubsub, expiry=start + i + 10, text=b"m%d" % (start + i)
-        )
-        for i in range(n)
-    ]
-    with open_store(url) as store:
-        store.insert_messages(rows)
-
-
 def _bridge_build(config, key, url: str, now: int, fault=None):
     """What CommunityArchiver._build does, with the build's fault hook."""
     from waku_legacy.archive.data_files import read_index, recorded_last_end
@@ -176,8 +163,8 @@ async def test_restarted_bridge_seeds_and_publishes_a_matching_torrent_after_a_k
     key, community, channel, url, bridge_config = _bridge_setup(tmp_path)
     pubsub = "/waku/2/rs/16/201"
     t0 = 1_750_000_000
-    _store_messages(url, community, channel, t0 - 2 * DAY, 4, pubsub)
-    _store_messages(url, community, channel, t0 + 2 * DAY, 3, pubsub)
+    store_channel_messages(url, community, channel, t0 - 2 * DAY, 4, pubsub)
+    store_channel_messages(url, community, channel, t0 + 2 * DAY, 3, pubsub)
     nwaku = await FakeNwaku().start()
     config = bridge_config(
         tmp_path, url, relay={"url": nwaku.url},
@@ -241,7 +228,7 @@ async def test_health_is_degraded_while_the_build_cannot_be_finished(tmp_path):
 
     key, community, channel, url, bridge_config = _bridge_setup(tmp_path)
     t0 = 1_750_000_000
-    _store_messages(url, community, channel, t0 - 2 * DAY, 4, "/waku/2/rs/16/202")
+    store_channel_messages(url, community, channel, t0 - 2 * DAY, 4, "/waku/2/rs/16/202")
     config = bridge_config(
         tmp_path, url,
         archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),

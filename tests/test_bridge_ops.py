@@ -13,7 +13,7 @@ import uuid
 import aiohttp
 import pytest
 
-from tests.helpers import start_until_archive_published, stored_channel_message, wait_until
+from tests.helpers import start_until_archive_published, store_channel_messages, wait_until
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive import verify_magnet_message
 from waku_legacy.archive.magnet import magnet_message_from_json
@@ -163,16 +163,6 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
     pubsub = "/waku/2/rs/16/200"
     t0 = 1_750_000_000
 
-    def add_messages(start: int, n: int) -> None:
-        rows = [
-            stored_channel_message(
-                community, channel, pubsub, expiry=start + i + 10, text=b"m%d" % (start + i)
-            )
-            for i in range(n)
-        ]
-        with open_store(url) as store:
-            store.insert_messages(rows)
-
     nwaku = await FakeNwaku().start()
     config = bridge_config(
         tmp_path, url, relay={"url": nwaku.url},
@@ -189,14 +179,14 @@ async def test_missed_archive_window_runs_at_start_and_magnet_is_republished(tmp
         ]
 
     try:
-        add_messages(t0 - 2 * DAY, 4)
+        store_channel_messages(url, community, channel, t0 - 2 * DAY, 4, pubsub)
         service = BridgeService(config, clock=ManualClock(t0))
         archiver = await start_until_archive_published(service, community)
         assert archiver.last_end() == t0 and archiver.next_due() == t0 + 7 * DAY
         await service.stop()
 
         # Down for ten days; messages kept arriving meanwhile (migration, history pulls).
-        add_messages(t0 + 2 * DAY, 3)
+        store_channel_messages(url, community, channel, t0 + 2 * DAY, 3, pubsub)
         clock = ManualClock(t0 + 10 * DAY)
         service = BridgeService(config, clock=clock)
         archiver = await start_until_archive_published(service, community, what="catch-up")
