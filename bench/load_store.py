@@ -53,7 +53,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -371,7 +371,7 @@ def summary(values: list[float]) -> dict[str, float]:
 # -- main ----------------------------------------------------------------------------------------
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--messages", type=int, default=100_000, help="store size (1000000: target)"
@@ -397,23 +397,30 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--samples", type=int, default=2000, help="requests replayed for baselines")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    args = parser.parse_args()  # fmt: skip
+    return parser.parse_args()
 
-    topics = content_topics(args.topics)
-    t0 = 1_700_000_000
-    store = args.store or Path(tempfile.gettempdir()) / f"waku-legacy-load-{args.messages}.sqlite3"
-    count = store_count(store)
-    if count != args.messages:
-        print(f"building {store} ({args.messages:,} messages)…", file=sys.stderr)
-        build_store(store, args.messages, topics, args.payload_size, t0)
 
+@dataclass
+class ServerRun:
+    """What the load did to the server process: CPU seconds and memory (MB)."""
+
+    stats: Stats
+    elapsed: float
+    server_cpu: float
+    own_cpu: float
+    rss_start: dict[str, float]
+    rss_end: dict[str, float]
+    peak: list[int]
+
+
+def load_server(store: Path, args: argparse.Namespace, topics: list[str], t0: int) -> ServerRun:
+    """Start the bridge on ``store`` as its own process, hold the load, stop it."""
     workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-load-"))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = start_server(
         store, workdir, port, args.readers, clients=args.clients, rate=args.requests_per_second
     )
-    rss_start = rss_end = {"VmRSS": 0.0, "RssAnon": 0.0, "RssFile": 0.0}
     peak = [0, 0]
     try:
         asyncio.run(wait_ready(base, server))
@@ -435,11 +442,14 @@ def main() -> int:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+    return ServerRun(stats, elapsed, server_cpu, own_cpu, rss_start, rss_end, peak)
 
-    # Baselines: the same pages (a sample of the requests made), replayed here.
+
+def baselines(store: Path, samples: list[dict[str, str]]) -> tuple[list[float], list[float]]:
+    """The same pages (a sample of the requests made) replayed here: raw SQLite, and the
+    bridge's store + JSON page function."""
     from waku_legacy.store import open_store
 
-    samples = stats.samples
     db = sqlite3.connect(store)
     db.execute(f"PRAGMA mmap_size={MMAP}")  # as the server's store URL asks
     raw = time_calls(lambda p: raw_sqlite_page(db, p), samples)
@@ -447,6 +457,24 @@ def main() -> int:
     db.close()
     with open_store(f"sqlite:///{store}?mmap_size={MMAP}") as opened:
         store_json = time_calls(lambda p: store_json_page(opened, p), samples)
+    return raw, store_json
+
+
+def main() -> int:
+    args = parse_args()
+    topics = content_topics(args.topics)
+    t0 = 1_700_000_000
+    store = args.store or Path(tempfile.gettempdir()) / f"waku-legacy-load-{args.messages}.sqlite3"
+    count = store_count(store)
+    if count != args.messages:
+        print(f"building {store} ({args.messages:,} messages)…", file=sys.stderr)
+        build_store(store, args.messages, topics, args.payload_size, t0)
+
+    run = load_server(store, args, topics, t0)
+    stats, elapsed = run.stats, run.elapsed
+    rss_start, rss_end, peak = run.rss_start, run.rss_end, run.peak
+    samples = stats.samples
+    raw, store_json = baselines(store, samples)
 
     http_summary = summary(stats.latencies)
     result = {
@@ -457,8 +485,8 @@ def main() -> int:
         "statuses": stats.statuses, "connection_errors": stats.connection_errors,
         "http": http_summary, "raw_sqlite": summary(raw), "store_json": summary(store_json),
         "baseline_pages": len(samples), "cpus": os.cpu_count(),
-        "server_cpu_percent": 100 * server_cpu / elapsed,
-        "load_generator_cpu_percent": 100 * own_cpu / elapsed,
+        "server_cpu_percent": 100 * run.server_cpu / elapsed,
+        "load_generator_cpu_percent": 100 * run.own_cpu / elapsed,
         "target_p99_ms": 50.0, "target_met": http_summary["p99_ms"] < 50.0,
         "server_rss_mb": {"start": rss_start["VmRSS"], "peak": peak[0] / 2**20,
                           "end": rss_end["VmRSS"], "anon_start": rss_start["RssAnon"],
@@ -468,30 +496,38 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(
-            f"store {args.messages:,} messages, {args.clients} clients, think {args.think} s, "
-            f"{args.page_size}-message pages, {elapsed:.1f} s, {os.cpu_count()} CPUs"
-        )
-        print(f"  HTTP    {result['requests']:>8,} requests  {result['requests_per_s']:8.1f} req/s"
-              f"  {result['messages_per_s']:10.0f} msgs/s  errors {stats.errors}")  # fmt: skip
-        header = f"  {'':34}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}  (ms)"
-        print(header)
-        for label, s in (("HTTP latency (client-side)", http_summary),
-                         ("store+JSON (server work, no HTTP)", result["store_json"]),
-                         ("raw SQLite (same pages)", result["raw_sqlite"])):  # fmt: skip
-            print(f"  {label:34}{s['p50_ms']:9.2f}{s['p90_ms']:9.2f}{s['p99_ms']:9.2f}"
-                  f"{s['max_ms']:9.2f}")  # fmt: skip
-        rss = result["server_rss_mb"]
-        print(f"  server RSS: start {rss['start']:.1f} MB, peak {rss['peak']:.1f} MB, "
-              f"end {rss['end']:.1f} MB; of it heap (RssAnon) {rss['anon_start']:.1f} -> "
-              f"peak {rss['anon_peak']:.1f} -> {rss['anon_end']:.1f} MB, mapped store file "
-              f"(RssFile) {rss['file_end']:.1f} MB at the end")  # fmt: skip
-        print(
-            f"  CPU: server {result['server_cpu_percent']:.0f}%, load generator "
-            f"{result['load_generator_cpu_percent']:.0f}% (100% = one core)"
-        )
-        print(f"  target p99 < 50 ms: {'met' if result['target_met'] else 'NOT met'}")
+        print_report(args, result, stats, elapsed)
     return 1 if stats.errors else 0
+
+
+def print_report(
+    args: argparse.Namespace, result: dict[str, Any], stats: Stats, elapsed: float
+) -> None:
+    """The human-readable summary of one run."""
+    http_summary = result["http"]
+    print(
+        f"store {args.messages:,} messages, {args.clients} clients, think {args.think} s, "
+        f"{args.page_size}-message pages, {elapsed:.1f} s, {os.cpu_count()} CPUs"
+    )
+    print(f"  HTTP    {result['requests']:>8,} requests  {result['requests_per_s']:8.1f} req/s"
+          f"  {result['messages_per_s']:10.0f} msgs/s  errors {stats.errors}")  # fmt: skip
+    header = f"  {'':34}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}  (ms)"
+    print(header)
+    for label, s in (("HTTP latency (client-side)", http_summary),
+                     ("store+JSON (server work, no HTTP)", result["store_json"]),
+                     ("raw SQLite (same pages)", result["raw_sqlite"])):  # fmt: skip
+        print(f"  {label:34}{s['p50_ms']:9.2f}{s['p90_ms']:9.2f}{s['p99_ms']:9.2f}"
+              f"{s['max_ms']:9.2f}")  # fmt: skip
+    rss = result["server_rss_mb"]
+    print(f"  server RSS: start {rss['start']:.1f} MB, peak {rss['peak']:.1f} MB, "
+          f"end {rss['end']:.1f} MB; of it heap (RssAnon) {rss['anon_start']:.1f} -> "
+          f"peak {rss['anon_peak']:.1f} -> {rss['anon_end']:.1f} MB, mapped store file "
+          f"(RssFile) {rss['file_end']:.1f} MB at the end")  # fmt: skip
+    print(
+        f"  CPU: server {result['server_cpu_percent']:.0f}%, load generator "
+        f"{result['load_generator_cpu_percent']:.0f}% (100% = one core)"
+    )
+    print(f"  target p99 < 50 ms: {'met' if result['target_met'] else 'NOT met'}")
 
 
 if __name__ == "__main__":
