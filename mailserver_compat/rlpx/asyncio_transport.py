@@ -363,6 +363,20 @@ class _ConnectionCounts:
             del counter[key]
 
 
+def _refuse(
+    writer: asyncio.StreamWriter,
+    host: str,
+    refusal: str,
+    on_refused: Callable[[str, str], None] | None,
+) -> None:
+    """Close a connection over a limit at once: no handshake work, no lingering socket."""
+    writer.transport.abort()
+    if on_refused is not None:
+        on_refused(host, refusal)  # the owner counts and logs it
+    else:
+        log.info("rlpx: refused a connection from %s: %s", host, refusal)
+
+
 async def listen(
     host: str,
     port: int,
@@ -392,12 +406,7 @@ async def listen(
         key = address_key(host)
         refusal = counts.refusal(key, asyncio.get_running_loop().time())
         if refusal is not None:
-            transport = writer.transport
-            transport.abort()  # no handshake work, no lingering socket
-            if on_refused is not None:
-                on_refused(host, refusal)  # the owner counts and logs it
-            else:
-                log.info("rlpx: refused a connection from %s: %s", host, refusal)
+            _refuse(writer, host, refusal, on_refused)
             return
         counts.open(key)
         pending = True
