@@ -173,6 +173,14 @@ def test_pull_in_envelope_mode_with_bloom(served, tmp_path, capsys) -> None:
     assert f"envelopes          {len(got)}" in table
 
 
+def _enode_of_nobody(port: int) -> str:
+    """An enode URL on a local port no mailserver listens on."""
+    return (
+        "enode://ca634cae0d49acb401d8a4c6b6fe8c55b70d115bf400769cc1400f3258cd3138"
+        f"7574077f301b421bc84df7266c44e9e6d569fc56be00812904767bf5ccd1fc7f@127.0.0.1:{port}"
+    )
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -183,10 +191,7 @@ def test_pull_in_envelope_mode_with_bloom(served, tmp_path, capsys) -> None:
     ],
 )
 def test_pull_option_errors(tmp_path, capsys, extra, message) -> None:
-    enode = (
-        "enode://" + "ca634cae0d49acb401d8a4c6b6fe8c55b70d115bf400769cc1400f3258cd3138"
-        "7574077f301b421bc84df7266c44e9e6d569fc56be00812904767bf5ccd1fc7f@127.0.0.1:1"
-    )
+    enode = _enode_of_nobody(1)
     args = ["v1", "pull", "--enode", enode, "--from", "0", "--to", "10"]
     code = main([*args, "--out", str(tmp_path / "x.dump"), *extra])
     assert code == 2
@@ -194,10 +199,7 @@ def test_pull_option_errors(tmp_path, capsys, extra, message) -> None:
 
 
 def test_pull_from_a_closed_port_fails_with_a_message(tmp_path, capsys) -> None:
-    enode = (
-        "enode://" + "ca634cae0d49acb401d8a4c6b6fe8c55b70d115bf400769cc1400f3258cd3138"
-        "7574077f301b421bc84df7266c44e9e6d569fc56be00812904767bf5ccd1fc7f@127.0.0.1:9"
-    )
+    enode = _enode_of_nobody(9)
     code = main(
         [
             "v1",
