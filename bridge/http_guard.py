@@ -144,7 +144,7 @@ class GuardedHandler(RequestHandler):
         self.address = peer_address(transport)
         if not self.guard.admit(self.address):
             try:
-                transport.write(_REFUSED)  # type: ignore[attr-defined]
+                transport.write(_REFUSED)  # type: ignore[attr-defined]  # typeshed: BaseTransport
             finally:
                 transport.close()
             return
