@@ -6,7 +6,7 @@ Subpackages, one role each:
 - :mod:`.wire` -- sans-IO codecs: envelope, PoW, bloom, history requests
   and cursors, request-complete, the waku/1 capability, v1 <-> v2 conversion;
 - :mod:`.rlpx` -- the devp2p transport: EIP-8 handshake, frames, p2p base protocol, enode
-  URLs and node keys, the asyncio adapter;
+  URLs, the asyncio adapter (node key files are :mod:`waku_legacy.crypto.key_file`);
 - :mod:`.server` -- the mailserver (history requests, live envelopes) and its limits;
 - :mod:`.client` -- pulling history out of a legacy mailserver;
 - :mod:`.storage` -- legacy mailserver databases (status-go LevelDB and PostgreSQL),

@@ -3,7 +3,7 @@
 Modules: ``handshake`` (EIP-8 auth/ack, secrets), ``frame`` (AES-CTR + keccak MACs),
 ``compression`` (snappy with a size guard), ``p2p`` (Hello, Disconnect, Ping/Pong,
 capability offsets), ``connection`` (the state machine), ``events``, ``reasons``,
-``errors``; ``asyncio_transport`` runs a connection over real sockets.
+``errors``, ``enode`` (enode URLs); ``asyncio_transport`` runs a connection over real sockets.
 """
 
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
