@@ -27,10 +27,10 @@ repair, plus appends skipping windows already in the index).
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,11 +40,25 @@ import pyarrow as pa
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.migrate.records import spark_ddl
+from waku_legacy.migrate.steps import timed_step
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from coincurve import PrivateKey
+    from pyspark.sql import DataFrame, Row, SparkSession
 
+    from waku_legacy.archive import (
+        ArchiveIndex,
+        ArchiveMessage,
+        EncodedArchive,
+        IndexEntry,
+        PlannedArchive,
+    )
+    from waku_legacy.archive.build import BuildReport
+    from waku_legacy.archive.clock import ClockEvidence
+    from waku_legacy.archive.layout import CommunityLayout
+    from waku_legacy.archive.logos_storage import LogosStorageClient
     from waku_legacy.community_config import CommunityConfig
+    from waku_legacy.proto import status_archive_pb2
 
 __all__ = [
     "ARCHIVE_SCHEMA",
@@ -118,6 +132,7 @@ class CommunityResult:
     # the archive-link message's clock and why (waku_legacy.archive.clock.ClockChoice.to_json)
     archive_link_clock: dict[str, Any] | None = None
     seconds: float = 0.0
+    timing: dict[str, float] = field(default_factory=dict)  # seconds per step of the build
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,7 +220,7 @@ def encode_window(
     file; return one metadata row. The file holds the parts back to back, each preceded by
     its 8-byte big-endian length and message count. ``topics`` are the channel topics;
     ``archive_topics`` relabels as :func:`~waku_legacy.archive.topics.apply_archive_topics`."""
-    from waku_legacy.archive import ArchiveMessage, EncodedArchive, plan_archives
+    from waku_legacy.archive import ArchiveMessage, plan_archives
     from waku_legacy.archive.topics import apply_archive_topics
 
     rows = table.to_pylist()
@@ -231,18 +246,7 @@ def encode_window(
             f"({plan.late} late, {plan.future} future): inconsistent window assignment"
         )
     path = Path(scratch_dir) / f"window-{window:06d}.bin"
-    tmp = path.with_suffix(".tmp")
-    count = 0
-    with open(tmp, "wb") as fh:
-        for planned in plan.archives:
-            encoded = EncodedArchive.build(
-                planned.window_from, planned.window_to, topics, planned.messages, flavour=flavour
-            )
-            fh.write(len(encoded.data).to_bytes(8, "big"))
-            fh.write(encoded.message_count.to_bytes(8, "big"))
-            fh.write(encoded.data)
-            count += encoded.message_count
-    os.replace(tmp, path)
+    count = _write_window_file(path, plan.archives, topics, flavour)
     return pa.Table.from_pylist(
         [
             {
@@ -260,7 +264,38 @@ def encode_window(
     )
 
 
-def read_window_file(path: str, window_from: int, window_to: int, topics, flavour):  # type: ignore[no-untyped-def]
+def _write_window_file(
+    path: Path,
+    archives: Sequence[PlannedArchive[ArchiveMessage | status_archive_pb2.WakuMessage]],
+    topics: tuple[bytes, ...],
+    flavour: str,
+) -> int:
+    """Encode ``archives`` into ``path`` (read back by :func:`read_window_file`): each part
+    preceded by its 8-byte big-endian length and message count. Returns the messages."""
+    from waku_legacy.archive import EncodedArchive
+    from waku_legacy.durable import write_atomic
+
+    chunks: list[bytes] = []
+    count = 0
+    for planned in archives:
+        encoded = EncodedArchive.build(
+            planned.window_from, planned.window_to, topics, planned.messages, flavour=flavour
+        )
+        chunks += [
+            len(encoded.data).to_bytes(8, "big"),
+            encoded.message_count.to_bytes(8, "big"),
+            encoded.data,
+        ]
+        count += encoded.message_count
+    # A task run twice (retry, speculation) replaces the file whole: never half of one.
+    write_atomic(path, b"".join(chunks), step="archive-window", tmp=path.with_suffix(".tmp"))
+    return count
+
+
+def read_window_file(
+    path: str, window_from: int, window_to: int, topics: tuple[bytes, ...], flavour: str
+) -> list[EncodedArchive]:
+    """The archives :func:`encode_window` wrote to ``path``, with the window's metadata."""
     from waku_legacy.archive import EncodedArchive, Flavour
 
     parts = []
@@ -278,7 +313,11 @@ def read_window_file(path: str, window_from: int, window_to: int, topics, flavou
 
 
 def _archived_hashes_batches(
-    batches: Iterator[pa.RecordBatch], archive_dir: str, community: str, entries: list, flavour: str
+    batches: Iterator[pa.RecordBatch],
+    archive_dir: str,
+    community: str,
+    entries: list[IndexEntry],
+    flavour: str,
 ) -> Iterator[pa.RecordBatch]:
     from waku_legacy.archive import read_archive
 
@@ -290,6 +329,38 @@ def _archived_hashes_batches(
 
 
 # -- driver: one community ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _CommunityRun:
+    """What the steps of one community's archive build share."""
+
+    spark: SparkSession
+    community: CommunityConfig
+    archive_dir: str
+    torrent_dir: str
+    work_dir: str
+    now: int
+    flavour: str
+    partition: int
+    fault: FaultHook  # the run's hook, steps prefixed with archive:<community>:
+    layout: CommunityLayout
+    result: CommunityResult
+    topics: tuple[bytes, ...]  # the channel topics, sorted
+
+    @property
+    def cid(self) -> str:
+        return str(self.community.id)
+
+    @property
+    def scratch(self) -> Path:
+        """Where the executors write the encoded windows (see :func:`encode_window`)."""
+        return Path(self.work_dir) / "archive-windows" / self.cid
+
+    def step(self, name: str, doing: str) -> AbstractContextManager[None]:
+        """Time the block as ``result.timing[name]``; a failure names the community and
+        ``doing``."""
+        return timed_step(self.result.timing, name, f"archiving community {self.cid} ({doing})")
 
 
 def build_archives(
@@ -304,7 +375,7 @@ def build_archives(
     flavour: str = "status-go",
     partition: int | None = None,
     fault: FaultHook = no_fault,
-    community_key: Any = None,
+    community_key: PrivateKey | None = None,
     logos_storage_url: str | None = None,
     store_url: str | None = None,
 ) -> CommunityResult:
@@ -315,46 +386,65 @@ def build_archives(
     from pyspark.sql import functions as F
 
     from waku_legacy.archive import WEEK_SECONDS
-    from waku_legacy.archive.build import build_community_archives
-    from waku_legacy.archive.data_files import (
-        append_archives,
-        recorded_last_end,
-        repair_store,
-        write_last_end,
-    )
     from waku_legacy.archive.layout import CommunityLayout
-    from waku_legacy.archive.topics import archive_metadata_topics
-    from waku_legacy.identity.topics import (
-        symmetric_key_for_chat,
-        v1_topic_to_content_topic,
-    )
 
     started = time.monotonic()
-    partition = partition or WEEK_SECONDS
     cid = str(community.id)
-    result = CommunityResult(
-        community=cid, name=community.name, shard=community.shard,
-        pubsub_topic=community.pubsub_topic, channels=len(community.channels),
+    run = _CommunityRun(
+        spark=spark, community=community, archive_dir=archive_dir, torrent_dir=torrent_dir,
+        work_dir=work_dir, now=now, flavour=flavour, partition=partition or WEEK_SECONDS,
+        fault=lambda step: fault(f"archive:{cid}:{step}"),
+        layout=CommunityLayout.of(archive_dir, community.id, torrent_dir),
+        result=CommunityResult(
+            community=cid, name=community.name, shard=community.shard,
+            pubsub_topic=community.pubsub_topic, channels=len(community.channels),
+        ),
+        topics=tuple(sorted(community.channel_topics())),
     )  # fmt: skip
-    topics = tuple(sorted(community.channel_topics()))
-    archive_topics = community.archive_topics  # issue 12: "channel" | "universal" | "both"
-    metadata_topics = archive_metadata_topics(topics, cid, archive_topics)
+    with run.step("repair", "repairing the archive store"):
+        index = _repair(run)
+    archived = _decrypted(run, messages).persist()
+    try:
+        with run.step("decrypt", "decrypting the channel messages"):
+            start = _count_archivable(run, archived)
+        good = archived.filter(F.col("ok"))
+        with run.step("late", "finding late messages"):
+            _count_late(run, good, index)
+        with run.step("encode", "encoding the windows"):
+            windows = _encode_windows(run, good, start)
+        with run.step("append", "appending the archives"):
+            _append_windows(run, windows, start)
+    finally:
+        archived.unpersist()
+    with run.step("link", "publishing the archive link"):
+        _publish_link(run, community_key, logos_storage_url, store_url)
+    run.result.seconds = time.monotonic() - started
+    return run.result
+
+
+def _repair(run: _CommunityRun) -> ArchiveIndex:
+    """Step 2: the archive store repaired (an interrupted append), its index, and the
+    recorded end of the last archive."""
+    from waku_legacy.archive.data_files import recorded_last_end, repair_store
+
+    run.layout.root.mkdir(parents=True, exist_ok=True)
+    status = repair_store(run.layout, run.flavour, fault=run.fault)
+    run.result.previous_end = recorded_last_end(run.layout, status.index)
+    return status.index
+
+
+def _decrypted(run: _CommunityRun, messages: DataFrame) -> DataFrame:
+    """Step 1 (lazy): the community's channel messages as ARCHIVE rows."""
+    from pyspark.sql import functions as F
+
+    from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
+
+    community = run.community
     keys = {
         v1_topic_to_content_topic(topic): symmetric_key_for_chat(community.id.channel_chat_id(c))
         for topic, c in community.channel_topics().items()
     }
-    prefix = f"archive:{cid}:"
-
-    def archive_fault(step: str) -> None:
-        fault(prefix + step)
-
-    layout = CommunityLayout.of(archive_dir, community.id, torrent_dir)
-    layout.root.mkdir(parents=True, exist_ok=True)
-    status = repair_store(layout, flavour, fault=archive_fault)
-    previous_end = recorded_last_end(layout, status.index)
-    result.previous_end = previous_end
-
-    channel_rows = messages.filter(F.col("community") == cid).select(
+    channel_rows = messages.filter(F.col("community") == run.cid).select(
         "message_hash", "content_topic", "payload", "version", "timestamp", "db_key", "week",
         "source",
     )  # fmt: skip
@@ -364,121 +454,158 @@ def build_archives(
             if batch.num_rows:
                 yield archive_batch(batch, keys)
 
-    archived = channel_rows.mapInArrow(to_archive, spark_ddl(ARCHIVE_SCHEMA)).persist()
-    try:
-        stats = archived.groupBy("ok", "reason").agg(
-            F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("oldest")
-        ).collect()  # fmt: skip
-        oldest = None
-        for row in stats:
-            result.messages += row["n"]
-            if row["ok"]:
-                result.archivable += row["n"]
-                oldest = row["oldest"]
-            else:
-                result.undecryptable += row["n"]
-                result.undecryptable_reasons[row["reason"]] = row["n"]
-        good = archived.filter(F.col("ok"))
-        if result.archivable == 0:
-            start = previous_end
+    return channel_rows.mapInArrow(to_archive, spark_ddl(ARCHIVE_SCHEMA))
+
+
+def _count_archivable(run: _CommunityRun, archived: DataFrame) -> int | None:
+    """Step 1's counts (archivable, undecryptable per reason); returns where the new
+    archives start: the recorded end, else the oldest archivable message (None: nowhere)."""
+    from pyspark.sql import functions as F
+
+    result = run.result
+    stats = archived.groupBy("ok", "reason").agg(
+        F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("oldest")
+    ).collect()  # fmt: skip
+    oldest = None
+    for row in stats:
+        result.messages += row["n"]
+        if row["ok"]:
+            result.archivable += row["n"]
+            oldest = row["oldest"]
         else:
-            start = previous_end if previous_end else oldest
-        result.start = start
+            result.undecryptable += row["n"]
+            result.undecryptable_reasons[row["reason"]] = row["n"]
+    previous_end = result.previous_end
+    if result.archivable == 0:
+        result.start = previous_end
+    else:
+        result.start = previous_end if previous_end else oldest
+    return result.start
 
-        if previous_end and result.archivable:
-            before = good.filter(F.col("timestamp") < previous_end)
-            entries = list(status.index.entries)
-            if entries and before.limit(1).count():
-                hashes = spark.range(0, len(entries), 1, numPartitions=min(len(entries), 64))
-                held = hashes.mapInArrow(
-                    lambda it: _archived_hashes_batches(it, archive_dir, cid, entries, flavour),
-                    "hash BINARY",
-                )
-                late_rows = before.join(held, "hash", "left_anti")
-            else:
-                late_rows = before
-            for row in sorted(late_rows.groupBy("week", "source").count().collect()):
-                result.late_by_week.append(
-                    {"week": row["week"], "source": row["source"], "late": row["count"]}
-                )
-            result.late = sum(r["late"] for r in result.late_by_week)
-            result.already_archived = before.count() - result.late
 
-        scratch = Path(work_dir) / "archive-windows" / cid
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True, exist_ok=True)
-        window_results: list[Any] = []
-        if start is not None and result.archivable:
-            result.future = good.filter(F.col("timestamp") >= now).count()
-            in_range = good.filter((F.col("timestamp") >= start) & (F.col("timestamp") < now))
-            windowed = in_range.withColumn(
-                "window", F.floor((F.col("timestamp") - F.lit(start)) / F.lit(partition))
-            ).withColumn("window", F.col("window").cast("long"))
-            scratch_dir = str(scratch)
-            window_results = sorted(
-                windowed.groupBy("window")
-                .applyInArrow(
-                    lambda table: encode_window(
-                        table,
-                        start=start,
-                        now=now,
-                        partition=partition,
-                        topics=topics,
-                        flavour=flavour,
-                        scratch_dir=scratch_dir,
-                        community=cid,
-                        archive_topics=archive_topics,
-                    ),
-                    spark_ddl(WINDOW_RESULT_SCHEMA),
-                )
-                .collect(),
-                key=lambda r: r["window"],
-            )
-        # Sequential, deterministic appends, one window at a time (bounded memory).
-        for row in window_results:
-            encoded = read_window_file(
-                row["path"], row["window_from"], row["window_to"], metadata_topics, flavour
-            )
-            appended = append_archives(
-                archive_dir, community.id, encoded, flavour=flavour, fault=archive_fault
-            )
-            result.archives_added += len(appended.added)
-            result.archive_ids.extend(appended.archive_ids)
-            if appended.added:
-                result.archived_now += row["messages"]
-            result.oversize += row["oversize"]
-            result.windows += 1
-        if result.archivable and start is not None:
-            write_last_end(layout, max(start, now), fault=archive_fault)
-        shutil.rmtree(scratch, ignore_errors=True)
-    finally:
-        archived.unpersist()
+def _count_late(run: _CommunityRun, good: DataFrame, index: ArchiveIndex) -> None:
+    """Step 3: messages before the recorded end that no existing archive holds (late), per
+    week and source, and those an archive already holds."""
+    from pyspark.sql import functions as F
 
-    from waku_legacy.archive.clock import ClockEvidence, choose_link_clock
+    result = run.result
+    previous_end = result.previous_end
+    if not (previous_end and result.archivable):
+        return
+    before = good.filter(F.col("timestamp") < previous_end)
+    entries = list(index.entries)
+    if entries and before.limit(1).count():
+        archive_dir, cid, flavour = run.archive_dir, run.cid, run.flavour
+        numbers = run.spark.range(0, len(entries), 1, numPartitions=min(len(entries), 64))
+        held = numbers.mapInArrow(
+            lambda it: _archived_hashes_batches(it, archive_dir, cid, entries, flavour),
+            "hash BINARY",
+        )
+        late_rows = before.join(held, "hash", "left_anti")
+    else:
+        late_rows = before
+    for row in sorted(late_rows.groupBy("week", "source").count().collect()):
+        result.late_by_week.append(
+            {"week": row["week"], "source": row["source"], "late": row["count"]}
+        )
+    result.late = sum(r["late"] for r in result.late_by_week)
+    result.already_archived = before.count() - result.late
+
+
+def _encode_windows(run: _CommunityRun, good: DataFrame, start: int | None) -> list[Row]:
+    """Step 4: the messages from ``start`` up to ``now``, by window, planned and encoded on
+    the executors into scratch files; one metadata row per window, in window order."""
+    from pyspark.sql import functions as F
+
+    shutil.rmtree(run.scratch, ignore_errors=True)
+    run.scratch.mkdir(parents=True, exist_ok=True)
+    if start is None or not run.result.archivable:
+        return []
+    now, partition = run.now, run.partition
+    run.result.future = good.filter(F.col("timestamp") >= now).count()
+    in_range = good.filter((F.col("timestamp") >= start) & (F.col("timestamp") < now))
+    windowed = in_range.withColumn(
+        "window", F.floor((F.col("timestamp") - F.lit(start)) / F.lit(partition))
+    ).withColumn("window", F.col("window").cast("long"))
+    # Plain values only: the function is pickled to the executors.
+    topics, flavour, cid = run.topics, run.flavour, run.cid
+    scratch_dir, archive_topics = str(run.scratch), run.community.archive_topics
+
+    def encode(table: pa.Table) -> pa.Table:
+        return encode_window(
+            table, start=start, now=now, partition=partition, topics=topics, flavour=flavour,
+            scratch_dir=scratch_dir, community=cid, archive_topics=archive_topics,
+        )  # fmt: skip
+
+    return sorted(
+        windowed.groupBy("window").applyInArrow(encode, spark_ddl(WINDOW_RESULT_SCHEMA)).collect(),
+        key=lambda r: r["window"],
+    )
+
+
+def _append_windows(run: _CommunityRun, windows: list[Row], start: int | None) -> None:
+    """Step 5: the windows appended in order, one at a time (bounded memory), then the end
+    date recorded and the scratch files removed."""
+    from waku_legacy.archive.data_files import append_archives, write_last_end
+    from waku_legacy.archive.topics import archive_metadata_topics
+
+    result = run.result
+    metadata_topics = archive_metadata_topics(
+        run.topics, run.cid, run.community.archive_topics
+    )  # issue 12: "channel" | "universal" | "both"
+    for row in windows:
+        encoded = read_window_file(
+            row["path"], row["window_from"], row["window_to"], metadata_topics, run.flavour
+        )
+        appended = append_archives(
+            run.archive_dir, run.community.id, encoded, flavour=run.flavour, fault=run.fault
+        )
+        result.archives_added += len(appended.added)
+        result.archive_ids.extend(appended.archive_ids)
+        if appended.added:
+            result.archived_now += row["messages"]
+        result.oversize += row["oversize"]
+        result.windows += 1
+    if result.archivable and start is not None:
+        write_last_end(run.layout, max(start, run.now), fault=run.fault)
+    shutil.rmtree(run.scratch, ignore_errors=True)
+
+
+def _publish_link(
+    run: _CommunityRun,
+    community_key: PrivateKey | None,
+    logos_storage_url: str | None,
+    store_url: str | None,
+) -> None:
+    """Step 5, end: the torrent (or Logos Storage index) and the signed archive-link message,
+    whose clock is above every clock the community already used (description field 9,
+    earlier archive-link messages in the sources), else the run's clock (now, in ms)."""
+    from waku_legacy.archive.build import build_community_archives
+    from waku_legacy.archive.clock import ClockChoice, ClockEvidence, choose_link_clock
     from waku_legacy.community_config import load_operator_key
 
-    # The link's clock: above every clock the community already used (description field 9,
-    # earlier archive-link messages in the sources), else the run's clock (now, in ms).
+    community = run.community
     evidence = (
-        link_clock_evidence(spark, work_dir, community, store_url) if community_key is not None
+        link_clock_evidence(run.spark, run.work_dir, community, store_url)
+        if community_key is not None
         else ClockEvidence()
-    )  # fmt: skip
-    previous_link = _current_link(layout, community)
+    )
+    previous_link = _current_link(run.layout, community)
     logos_storage = _logos_storage_client(community, logos_storage_url)
 
-    def write_message(archive_link: str | None) -> Any:
+    def write_message(archive_link: str | None) -> tuple[ClockChoice, BuildReport]:
         choice = choose_link_clock(
-            evidence, base=now * 1000, base_reason="run clock (now)", archive_link=archive_link
+            evidence, base=run.now * 1000, base_reason="run clock (now)", archive_link=archive_link
         )
         return choice, build_community_archives(
-            archive_dir, torrent_dir, community.id, topics, [],
-            now=now, flavour=flavour, community_key=community_key,
-            pubsub_topic=community.pubsub_topic, clock_ms=choice.clock, fault=archive_fault,
+            run.archive_dir, run.torrent_dir, community.id, run.topics, [],
+            now=run.now, flavour=run.flavour, community_key=community_key,
+            pubsub_topic=community.pubsub_topic, clock_ms=choice.clock, fault=run.fault,
             # issue 12: -memberUpdate and/or -magnetlinks; payload signed by the operator key
             archive_link_chats=community.archive_link_chats,
             payload_signer=load_operator_key(community) if community_key is not None else None,
             logos_storage=logos_storage,  # issue 12: None = the torrent back end
-            archive_topics=archive_topics,
+            archive_topics=community.archive_topics,
         )  # fmt: skip
 
     choice, report = write_message(previous_link)
@@ -486,10 +613,11 @@ def build_archives(
     if community_key is not None and link not in (None, previous_link):
         # a new link: a found message naming the old one no longer counts as "the same link"
         final = choose_link_clock(
-            evidence, base=now * 1000, base_reason="run clock (now)", archive_link=link
+            evidence, base=run.now * 1000, base_reason="run clock (now)", archive_link=link
         )
         if final.clock != choice.clock:
             choice, report = write_message(link)
+    result = run.result
     if community_key is not None and link:
         result.archive_link_clock = choice.to_json()
     result.last_end = report.last_end
@@ -500,18 +628,16 @@ def build_archives(
     result.magnet_message_paths = report.magnet_message_paths
     result.backend, result.archive_link = report.backend, report.archive_link
     result.logos_storage = report.logos_storage
-    result.seconds = time.monotonic() - started
-    return result
 
 
-def _logos_storage_client(community: CommunityConfig, url: str | None) -> Any:
+def _logos_storage_client(community: CommunityConfig, url: str | None) -> LogosStorageClient | None:
     """The community's Logos Storage node client, or None for the torrent back end."""
     from waku_legacy.archive.logos_storage import client_for
 
     return client_for(community.backend, url, f"community {community.id}")
 
 
-def _current_link(layout: Any, community: CommunityConfig) -> str | None:
+def _current_link(layout: CommunityLayout, community: CommunityConfig) -> str | None:
     """The archive link of what is already built: the torrent's magnet link, or the Logos
     Storage index CID (None when there is none yet)."""
     from waku_legacy.archive.logos_storage import LOGOS_STORAGE, recorded_index_cid
@@ -527,7 +653,7 @@ def _current_link(layout: Any, community: CommunityConfig) -> str | None:
 
 def link_clock_evidence(
     spark: SparkSession, work_dir: str, community: CommunityConfig, store_url: str | None = None
-) -> Any:
+) -> ClockEvidence:
     """The archive-link clocks ``community`` already used, from the migrated messages.
 
     Reads the run's decoded messages (``<work dir>/messages``: every source, store-rest
