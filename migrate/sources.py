@@ -48,6 +48,8 @@ from waku_legacy.migrate.records import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from waku_legacy.store.rest_client import RestPage
+
 __all__ = [
     "BATCH_ROWS",
     "SourceError",
@@ -149,24 +151,8 @@ def plan_source(source: SourceConfig, parts: int, work_dir: str) -> list[Task]:
     base = {"source": source.name, "kind": str(source.kind), "rank": source.rank}
     parts = max(1, source.partitions or parts)
     try:
-        if source.kind is SourceKind.MAILSERVER_LEVELDB:
-            from waku_legacy.mailserver_compat.storage.leveldb import LevelDBEnvelopeStore
-
-            assert source.path is not None
-            with LevelDBEnvelopeStore(source.path) as db:
-                splits = db.plan_splits(parts)
-            return [
-                {**base, "path": source.path, "start": _hex(a), "stop": _hex(b)} for a, b in splits
-            ]
-        if source.kind is SourceKind.MAILSERVER_POSTGRES:
-            from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
-
-            assert source.dsn is not None
-            with PostgresEnvelopeStore(source.dsn) as db:
-                splits = db.plan_splits(parts)
-            return [
-                {**base, "dsn": source.dsn, "start": _hex(a), "stop": _hex(b)} for a, b in splits
-            ]
+        if source.kind in (SourceKind.MAILSERVER_LEVELDB, SourceKind.MAILSERVER_POSTGRES):
+            return _plan_mailserver(source, base, parts)
         if source.kind is SourceKind.ENVELOPE_DUMP:
             from waku_legacy.mailserver_compat.storage.dump import plan_dump_splits
 
@@ -202,6 +188,25 @@ def plan_source(source: SourceConfig, parts: int, work_dir: str) -> list[Task]:
     except OSError as exc:
         raise SourceError(f"source {source.name} ({source.kind}): {exc}") from exc
     raise ConfigError(f"source kind {source.kind} has no reader")  # pragma: no cover
+
+
+def _plan_mailserver(source: SourceConfig, base: Task, parts: int) -> list[Task]:
+    """A mailserver database's key ranges, one task each (LevelDB by path, PostgreSQL by DSN)."""
+    from waku_legacy.mailserver_compat.storage.leveldb import LevelDBEnvelopeStore
+    from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
+
+    db: LevelDBEnvelopeStore | PostgresEnvelopeStore
+    if source.kind is SourceKind.MAILSERVER_LEVELDB:
+        assert source.path is not None
+        location = {"path": source.path}
+        db = LevelDBEnvelopeStore(source.path)
+    else:
+        assert source.dsn is not None
+        location = {"dsn": source.dsn}
+        db = PostgresEnvelopeStore(source.dsn)
+    with db:
+        splits = db.plan_splits(parts)
+    return [{**base, **location, "start": _hex(a), "stop": _hex(b)} for a, b in splits]
 
 
 def _plan_rest(source: SourceConfig, base: Task, parts: int, work_dir: str) -> list[Task]:
@@ -338,7 +343,9 @@ def _text(value: bytes | str | None) -> str:
     return value if isinstance(value, str) else bytes(value).decode("utf-8")
 
 
-def _rest_rows(page: Any, prefix: str, pubsub: str | None, out: _Batcher):  # type: ignore[no-untyped-def]
+def _rest_rows(
+    page: RestPage, prefix: str, pubsub: str | None, out: _Batcher
+) -> Iterator[pa.RecordBatch | None]:
     for i, entry in enumerate(page.messages):
         yield out.add(
             f"{prefix}#{i}",
@@ -373,7 +380,7 @@ def _read_rest(task: Task, out: _Batcher) -> Iterator[pa.RecordBatch | None]:
         yield from _rest_rows(page, f"page={page.number}/{task['slice']}", pubsub, out)
 
 
-def _safe_saved_pages(files: list[str]):  # type: ignore[no-untyped-def]
+def _safe_saved_pages(files: list[str]) -> Iterator[tuple[Path, RestPage | None]]:
     from waku_legacy.store.rest_client import iter_saved_pages
 
     for file in files:
