@@ -231,10 +231,6 @@ def decode_record(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
         return _quarantine(raw, str(exc))
 
 
-def decode_rows(rows: list[dict[str, Any]], mapping: TopicMapping) -> list[dict[str, Any]]:
-    return [decode_record(r, mapping) for r in rows]
-
-
 _RAW_NAMES = ("source", "kind", "location", "rank", "format", "data", "pubsub_topic",
               "claimed_hash", "error")  # fmt: skip
 
