@@ -20,7 +20,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.descriptions import (
@@ -34,6 +34,9 @@ from waku_legacy.identity.topics import (
     content_topic_of_chat,
 )
 from waku_legacy.migrate.records import FORMAT_V1
+
+if TYPE_CHECKING:
+    from waku_legacy.migrate.config import SourceConfig
 
 __all__ = ["ChannelDiscovery", "discover_channels", "find_descriptions"]
 
@@ -122,7 +125,9 @@ def find_descriptions(
             yield raw, exc
 
 
-def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator[dict[str, Any]]:
+def _source_rows(
+    source: SourceConfig, community: CommunityId, work_dir: str
+) -> Iterator[dict[str, Any]]:
     from waku_legacy.migrate.config import SourceKind
     from waku_legacy.migrate.sources import plan_source, read_task
 
@@ -139,7 +144,7 @@ def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator
 
 
 def discover_channels(
-    sources: Sequence[Any],
+    sources: Sequence[SourceConfig],
     community: CommunityId,
     *,
     work_dir: str,

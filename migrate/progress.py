@@ -11,7 +11,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["Progress"]
 
@@ -42,7 +45,7 @@ class Progress:
         self.log(f"{step}: done, {counter.n} {unit} in {time.monotonic() - started:.1f}s")
 
     @contextmanager
-    def spark_step(self, spark: Any, step: str) -> Iterator[None]:
+    def spark_step(self, spark: SparkSession, step: str) -> Iterator[None]:
         """Show the tasks of the Spark jobs run inside the block."""
         if not self.enabled:
             yield
@@ -86,7 +89,9 @@ class Progress:
             finally:
                 stop.set()
                 thread.join(timeout=2)
-                context.setLocalProperty("spark.jobGroup.id", None)
+                # None clears the job group (Spark's setLocalProperty takes null)
+                group_key = "spark.jobGroup.id"
+                context.setLocalProperty(group_key, None)  # type: ignore[arg-type]  # stub: str only
 
 
 class _Counter:

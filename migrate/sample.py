@@ -27,6 +27,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from coincurve import PrivateKey
+
+    from waku_legacy.identity.topics import CommunityId
 
 __all__ = ["SampleCommunity", "SampleSpec", "generate_descriptions", "generate_envelopes",
            "make_communities", "write_leveldb_mailservers"]  # fmt: skip
@@ -45,7 +51,7 @@ class SampleCommunity:
     shard: int
 
     @property
-    def id(self):  # type: ignore[no-untyped-def]
+    def id(self) -> CommunityId:
         from waku_legacy.crypto.secp256k1 import private_key_from_bytes
         from waku_legacy.identity.topics import CommunityId
 
@@ -112,7 +118,7 @@ def chat_message(chat_id: str, text: str, sent: int, message_type: int) -> bytes
     )  # fmt: skip
 
 
-def _chat_payload(rnd: random.Random, author, body: bytes) -> bytes:  # type: ignore[no-untyped-def]
+def _chat_payload(author: PrivateKey, body: bytes) -> bytes:
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.secp256k1 import sign_recoverable
     from waku_legacy.proto import application_metadata_pb2
@@ -175,7 +181,7 @@ def generate_envelopes(
         for sent, chat in events:
             author = rnd.choice(members)
             data = encode_payload(
-                _chat_payload(rnd, author, chat_message(chat, _text(rnd), sent, kinds[chat])),
+                _chat_payload(author, chat_message(chat, _text(rnd), sent, kinds[chat])),
                 sign_with=author,
                 symmetric_key=keys[chat],
                 random_source=random_bytes,

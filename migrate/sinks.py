@@ -28,6 +28,8 @@ from waku_legacy.faults import FaultHook, no_fault
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from waku_legacy.store.types import MessageStore
+
 __all__ = [
     "STORE_COLUMNS",
     "iter_kept_sorted",
@@ -69,7 +71,7 @@ def iter_kept_sorted(messages_dir: str | Path) -> Iterator[tuple[Any, ...]]:
 
 
 def write_sqlite_store(
-    store: Any,
+    store: MessageStore,
     rows: Iterator[tuple[Any, ...]],
     *,
     batch_size: int = 20_000,
