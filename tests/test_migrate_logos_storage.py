@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.logos_storage_fake import parses_as_cid, running_fake
+from tests.test_migrate_pipeline import output_under
 from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
 from waku_legacy.archive.magnet import verify_magnet_message
 from waku_legacy.cli import main
@@ -67,12 +68,7 @@ def test_migration_uploads_to_logos_storage_and_a_member_fetches_by_cid(
                 ],
                 "logos_storage": {"url": node.url},
                 "pipeline": {"now": NOW},
-                "output": {
-                    "store": f"sqlite:///{out}/store.sqlite3",
-                    "archive_dir": str(out / "archives"),
-                    "torrent_dir": str(out / "torrents"),
-                    "work_dir": str(out / "work"),
-                },
+                "output": output_under(out),
             },
             base_dir=tmp_path,
         )

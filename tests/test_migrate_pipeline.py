@@ -155,14 +155,19 @@ def _config(ds: Dataset, out: Path, *, sources=None, now: int = NOW) -> Any:
             for c in ds.communities
         ],
         "pipeline": {"now": now},
-        "output": {
-            "store": f"sqlite:///{out}/store.sqlite3",
-            "archive_dir": str(out / "archives"),
-            "torrent_dir": str(out / "torrents"),
-            "work_dir": str(out / "work"),
-        },
+        "output": output_under(out),
     }
     return parse_config(data, base_dir=out)
+
+
+def output_under(out: Path) -> dict[str, str]:
+    """The ``[output]`` table of a run that writes everything below ``out`` (SQLite store)."""
+    return {
+        "store": f"sqlite:///{out}/store.sqlite3",
+        "archive_dir": str(out / "archives"),
+        "torrent_dir": str(out / "torrents"),
+        "work_dir": str(out / "work"),
+    }
 
 
 def _run(spark, ds: Dataset, out: Path, **kwargs) -> Any:
