@@ -289,6 +289,7 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
         config.output.archive_dir, config.output.torrent_dir, c.id,
         sorted(c.channel_topics()), archive_messages, now=config.pipeline.now,
         clock_ms=config.pipeline.now * 1000,
+        archive_topics=c.archive_topics,  # as the migration encodes them (issue 12)
     )  # fmt: skip
     return {
         "seconds": round(time.monotonic() - started, 2),
