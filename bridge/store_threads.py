@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from waku_legacy.store import MessageStore, QueryPage, StoredMessage, StoreQuery, open_store
+from waku_legacy.store import (
+    MessageStore,
+    QueryPage,
+    StoredMessage,
+    StoreQuery,
+    V1EnvelopeQuery,
+    open_store,
+)
 
 __all__ = ["StoreAccess", "ThreadLocalStore"]
 
@@ -66,19 +73,8 @@ class ThreadLocalStore(MessageStore):
     def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
         return self.get().get_envelopes(message_hashes)
 
-    def query_v1_envelopes(
-        self,
-        lower_key: bytes,
-        upper_key: bytes,
-        *,
-        topics: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        limit: int = 1000,
-        descending: bool = False,
-    ) -> list[tuple[bytes, bytes]]:
-        return self.get().query_v1_envelopes(
-            lower_key, upper_key, topics=topics, cursor=cursor, limit=limit, descending=descending
-        )
+    def query_v1_envelopes(self, query: V1EnvelopeQuery) -> list[tuple[bytes, bytes]]:
+        return self.get().query_v1_envelopes(query)
 
     def count(self) -> int:
         return self.get().count()

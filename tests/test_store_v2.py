@@ -22,6 +22,7 @@ from waku_legacy.store import (
     StoredMessage,
     StoreError,
     StoreQuery,
+    V1EnvelopeQuery,
     open_store,
     sqlite_path,
 )
@@ -156,7 +157,7 @@ def test_v1_envelopes_page_by_db_key(store_url: str) -> None:
             seen, cursor = [], None
             while True:
                 page = store.query_v1_envelopes(
-                    lo, hi, cursor=cursor, limit=7, descending=descending
+                    V1EnvelopeQuery(lo, hi, cursor=cursor, limit=7, descending=descending)
                 )
                 if not page:
                     break
@@ -164,7 +165,7 @@ def test_v1_envelopes_page_by_db_key(store_url: str) -> None:
                 cursor = page[-1][0][:36]
             assert seen == (with_env[::-1] if descending else with_env)
         topic = bytes([0, 0, 0, 0])
-        got = store.query_v1_envelopes(lo, hi, topics=[topic], limit=1000)
+        got = store.query_v1_envelopes(V1EnvelopeQuery(lo, hi, topics=[topic], limit=1000))
         assert got == [kv for kv in with_env if kv[0][36:] == topic]
 
 

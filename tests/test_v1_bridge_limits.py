@@ -20,6 +20,7 @@ from waku_legacy.mailserver_compat.waku_peer import connect
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.mailserver_compat.wire.waku_protocol import StatusOptions
+from waku_legacy.store import V1EnvelopeQuery
 
 pytestmark = pytest.mark.network
 TOPIC = bytes.fromhex("0badcafe")
@@ -28,7 +29,7 @@ DAY = 86_400
 
 def _stored_envelopes(service) -> int:
     rows = service.store.stores.query_v1_envelopes(
-        bytes(40), b"\xff" * 40, topics=(), cursor=None, limit=100_000
+        V1EnvelopeQuery(bytes(40), b"\xff" * 40, topics=(), cursor=None, limit=100_000)
     )
     return len(rows)
 

@@ -49,7 +49,7 @@ from waku_legacy.mailserver_compat.wire.cursor import (
     db_key_for,
 )
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
-from waku_legacy.store import MessageStore, StoredMessage, StoreQuery
+from waku_legacy.store import MessageStore, StoredMessage, StoreQuery, V1EnvelopeQuery
 
 __all__ = [
     "EnvelopeQuery",
@@ -316,14 +316,15 @@ class V2StoreSource:
     def _rows(
         self, lower_key: bytes, upper_key: bytes, topics: Sequence[bytes], cursor: bytes
     ) -> Generator[tuple[bytes, bytes]]:
+        query = V1EnvelopeQuery(
+            lower_key, upper_key, topics=topics, cursor=cursor or None, limit=self.batch
+        )
         while True:
-            rows = self.store.query_v1_envelopes(
-                lower_key, upper_key, topics=topics, cursor=cursor or None, limit=self.batch
-            )
+            rows = self.store.query_v1_envelopes(query)
             yield from rows
             if len(rows) < self.batch:
                 return
-            cursor = rows[-1][0][:CURSOR_SIZE]
+            query = dataclasses.replace(query, cursor=rows[-1][0][:CURSOR_SIZE])
 
     def _needs_lookup(self, message: StoredMessage) -> bool:
         """Could ``message`` have come from an envelope (so the envelope table must say)?

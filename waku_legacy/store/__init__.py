@@ -6,7 +6,7 @@
     page = store.query(StoreQuery(pubsub_topic=..., content_topics=[...], start_time=...,
                                   end_time=..., cursor=page.cursor, ascending=True, limit=20))
     store.get_envelope(message_hash)   # the original v1 envelope bytes, when it came from one
-    store.query_v1_envelopes(lower_key, upper_key, topics=..., cursor=..., limit=...)
+    store.query_v1_envelopes(V1EnvelopeQuery(lower_key, upper_key, topics=..., cursor=...))
 
 URLs: ``sqlite:///abs/path``, ``sqlite:relative/path``, a bare filesystem path (SQLite),
 ``postgresql://...`` or ``postgres://...``. A ``?synchronous=FULL`` query on a SQLite URL

@@ -21,15 +21,14 @@ from waku_legacy.store.types import (
     MessageStore,
     QueryPage,
     StoredMessage,
-    StoreError,
     StoreQuery,
+    V1EnvelopeQuery,
 )
 
 __all__ = ["COLUMNS", "Dialect", "Fetch", "SqlMessageStore", "select_page", "v1_envelopes_select"]
 
 COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
 _TIMESTAMP_AT = COLUMNS.split(", ").index("timestamp")
-V1_CURSOR_SIZE = 36
 
 Row = Sequence[Any]
 # Runs one statement with its parameters and returns every row.
@@ -112,20 +111,8 @@ class SqlMessageStore(MessageStore):
             self._end_read()
         return found
 
-    def query_v1_envelopes(
-        self,
-        lower_key: bytes,
-        upper_key: bytes,
-        *,
-        topics: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        limit: int = 1000,
-        descending: bool = False,
-    ) -> list[tuple[bytes, bytes]]:
-        sql, params = v1_envelopes_select(
-            self.dialect, lower_key, upper_key,
-            topics=topics, cursor=cursor, limit=limit, descending=descending,
-        )  # fmt: skip
+    def query_v1_envelopes(self, query: V1EnvelopeQuery) -> list[tuple[bytes, bytes]]:
+        sql, params = v1_envelopes_select(self.dialect, query)
         return [(bytes(k), bytes(e)) for k, e in self._read(sql, params)]
 
     def count(self) -> int:
@@ -233,27 +220,18 @@ def page_of_rows(
     return QueryPage(page, next_cursor)
 
 
-def v1_envelopes_select(
-    dialect: Dialect,
-    lower_key: bytes,
-    upper_key: bytes,
-    *,
-    topics: Sequence[bytes],
-    cursor: bytes | None,
-    limit: int,
-    descending: bool,
-) -> tuple[str, list[object]]:
+def v1_envelopes_select(dialect: Dialect, query: V1EnvelopeQuery) -> tuple[str, list[object]]:
     """The statement of :meth:`MessageStore.query_v1_envelopes` and its parameters."""
     p = dialect.placeholder
-    low, high, high_inclusive = _envelope_cursor_bounds(lower_key, upper_key, cursor, descending)
+    low, high, high_inclusive = _envelope_cursor_bounds(query)
     where = [f"dbKey >= {p}", f"dbKey <= {p}" if high_inclusive else f"dbKey < {p}"]
     args: list[object] = [low, high]
-    if topics:
-        clause, values = dialect.in_list(dialect.key_slice, [bytes(t) for t in topics])
+    if query.topics:
+        clause, values = dialect.in_list(dialect.key_slice, [bytes(t) for t in query.topics])
         where.append(clause)
         args += values
-    order = "DESC" if descending else "ASC"
-    args.append(limit)
+    order = "DESC" if query.descending else "ASC"
+    args.append(query.limit)
     sql = (
         f"SELECT dbKey, envelope FROM v1_envelopes WHERE {' AND '.join(where)} "
         f"ORDER BY dbKey {order} LIMIT {p}"
@@ -261,15 +239,13 @@ def v1_envelopes_select(
     return sql, args
 
 
-def _envelope_cursor_bounds(
-    lower_key: bytes, upper_key: bytes, cursor: bytes | None, descending: bool
-) -> tuple[bytes, bytes, bool]:
+def _envelope_cursor_bounds(query: V1EnvelopeQuery) -> tuple[bytes, bytes, bool]:
     """DB-key bounds after applying a 36-byte cursor: ``(low, high, high_inclusive)``."""
-    if cursor is not None and len(cursor) != V1_CURSOR_SIZE:
-        raise StoreError(f"a v1 cursor is 36 bytes, got {len(cursor)}")
-    low, high, high_inclusive = bytes(lower_key), bytes(upper_key), True
+    query.check()
+    cursor = query.cursor
+    low, high, high_inclusive = bytes(query.lower_key), bytes(query.upper_key), True
     if cursor:
-        if descending:
+        if query.descending:
             if cursor <= high:
                 high, high_inclusive = bytes(cursor), False
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import NamedTuple
 
 from waku_legacy.errors import WakuLegacyError
@@ -20,11 +20,13 @@ __all__ = [
     "StoreError",
     "StoreQuery",
     "StoredMessage",
+    "V1EnvelopeQuery",
 ]
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 HASH_SIZE = 32
+V1_CURSOR_SIZE = 36  # a status-go DB key without its topic: sent time + envelope hash
 
 
 class StoreError(WakuLegacyError):
@@ -134,6 +136,26 @@ class StoreQuery:
             _check_topic("content topic", topic)
 
 
+@dataclass(frozen=True, slots=True)
+class V1EnvelopeQuery:
+    """Stored v1 envelopes by status-go DB key: keys in ``[lower_key, upper_key]``, in
+    DB-key order (ascending, or ``descending``), resuming strictly after (before, when
+    descending) a 36-byte ``cursor``; ``topics`` filters on the key's 4-byte topic."""
+
+    lower_key: bytes
+    upper_key: bytes
+    _: KW_ONLY
+    topics: Sequence[bytes] = ()
+    cursor: bytes | None = None
+    limit: int = 1000
+    descending: bool = False
+
+    def check(self) -> None:
+        """Refuse a cursor that is not a 36-byte v1 cursor (:class:`StoreError`)."""
+        if self.cursor is not None and len(self.cursor) != V1_CURSOR_SIZE:
+            raise StoreError(f"a v1 cursor is 36 bytes, got {len(self.cursor)}")
+
+
 class MessageStore(abc.ABC):
     """A v2 message store in nwaku's schema (SQLite or PostgreSQL)."""
 
@@ -170,20 +192,8 @@ class MessageStore(abc.ABC):
         one query (callers pass a page's hashes, at most a few thousand)."""
 
     @abc.abstractmethod
-    def query_v1_envelopes(
-        self,
-        lower_key: bytes,
-        upper_key: bytes,
-        *,
-        topics: Sequence[bytes] = (),
-        cursor: bytes | None = None,
-        limit: int = 1000,
-        descending: bool = False,
-    ) -> list[tuple[bytes, bytes]]:
-        """``(db_key, envelope)`` of stored v1 envelopes with status-go DB keys in
-        ``[lower_key, upper_key]``, in DB-key order (ascending, or descending), resuming
-        strictly after (before, when descending) a 36-byte cursor; ``topics`` filters on
-        the key's 4-byte topic."""
+    def query_v1_envelopes(self, query: V1EnvelopeQuery) -> list[tuple[bytes, bytes]]:
+        """``(db_key, envelope)`` of the stored v1 envelopes ``query`` selects."""
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[None]:
