@@ -81,6 +81,10 @@ def _row_to_message(row: Row) -> StoredMessage:
     )
 
 
+def _hex(message_hash: bytes) -> str:
+    return bytes(message_hash).hex()  # nwaku's column: lowercase hex without 0x
+
+
 def _any_of(column: str, values: Sequence[object]) -> tuple[str, list[object]]:
     """``column = %s`` for one value, else ``= ANY`` of an array parameter."""
     if len(values) == 1:
@@ -92,7 +96,7 @@ POSTGRES = Dialect(
     placeholder="%s",
     messages="messages",
     cursor_lookup="messages_lookup",  # nwaku's (messageHash, timestamp) table
-    hash_value=bytes.hex,
+    hash_value=_hex,
     topic_value=str,
     row_hash=str,  # hex text sorts as the bytes do
     message=_row_to_message,

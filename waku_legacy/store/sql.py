@@ -42,7 +42,7 @@ class Dialect:
     placeholder: str  # one parameter: "?" or "%s"
     messages: str  # nwaku's message table
     cursor_lookup: str  # the table a cursor's timestamp is read from
-    hash_value: Callable[[bytes], object]  # a message hash as the column holds it
+    hash_value: Callable[[bytes], object]  # a message hash (any bytes-like) as the column holds it
     topic_value: Callable[[str], object]  # a topic as the column holds it
     row_hash: Callable[[Any], Any]  # a row's hash column, comparable in hash order
     hash_bytes: Callable[[Any], bytes]  # a row's hash column as the hash
@@ -84,7 +84,7 @@ class SqlMessageStore(MessageStore):
         d = self.dialect
         rows = self._read(
             f"SELECT {COLUMNS} FROM {d.messages} WHERE messageHash = {d.placeholder}",
-            [d.hash_value(bytes(message_hash))],
+            [d.hash_value(message_hash)],
         )
         return d.message(rows[0]) if rows else None
 
@@ -92,13 +92,13 @@ class SqlMessageStore(MessageStore):
         d = self.dialect
         rows = self._read(
             f"SELECT envelope FROM v1_envelopes WHERE messageHash = {d.placeholder}",
-            [d.hash_value(bytes(message_hash))],
+            [d.hash_value(message_hash)],
         )
         return bytes(rows[0][0]) if rows else None
 
     def get_envelopes(self, message_hashes: Sequence[bytes]) -> dict[bytes, bytes]:
         d = self.dialect
-        wanted = list(dict.fromkeys(d.hash_value(bytes(h)) for h in message_hashes))
+        wanted = list(dict.fromkeys(d.hash_value(h) for h in message_hashes))
         step = d.max_in_list or max(len(wanted), 1)
         found: dict[bytes, bytes] = {}
         for at in range(0, len(wanted), step):

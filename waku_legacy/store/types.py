@@ -106,12 +106,13 @@ class StoreQuery:
     include_data: bool = True
 
     def __post_init__(self) -> None:
-        # A frozen value: tuples and bytes, whatever sequences the caller handed in (only
-        # converted when they are not: a query is built for every page served).
+        # A frozen value: tuples, whatever sequences the caller handed in (converted only
+        # when they are not: a query is built for every page served; the backends read
+        # each hash as bytes once, as they put it in the SQL).
         if type(self.content_topics) is not tuple:
             object.__setattr__(self, "content_topics", tuple(self.content_topics))
-        if type(self.hashes) is not tuple or any(type(h) is not bytes for h in self.hashes):
-            object.__setattr__(self, "hashes", tuple(bytes(h) for h in self.hashes))
+        if type(self.hashes) is not tuple:
+            object.__setattr__(self, "hashes", tuple(self.hashes))
         if self.cursor is not None and type(self.cursor) is not bytes:
             object.__setattr__(self, "cursor", bytes(self.cursor))
 
