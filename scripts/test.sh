@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Set up (or update) the project's virtualenv and run the whole test suite.
+# Set up (or update) the project's virtualenv, lint (ruff), type-check (mypy strict) and run
+# the whole test suite.
 # Usage: scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup-env.sh
 .venv/bin/ruff check .
+scripts/typecheck.sh
 .venv/bin/python -m pytest "$@"
