@@ -1,5 +1,5 @@
 # Sourced by scripts/*.sh: create .venv with the project and its test extras installed,
-# and check the Java runtime PySpark needs.
+# check the Java runtime PySpark needs, and install Chromium (as root) when it is missing.
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "error: Python 3.11 or newer is needed ($PYTHON is $("$PYTHON" -V 2>&1))" >&2
@@ -13,6 +13,17 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head
 if [ "${java_major:-0}" -lt 17 ]; then
     echo "error: Java 17+ is needed for PySpark, found Java ${java_major:-unknown}" >&2
     exit 1
+fi
+# Headless Chromium renders the bridge's status page in tests (Debian's package).
+if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "error: Chromium is needed for the status-page test; as root: apt-get install -y --no-install-recommends chromium" >&2
+        exit 1
+    fi
+    if ! apt-cache policy chromium 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -q  # a fresh container has no lists
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
 fi
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
