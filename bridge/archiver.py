@@ -410,6 +410,7 @@ class CommunityArchiver:
                 if report.archives_added and report.archive_link:  # magnet link or CID
                     run.published = await self.publish(report.archive_link)
                 self.metrics.archive_runs.inc(1, self.name, "ok")
+                self.metrics.archive_last_success.set(self.clock.time(), self.name)
                 log.info(
                     "archive run done",
                     extra=fields(
@@ -423,6 +424,7 @@ class CommunityArchiver:
                 self.metrics.archive_runs.inc(1, self.name, "error")
                 self._degrade(f"archive run failed: {run.error}")
                 log.error("archive run failed", exc_info=True, extra=fields(community=self.name))
+            self.metrics.archive_duration.observe(time.monotonic() - started, self.name)
             return run
 
     async def publish(self, magnet_uri: str | None = None) -> bool:

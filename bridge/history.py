@@ -203,6 +203,7 @@ class HistoryPuller:
         state.complete_end = end
         await asyncio.to_thread(self._save, node, topic, state)
         self.metrics.history_pulls.inc(1, node, "ok")
+        self.metrics.history_last_success.set(self.clock.time(), node)
         log.info("history pulled", extra=fields(**report.to_json()))
         return report
 
@@ -236,6 +237,7 @@ class HistoryPuller:
         self, node: str, entries: list[dict[str, Any]], report: PullReport
     ) -> None:
         report.pages += 1
+        self.metrics.history_pages.inc(1, node)
         rows: list[StoredMessage] = []
         for n, raw in enumerate(entries):
             report.messages += 1

@@ -185,6 +185,8 @@ class Histogram(_Metric):
 
 
 _M = TypeVar("_M", bound=_Metric)
+# an archive run reads a week of messages and builds a torrent: seconds to minutes
+ARCHIVE_RUN_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
 class Registry:
@@ -295,3 +297,31 @@ class BridgeMetrics:
             p + "store_write_failures_total",
             "Failed store writes of bridged messages (retried; nothing accepted is dropped)",
         )
+        self.archive_duration = r.histogram(
+            p + "archive_run_duration_seconds",
+            "Archive run time (collect, build, seed, publish), failed runs included",
+            ("community",),
+            buckets=ARCHIVE_RUN_BUCKETS,
+        )
+        self.archive_last_success = r.gauge(
+            p + "archive_last_success_timestamp_seconds",
+            "When the last archive run succeeded (bridge clock, Unix seconds)",
+            ("community",),
+        )
+        self.history_pages = r.counter(
+            p + "history_pages_total", "Store pages fetched from v2 store nodes", ("node",)
+        )
+        self.history_last_success = r.gauge(
+            p + "history_last_success_timestamp_seconds",
+            "When a history pull from the node last completed (bridge clock, Unix seconds)",
+            ("node",),
+        )
+        self.v1_refused = r.counter(
+            p + "v1_refused_total",
+            "Waku v1 connections, requests and live envelopes refused, by kind and reason",
+            ("kind", "reason"),
+        )
+
+    def count_v1_refusal(self, kind: str, reason: str) -> None:
+        """The mailserver's refusal hook (kind: connection/request/live)."""
+        self.v1_refused.inc(1, kind, reason)

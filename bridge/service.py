@@ -187,8 +187,9 @@ class BridgeService:
             limits=v1.limits,
         )  # fmt: skip
         self.mailserver = MailServer(
-            V2StoreSource(self.store.stores), key, ms_config, sink=self.live.on_v1_envelope
-        )
+            V2StoreSource(self.store.stores), key, ms_config, sink=self.live.on_v1_envelope,
+            on_refusal=self.metrics.count_v1_refusal,
+        )  # fmt: skip
         self.live.mailserver = self.mailserver
         try:
             await self.mailserver.start(v1.host, v1.port)
