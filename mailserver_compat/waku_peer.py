@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import Counter
 from collections.abc import Sequence
 
 import coincurve
@@ -47,6 +49,9 @@ class WakuPeer:
         self.rlpx = rlpx
         self.our_status = status
         self.state = WakuPeerState()
+        # what a server shows of its peers (the bridge's status page): since when, how much
+        self.connected_at = time.time()
+        self.counts: Counter[str] = Counter()
 
     @property
     def name(self) -> str:

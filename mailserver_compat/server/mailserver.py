@@ -554,6 +554,7 @@ class MailServer:
 
     async def _handle_request(self, peer: WakuPeer, payload: bytes) -> None:
         self.stats["requests"] += 1
+        peer.counts["requests"] += 1
         try:
             prepared = self.core.prepare(peer.remote_public_key, payload, peer.rlpx.host)
         except RequestRejected as exc:
@@ -588,6 +589,7 @@ class MailServer:
             await peer.send(PacketCode.P2P_MESSAGE, encode_envelope_list(bundle))
         await peer.send_request_complete(complete)
         self.stats["envelopes_sent"] += len(page.envelopes)
+        peer.counts["envelopes_sent"] += len(page.envelopes)
         log.info(
             "mailserver: peer %s: request %s (%s, %d..%d, limit %d): %d envelopes in %d "
             "packets%s, next cursor %s",
@@ -635,6 +637,7 @@ class MailServer:
             )
             if refusal is not None:
                 self.stats["live_rejected"] += 1
+                peer.counts["live_rejected"] += 1
                 rejections.append(EnvelopeRejection(digest, 1, refusal.description))
                 self._refuse(
                     "live", refusal.code, peer.name,
@@ -643,6 +646,7 @@ class MailServer:
                 continue
             self.core.seen.add(digest)
             self.stats["live_accepted"] += 1
+            peer.counts["live_accepted"] += 1
             await self._deliver(raw, envelope, peer)
         if self.config.confirmations:
             await peer.send(
@@ -663,4 +667,5 @@ class MailServer:
                 continue
             if self.core.seen.add(keccak256(raw)):
                 self.stats["live_accepted"] += 1
+                peer.counts["live_accepted"] += 1
                 await self._deliver(raw, envelope, peer)
