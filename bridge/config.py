@@ -11,6 +11,8 @@
     body_timeout = "10s"                     # to receive a request body
     requests_per_second = 50                 # per client IP address (0: no budget); cursor
     request_burst = 200                      #   continuations of answered pages are free
+    status_page = true                       # GET / (HTML) and /debug/v1/status (JSON): the
+                                             #   service's state, nothing secret, no token
 
     [store]
     url = "sqlite:///var/lib/waku-legacy/store.sqlite3"   # or postgresql://…, or a path
@@ -179,6 +181,7 @@ class ServerConfig:
     body_timeout: float = 10.0
     requests_per_second: float = 50.0  # 0: no per-address request budget
     request_burst: int = 200
+    status_page: bool = True  # GET / and /debug/v1/status (false: 404 like any unknown path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +336,7 @@ def _parse_server(top: ConfigTable) -> ServerConfig:
         body_timeout=_duration(t, "body_timeout", 10.0),
         requests_per_second=_rate(t, "requests_per_second", 50.0),
         request_burst=t.integer("request_burst", default=200, low=1, high=1_000_000),
+        status_page=_boolean(t, "status_page", True),
     )
     t.done()
     return config
