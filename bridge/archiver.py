@@ -461,6 +461,7 @@ class CommunityArchiver:
         self.next_publish = self.clock.time() + self.config.republish_interval
         self.last_published = {
             "clock": clock_ms, "magnet_uri": magnet_uri, "clock_reason": choice.reason,
+            "at": self.clock.time(),
         }  # fmt: skip
         log.info(
             "magnet link published",

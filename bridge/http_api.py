@@ -5,6 +5,8 @@
     GET  /health                                nwaku's HealthReport; 503 only when Degraded
     GET  /debug/v1/info                         {"listenAddresses", "enrUri", ...}
     GET  /debug/v1/version                      text
+    GET  /                                      the status page (HTML; [server] status_page)
+    GET  /debug/v1/status                       the same data as JSON
     GET  /metrics                               Prometheus text exposition
     GET  /admin/v1/communities                  (bearer token) communities, archives, magnets
     GET  /admin/v1/communities/{id}/archives    (bearer token) one community's index
@@ -52,6 +54,8 @@ from waku_legacy.bridge.http_guard import (
 )
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import CONTENT_TYPE, BridgeMetrics
+from waku_legacy.bridge.status import StatusReport
+from waku_legacy.bridge.status_page import CONTENT_SECURITY_POLICY, render_status_page
 from waku_legacy.bridge.store_rest_server import (
     LegacyCursor,
     LegacyCursorCache,
@@ -96,8 +100,10 @@ class BridgeBackend(Protocol):
     store: StoreAccess
     metrics: BridgeMetrics
     admin_token: str | None
+    status_page: bool  # GET / and /debug/v1/status are served
 
     def health(self) -> tuple[str, list[dict[str, str]]]: ...
+    async def status_report(self) -> StatusReport: ...
     def info(self) -> dict[str, Any]: ...
     def communities_report(self) -> list[dict[str, Any]]: ...
     def archives_report(self, community: str) -> dict[str, Any]: ...
@@ -360,6 +366,8 @@ def make_app(
     )
     _add_store_routes(app, backend)
     _add_operations_routes(app, backend)
+    if backend.status_page:
+        _add_status_routes(app, backend)
     _add_admin_routes(app, backend)
     return app
 
@@ -423,6 +431,27 @@ def _add_operations_routes(app: web.Application, backend: BridgeBackend) -> None
     app.router.add_get("/debug/v1/info", info)
     app.router.add_get("/debug/v1/version", version)
     app.router.add_get("/metrics", metrics_page)
+
+
+def _add_status_routes(app: web.Application, backend: BridgeBackend) -> None:
+    """The status page: the service's state for an operator, no token (nothing secret)."""
+
+    async def status_page(request: web.Request) -> web.Response:
+        page = render_status_page(await backend.status_report())
+        return web.Response(
+            text=page, content_type="text/html", charset="utf-8",
+            headers={
+                "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
+            },
+        )  # fmt: skip
+
+    async def status_json(request: web.Request) -> web.Response:
+        report = await backend.status_report()
+        return web.json_response(report.to_json(), headers={"Cache-Control": "no-store"})
+
+    app.router.add_get("/", status_page)
+    app.router.add_get("/debug/v1/status", status_json)
 
 
 def _add_admin_routes(app: web.Application, backend: BridgeBackend) -> None:

@@ -34,12 +34,23 @@ from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, See
 from waku_legacy.bridge.clock import Clock, SystemClock
 from waku_legacy.bridge.config import BridgeConfig
 from waku_legacy.bridge.history import HistoryPuller
-from waku_legacy.bridge.http_api import VERSION, make_runner
+from waku_legacy.bridge.http_api import VERSION, health_document, make_runner
 from waku_legacy.bridge.http_guard import HttpLimits
 from waku_legacy.bridge.live import LiveBridge
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import RelayPublisher
+from waku_legacy.bridge.status import (
+    CommunityStatus,
+    ServiceStatus,
+    StatusReport,
+    WindowCounts,
+    community_status,
+    history_status,
+    protocol_health,
+    public_store_url,
+    v1_status,
+)
 from waku_legacy.bridge.store_rest_server import RestError
 from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.errors import ConfigError, WakuLegacyError
@@ -66,6 +77,9 @@ class BridgeService:
         self.metrics = BridgeMetrics()
         self.admin_token = config.admin.token
         self.state = "Initializing"
+        self.started_at: float | None = None  # the service's clock, for the status page
+        self.status_page = config.server.status_page
+        self._window_counts = WindowCounts()
         self.seed_enabled = seed
         self.store: StoreAccess = None  # type: ignore[assignment]
         self.rest_port = 0
@@ -126,6 +140,7 @@ class BridgeService:
 
     async def start(self) -> None:
         config = self.config
+        self.started_at = self.clock.time()
         self.store = await asyncio.to_thread(
             StoreAccess, config.store.url, readers=config.server.reader_threads
         )
@@ -365,3 +380,31 @@ class BridgeService:
         if community is not None:
             return [(await self._archiver(community).run("admin")).to_json()]
         return [r.to_json() for r in await self.archive.trigger(None)]
+
+    async def status_report(self) -> StatusReport:
+        """What the status page shows (``GET /``, ``GET /debug/v1/status``)."""
+        node, protocols = self.health()
+        health, _ = health_document(node, protocols)
+        info = self.info()
+        now = self.clock.time()
+        service = ServiceStatus(
+            version=VERSION, state=self.state, health=health["nodeHealth"],
+            protocols=protocol_health(health["protocolsHealth"]), started=self.started_at,
+            now=now, uptime=None if self.started_at is None else now - self.started_at,
+            listeners=tuple(info["listenAddresses"]), seed_port=info["seedPort"],
+            store=public_store_url(self.config.store.url),
+        )  # fmt: skip
+        return StatusReport(
+            service=service,
+            communities=await asyncio.to_thread(self._communities_status),
+            v1=None if self.mailserver is None else v1_status(self.mailserver),
+            history=None if self.history is None else history_status(self.history),
+        )
+
+    def _communities_status(self) -> tuple[CommunityStatus, ...]:
+        """Every configured community (reads index and link files, may decode archives)."""
+        archivers = self.archive.archivers if self.archive is not None else {}
+        return tuple(
+            community_status(c, archivers.get(str(c.id)), self._window_counts)
+            for c in self.config.communities
+        )
