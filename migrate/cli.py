@@ -14,7 +14,11 @@
   encrypted and signed v1 envelopes in overlapping LevelDB mailservers, each community's signed
   ``CommunityDescription``, community keys), writes
   the config it uses (``DIR/migrate.toml``, rerunnable with ``migrate``), and migrates it on
-  local Spark into the embedded SQLite store, printing the magnet links and the report.
+  local Spark into the embedded SQLite store, printing the magnet links and the report. It
+  also writes ``DIR/bridge.toml``, a bridge config serving the output on loopback
+  (:mod:`~waku_legacy.migrate.demo_serve`), and prints the ``serve`` command with one query
+  per side: a REST store query, the v1 enode and a ``v1 pull`` from it, the magnet links
+  (with ``--json``: the report's ``serve`` field).
 
 Progress goes to stderr; the report to stdout (a table, or JSON with ``--json``).
 ``WAKU_LEGACY_FAULT`` (see :mod:`~waku_legacy.faults`) makes a run kill itself at a
@@ -24,7 +28,6 @@ named step, for crash tests.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from waku_legacy.migrate.config import MigrateConfig
     from waku_legacy.migrate.discover import ChannelDiscovery
     from waku_legacy.migrate.report import RunReport
+    from waku_legacy.migrate.sample import SampleCommunity
 
 __all__ = ["parse_source_spec", "register"]
 
@@ -191,29 +195,45 @@ def _rewrite_report(path: str | None, report: RunReport) -> None:
     write_report_json(path, report)
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return str(value)
-
-
 def write_demo_config(path: Path, data: dict[str, Any]) -> None:
     """A TOML file for ``data`` (tables and arrays of tables of plain values)."""
-    lines: list[str] = []
-    for key, value in data.items():
-        tables = value if isinstance(value, list) else [value]
-        for table in tables:
-            lines.append(f"[[{key}]]" if isinstance(value, list) else f"[{key}]")
-            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
-            lines.append("")
-    path.write_text("\n".join(lines))
+    from waku_legacy.migrate.toml_text import toml_document
+
+    path.write_text(toml_document(data), encoding="utf-8")
+
+
+def _community_tables(communities: list[SampleCommunity], keys: str) -> list[dict[str, Any]]:
+    """The demo's ``[[community]]`` tables, key files in the folder ``keys``."""
+    return [
+        {"id": str(c.id), "name": c.name, "channels": list(c.channels), "shard": c.shard,
+         "key_file": str(Path(keys) / f"{c.id}.key")}
+        for c in communities
+    ]  # fmt: skip
+
+
+def _demo_serve(
+    out: Path, communities: list[SampleCommunity], window: tuple[int, int], report: RunReport
+) -> dict[str, Any]:
+    """``out/bridge.toml`` for the demo's output, and how to serve and query it (the example
+    queries ask for ``window``, Unix seconds)."""
+    from waku_legacy.migrate.demo_serve import (
+        example_channel,
+        serve_instructions,
+        write_bridge_config,
+    )
+
+    bridge = write_bridge_config(out, _community_tables(communities, "keys"))
+    first = communities[0]
+    channel = example_channel(str(first.id), first.channels[0], first.shard, *window)
+    magnets = {c["community"]: c["magnet_uri"] for c in report.communities if c.get("magnet_uri")}
+    return serve_instructions(bridge, channel, magnets)
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from waku_legacy.console import print_json
     from waku_legacy.crypto.key_file import write_node_key
     from waku_legacy.migrate.config import load_config
+    from waku_legacy.migrate.demo_serve import serve_lines
     from waku_legacy.migrate.progress import Progress
     from waku_legacy.migrate.sample import (
         SampleSpec,
@@ -223,6 +243,8 @@ def _demo(args: argparse.Namespace) -> int:
         write_leveldb_mailservers,
     )
 
+    if args.communities < 1:
+        raise ConfigError("demo: --communities must be at least 1")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     spec = SampleSpec(
@@ -252,22 +274,14 @@ def _demo(args: argparse.Namespace) -> int:
 
     for community in communities:
         write_node_key(keys / f"{community.id}.key", private_key_from_bytes(community.secret))
+    now = spec.start + (spec.days + 1) * DAY  # the archives' clock: a day after the sample
     data: dict[str, Any] = {
         "spark": {"master": args.master or "local[*]"},
         "source": [
             {"kind": "mailserver-leveldb", "name": m.name, "path": str(m)} for m in mailservers
         ],
-        "community": [
-            {
-                "id": str(c.id),
-                "name": c.name,
-                "channels": list(c.channels),
-                "shard": c.shard,
-                "key_file": str(keys / f"{c.id}.key"),
-            }
-            for c in communities
-        ],
-        "pipeline": {"now": spec.start + (spec.days + 1) * DAY},
+        "community": _community_tables(communities, str(keys)),
+        "pipeline": {"now": now},
         "output": {
             "store": "sqlite:store.sqlite3",
             "archive_dir": "archives",
@@ -278,16 +292,20 @@ def _demo(args: argparse.Namespace) -> int:
     config_path = out / "migrate.toml"
     write_demo_config(config_path, data)
     report = _run(load_config(config_path), args)
+    serve = _demo_serve(out, communities, (spec.start, now), report)
+    if args.json:
+        print_json({**report.to_json(), "serve": serve})
+        return 0
     _emit(args, report)
-    if not args.json:
-        print(f"\nconfig: {config_path}  (rerun: waku-legacy migrate --config {config_path})")
-        for c in report.communities:
-            print(f"{c.get('name') or c['community']} ({c['community']})")
-            print(f"  magnet link: {c['magnet_uri']}")
-            for path in c["magnet_message_paths"]:
-                print(f"  signed magnet-link message: {path}")
-            if c.get("archive_link_clock"):
-                print(f"  {_clock_line(c['archive_link_clock'])}")
+    print(f"\nconfig: {config_path}  (rerun: waku-legacy migrate --config {config_path})")
+    for c in report.communities:
+        print(f"{c.get('name') or c['community']} ({c['community']})")
+        print(f"  magnet link: {c['magnet_uri']}")
+        for path in c["magnet_message_paths"]:
+            print(f"  signed magnet-link message: {path}")
+        if c.get("archive_link_clock"):
+            print(f"  {_clock_line(c['archive_link_clock'])}")
+    print("\n".join(serve_lines(serve)))
     return 0
 
 
