@@ -1,0 +1,193 @@
+"""From the demo to a running bridge in one step (issue 16), as a new user goes: ``demo``
+writes ``bridge.toml`` and prints how to serve it; the printed ``waku-legacy serve`` command
+runs as a real process; the printed REST store query returns the channel's migrated messages,
+the printed ``v1 pull`` fetches its original envelopes over RLPx from the printed enode, and
+the bridge reports (and seeds) the printed magnet links. SIGTERM stops it cleanly, and a rerun
+of ``demo --json`` on the folder keeps the token, node key and ports."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import aiohttp
+import pytest
+
+from waku_legacy.cli import main
+from waku_legacy.mailserver_compat.storage.dump import read_dump
+
+pytestmark = [pytest.mark.spark, pytest.mark.network, pytest.mark.torrent]
+
+DEMO_ARGS = ["--communities", "2", "--channels", "2", "--days", "15", "--mailservers", "2",
+             "--rate", "1.5", "--quiet"]  # fmt: skip
+
+
+def _printed(text: str) -> dict[str, Any]:
+    """What demo's table output names: the commands, the enode, the magnet links."""
+    lines = [line.strip() for line in text.splitlines()]
+    (serve,) = [line for line in lines if line.startswith("waku-legacy serve --config ")]
+    (store_query,) = [line for line in lines if line.startswith("curl -s 'http://")]
+    (enode_line,) = [line for line in lines if line.startswith("v1 side, the mailserver's enode")]
+    (pull,) = [line for line in lines if line.startswith("waku-legacy v1 pull ")]
+    magnets = {}
+    for before, line in itertools.pairwise(lines):
+        if line.startswith("magnet link: "):  # under "<name> (<community id>)"
+            magnets[before.rpartition("(")[2].rstrip(")")] = line.removeprefix("magnet link: ")
+    return {
+        "command": serve,
+        "store_query": store_query,
+        "enode": enode_line.rpartition(" ")[2],
+        "v1_pull": pull,
+        "magnet_links": magnets,
+        "listed_magnets": [line for line in lines if line.startswith("magnet:?")],
+    }
+
+
+def _argv(command: str) -> list[str]:
+    """A printed ``waku-legacy …`` command, run with this virtualenv's entry point."""
+    argv = shlex.split(command)
+    assert argv[0] == "waku-legacy"
+    script = Path(sys.executable).parent / "waku-legacy"
+    start = [str(script)] if script.exists() else [sys.executable, "-m", "waku_legacy.cli"]
+    return start + argv[1:]
+
+
+def _stored(store: Path, pubsub_topic: str, content_topic: str) -> dict[str, tuple[bytes, bytes]]:
+    """What the demo migrated for one topic: 0x hash -> (payload, original v1 envelope)."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute(
+            "SELECT m.messageHash, m.payload, e.envelope FROM Message m JOIN v1_envelopes e"
+            " ON e.messageHash = m.messageHash WHERE m.pubsubTopic = ? AND m.contentTopic = ?",
+            (pubsub_topic.encode(), content_topic.encode()),
+        ).fetchall()
+    return {"0x" + h.hex(): (payload, envelope) for h, payload, envelope in rows}
+
+
+@contextmanager
+def _serving(command: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The printed serve command as its own process; stopped with SIGTERM, exit 0."""
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(_argv(command), stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=60)
+    assert code == 0, log.read_text()[-3000:]
+    assert "bridge stopped" in log.read_text()
+
+
+async def _wait_healthy(http: aiohttp.ClientSession, rest: str, proc: subprocess.Popen[bytes],
+                        log: Path) -> None:  # fmt: skip
+    for _ in range(300):
+        assert proc.poll() is None, f"serve exited: {log.read_text()[-3000:]}"
+        try:
+            async with http.get(f"{rest}/health") as response:
+                if response.status == 200 and (await response.json())["nodeHealth"] == "READY":
+                    return
+        except aiohttp.ClientConnectionError:
+            pass
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no healthy bridge at {rest}: {log.read_text()[-3000:]}")
+
+
+async def _check_rest(http: aiohttp.ClientSession, url: str, store: Path) -> None:
+    """The printed query is the first page of the channel's migrated messages; following the
+    cursor gives all of them."""
+    params = dict(parse_qsl(urlsplit(url).query))
+    expected = _stored(store, params["pubsubTopic"], params["contentTopics"])
+    assert expected and params["includeData"] == "true"
+    async with http.get(url) as response:
+        assert response.status == 200
+        first = await response.json()
+    assert len(first["messages"]) == min(int(params["pageSize"]), len(expected))
+    got: dict[str, bytes] = {}
+    params["pageSize"] = "100"
+    page = first
+    while True:
+        for item in page["messages"]:
+            got[item["messageHash"]] = base64.b64decode(item["message"]["payload"])
+        if "paginationCursor" not in page:
+            break
+        params["cursor"] = page["paginationCursor"]
+        async with http.get(url.partition("?")[0], params=params) as response:
+            page = await response.json()
+    assert got == {h: payload for h, (payload, _) in expected.items()}
+    assert {m["messageHash"] for m in first["messages"]} <= set(got)
+
+
+def _check_v1_pull(command: str, url: str, store: Path) -> None:
+    """The printed ``v1 pull`` gets the channel's original envelopes over RLPx."""
+    out = Path(shlex.split(command)[-1])
+    run = subprocess.run([*_argv(command), "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    params = dict(parse_qsl(urlsplit(url).query))
+    expected = _stored(store, params["pubsubTopic"], params["contentTopics"])
+    pulled = list(read_dump(out))
+    assert json.loads(run.stdout)["envelopes"] == len(pulled) == len(expected)
+    assert sorted(pulled) == sorted(envelope for _, envelope in expected.values())
+
+
+async def _check_magnets(http: aiohttp.ClientSession, rest: str, out: Path,
+                         printed: dict[str, Any]) -> None:  # fmt: skip
+    """The printed magnet links are the bridge's archive links, and it seeds them."""
+    report = json.loads((out / "report.json").read_text())
+    migrated = {c["community"]: c["magnet_uri"] for c in report["communities"]}
+    assert printed["magnet_links"] == migrated and len(migrated) == 2
+    assert sorted(printed["listed_magnets"]) == sorted(migrated.values())
+    token = (out / "admin.token").read_text().strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    for _ in range(300):
+        async with http.get(f"{rest}/admin/v1/communities", headers=headers) as response:
+            assert response.status == 200
+            communities = (await response.json())["communities"]
+        if all(c["seeding"] for c in communities):
+            break
+        await asyncio.sleep(0.1)
+    assert {c["id"]: c["magnetUri"] for c in communities} == migrated
+    for c in communities:
+        assert c["seeding"]["infoHash"] in c["magnetUri"]  # magnet:?xt=urn:btih:<info hash>
+
+
+async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "demo"
+    capsys.readouterr()
+    assert main(["demo", "--out", str(out), *DEMO_ARGS]) == 0
+    printed = _printed(capsys.readouterr().out)
+    assert printed["command"] == shlex.join(
+        ["waku-legacy", "serve", "--config", str(out / "bridge.toml")]
+    )
+    rest = urlsplit(shlex.split(printed["store_query"])[-1])
+    rest_root = f"{rest.scheme}://{rest.netloc}"
+    assert rest.hostname == "127.0.0.1"
+    log = tmp_path / "serve.log"
+    with _serving(printed["command"], log) as proc:
+        async with aiohttp.ClientSession() as http:
+            await _wait_healthy(http, rest_root, proc, log)
+            async with http.get(f"{rest_root}/debug/v1/info") as response:
+                assert (await response.json())["enode"] == printed["enode"]
+            await _check_rest(http, rest.geturl(), out / "store.sqlite3")
+            await asyncio.to_thread(
+                _check_v1_pull, printed["v1_pull"], rest.geturl(), out / "store.sqlite3"
+            )
+            await _check_magnets(http, rest_root, out, printed)
+
+    # Rerun: same folder, JSON output; the token, node key (enode) and free ports are kept.
+    token = (out / "admin.token").read_text()
+    assert main(["demo", "--out", str(out), *DEMO_ARGS, "--json"]) == 0
+    serve = json.loads(capsys.readouterr().out)["serve"]
+    assert (out / "admin.token").read_text() == token
+    for key in ("command", "store_query", "enode", "v1_pull", "magnet_links"):
+        assert serve[key] == printed[key], key
