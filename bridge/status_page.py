@@ -55,6 +55,8 @@ table{border-collapse:collapse;width:100%;margin:4px 0 8px;background:#fff}
 th,td{border:1px solid #dde1e8;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#eef0f4;font-weight:600}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
+td code{white-space:nowrap;word-break:normal}
+td code.wrap{white-space:normal;word-break:break-all}
 .badge{display:inline-block;padding:1px 9px;border-radius:10px;font-weight:600;font-size:13px}
 .ok{background:#d8f3df;color:#145c2a}
 .warn{background:#fff0c2;color:#6b4d00}
@@ -95,8 +97,11 @@ def _text(value: object) -> str:
     return NONE if value is None else _e(value)
 
 
-def _code(value: str | None) -> str:
-    return NONE if value is None else f"<code>{_e(value)}</code>"
+def _code(value: str | None, *, wrap: bool = False) -> str:
+    """Monospace; in a table cell on one line unless ``wrap`` (keys, errors)."""
+    if value is None:
+        return NONE
+    return f'<code class="wrap">{_e(value)}</code>' if wrap else f"<code>{_e(value)}</code>"
 
 
 def _badge(text: str, good: bool, bad: bool = False) -> str:
@@ -221,8 +226,8 @@ def _v1(v1: V1Status | None) -> str:
         ("enode id", "address", "since", "ready", "#requests", "#envelopes sent",
          "#live accepted", "#live rejected"),
         (
-            (_code(p.enode_id), _e(p.address), _e(utc(p.since)), "yes" if p.ready else "no",
-             _e(number(p.requests)), _e(number(p.envelopes_sent)),
+            (_code(p.enode_id, wrap=True), _e(p.address), _e(utc(p.since)),
+             "yes" if p.ready else "no", _e(number(p.requests)), _e(number(p.envelopes_sent)),
              _e(number(p.live_accepted)), _e(number(p.live_rejected)))
             for p in v1.peers
         ),
@@ -250,7 +255,7 @@ def _history(history: HistoryStatus | None) -> str:
         (
             (_code(p.node), _code(p.pubsub_topic), _e(utc(p.start)), _e(utc(p.end)),
              _e(number(p.pages)), _e(number(p.messages)), _e(number(p.new)),
-             _e(number(p.bad_hashes)), _e(number(p.malformed)), _code(p.error))
+             _e(number(p.bad_hashes)), _e(number(p.malformed)), _code(p.error, wrap=True))
             for p in history.pulls
         ),
         "no pull finished yet",
