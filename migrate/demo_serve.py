@@ -121,11 +121,9 @@ def _previous_ports(config_path: Path) -> dict[str, int]:
     """The ports an earlier demo run wrote into ``config_path`` (none when unreadable)."""
     from waku_legacy.config import read_toml
 
-    if not config_path.exists():
-        return {}
     try:
         data = read_toml(config_path)
-    except ConfigError:
+    except ConfigError:  # none yet, or not TOML any more
         return {}
     found = {}
     for name, table, key in (
@@ -156,9 +154,13 @@ def choose_ports(config_path: Path) -> DemoPorts:
 def _admin_token(path: Path) -> None:
     """A random bearer token, owner-only; an existing usable one is kept."""
     from waku_legacy.durable import write_atomic
+    from waku_legacy.files import MAX_KEY_FILE, read_small_text
 
-    if path.is_file() and len(path.read_text(errors="replace").strip()) >= 16:
-        return
+    try:
+        if len(read_small_text(path, what="admin token", max_size=MAX_KEY_FILE).strip()) >= 16:
+            return
+    except ConfigError:
+        pass  # missing, or nothing the bridge would accept: a new one replaces it
     token = secrets.token_urlsafe(32)
     write_atomic(path, (token + "\n").encode("ascii"), step="admin-token", mode=0o600)
 
