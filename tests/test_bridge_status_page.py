@@ -42,6 +42,7 @@ from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.mailserver_compat.waku_peer import connect
+from waku_legacy.mailserver_compat.wire.pow import seal
 
 DAY = 86_400
 T0 = 1_750_000_000
@@ -180,6 +181,9 @@ async def test_status_page_in_headless_chromium_shows_a_new_window_after_a_run(t
         await wait_until(lambda: service.history.last_reports, what="a history pull")
         peer_key = generate_private_key()
         peer = await connect(service.mailserver.enode, peer_key)
+        expired = seal(int(time.time()) - 30, 30, b"\x01\x02\x03\x04", b"late", 0.002)
+        await peer.send_envelopes([expired.encode()])  # refused: shown with its reason
+        await wait_until(lambda: service.mailserver.refusals, what="the refusal")
         base = f"http://127.0.0.1:{service.rest_port}"
 
         first = await screenshot(tmp_path, base + "/", "first.png")
@@ -191,6 +195,8 @@ async def test_status_page_in_headless_chromium_shows_a_new_window_after_a_run(t
             for value in (community.name, str(community.id), shown["link"], community.pubsub):
                 assert value in text, value
         assert peer_key.public_key.format(compressed=False)[1:].hex() in text
+        assert status["v1"]["refusals"] == [{"kind": "live", "reason": "expired", "count": 1}]
+        assert status["v1"]["peers"][0]["liveRejected"] == 1 and "expired" in text
         assert nwaku.url in text and "READY" in text
 
         # A new week's messages, archived now by the admin API: the new window shows.
