@@ -246,24 +246,28 @@ def protocol_health(entries: Iterable[Mapping[str, str]]) -> tuple[ProtocolHealt
 class WindowCounts:
     """Messages per archive, decoded once: an archive's bytes never change (its id hashes
     its window and topics; offset and size place it), so a count stays valid. Only the
-    archives asked for last are kept."""
+    archives asked for last are kept; one that could not be read is tried again."""
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, str, int, int], int | None] = {}
+        self._counts: dict[tuple[str, str, int, int], int] = {}
         self._lock = threading.Lock()  # two page loads decode an archive once
 
     def windows(
         self, archiver: CommunityArchiver, entries: Iterable[IndexEntry]
     ) -> tuple[ArchiveWindow, ...]:
         with self._lock:
-            kept: dict[tuple[str, str, int, int], int | None] = {}
+            kept: dict[tuple[str, str, int, int], int] = {}
             out = []
             for entry in entries:
                 key = (archiver.name, entry.archive_id, entry.offset, entry.size)
-                kept[key] = self._counts[key] if key in self._counts else _count(archiver, entry)
+                count = self._counts.get(key)
+                if count is None:
+                    count = _count(archiver, entry)
+                if count is not None:
+                    kept[key] = count
                 out.append(
                     ArchiveWindow(
-                        entry.archive_id, entry.window_from, entry.window_to, kept[key], entry.size
+                        entry.archive_id, entry.window_from, entry.window_to, count, entry.size
                     )
                 )
             others = {k: v for k, v in self._counts.items() if k[0] != archiver.name}
