@@ -2,8 +2,9 @@
 writes ``bridge.toml`` and prints how to serve it; the printed ``waku-legacy serve`` command
 runs as a real process; the printed REST store query returns the channel's migrated messages,
 the printed ``v1 pull`` fetches its original envelopes over RLPx from the printed enode, and
-the bridge reports (and seeds) the printed magnet links. SIGTERM stops it cleanly, and a rerun
-of ``demo --json`` on the folder keeps the token, node key and ports."""
+the bridge reports (and seeds) the printed magnet links, and its status page, rendered in
+headless Chromium, names every demo community and its link. SIGTERM stops it cleanly, and a
+rerun of ``demo --json`` on the folder keeps the token, node key and ports."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +27,7 @@ from urllib.parse import parse_qsl, urlsplit
 import aiohttp
 import pytest
 
+from tests.browser import WINDOW, check_png, chromium, screenshot, text_of
 from waku_legacy.cli import main
 from waku_legacy.mailserver_compat.storage.dump import read_dump
 
@@ -161,6 +164,20 @@ async def _check_magnets(http: aiohttp.ClientSession, rest: str, out: Path,
         assert c["seeding"]["infoHash"] in c["magnetUri"]  # magnet:?xt=urn:btih:<info hash>
 
 
+async def _check_status_page(tmp_path: Path, rest: str, out: Path) -> None:
+    """``GET /`` as a browser renders it: every community of the demo's config, by name and
+    id, with its latest archive link (the one the migration published)."""
+    config = tomllib.loads((out / "bridge.toml").read_text())
+    report = json.loads((out / "report.json").read_text())
+    links = {c["community"]: c["magnet_uri"] for c in report["communities"]}
+    check_png(await screenshot(tmp_path, rest + "/", "demo-status.png"), WINDOW)
+    text = text_of((await chromium(tmp_path, rest + "/", "--dump-dom")).decode())
+    assert len(config["community"]) == 2
+    for community in config["community"]:
+        for value in (community["name"], community["id"], links[community["id"]]):
+            assert value in text, value
+
+
 async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys) -> None:
     out = tmp_path / "demo"
     capsys.readouterr()
@@ -183,6 +200,7 @@ async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys)
                 _check_v1_pull, printed["v1_pull"], rest.geturl(), out / "store.sqlite3"
             )
             await _check_magnets(http, rest_root, out, printed)
+            await _check_status_page(tmp_path, rest_root, out)
 
     # Rerun: same folder, JSON output; the token, node key (enode) and free ports are kept.
     token = (out / "admin.token").read_text()
