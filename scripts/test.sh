@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup-env.sh
+ensure_chromium
 .venv/bin/ruff check .
 scripts/typecheck.sh
 .venv/bin/python -m pytest "$@"
