@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from waku_legacy.errors import ConfigError
 
 if TYPE_CHECKING:
+    from waku_legacy.identity.topics import CommunityId
     from waku_legacy.migrate.config import MigrateConfig
     from waku_legacy.migrate.discover import ChannelDiscovery
     from waku_legacy.migrate.report import RunReport
@@ -110,7 +111,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _discover(
-    args: argparse.Namespace, sources: list[dict[str, Any]], out: Path
+    args: argparse.Namespace, sources: list[dict[str, Any]], out: Path, command: str = "export"
 ) -> ChannelDiscovery:
     """The community's channels from its signed CommunityDescription messages."""
     from waku_legacy.identity.topics import CommunityId
@@ -130,7 +131,7 @@ def _discover(
     if not found.channels:
         rejected = "; ".join(f"{n} {reason}" for reason, n in sorted(found.rejected.items()))
         raise ConfigError(
-            f"export: no CommunityDescription signed by {community} lists a channel in the "
+            f"{command}: no CommunityDescription signed by {community} lists a channel in the "
             "sources"
             + (f" (left out: {rejected})" if rejected else "")
             + "; name the channels with --channel UUID"
@@ -193,6 +194,75 @@ def _rewrite_report(path: str | None, report: RunReport) -> None:
     from waku_legacy.migrate.report import write_report_json
 
     write_report_json(path, report)
+
+
+def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch: Path) -> Path:
+    """The folder holding the community's archives: ``--archive-dir``, or where
+    ``--magnet``/``--torrent`` fetched them as a member would (every archive)."""
+    from waku_legacy.archive.cli import _Progress, _session_config
+    from waku_legacy.archive.encode import Flavour
+    from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+    from waku_legacy.migrate.audit import community_folder
+
+    given = [v for v in (args.magnet, args.torrent, args.archive_dir) if v]
+    if len(given) != 1:
+        raise ConfigError("audit: give exactly one of --magnet, --torrent or --archive-dir")
+    if args.archive_dir:
+        return community_folder(Path(args.archive_dir).resolve(), community)
+    options = FetchOptions(
+        peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
+        data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
+        session=_session_config(args),
+    )  # fmt: skip
+    save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
+    result = fetch_archives(
+        args.magnet or args.torrent, community, save_dir, options,
+        progress=_Progress(not args.quiet),
+    )  # fmt: skip
+    return result.save_dir
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """``audit``: the community's archives against its sources; exit 0 complete, 1 gaps."""
+    import tempfile
+
+    from waku_legacy.archive.encode import Flavour
+    from waku_legacy.archive.topics import ArchiveTopics
+    from waku_legacy.console import print_json
+    from waku_legacy.identity.shards import community_pubsub_topic
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.migrate.audit import AuditRequest, audit_community, render_audit_table
+    from waku_legacy.migrate.config import _parse_source
+    from waku_legacy.migrate.progress import Progress
+
+    community = CommunityId.parse(args.community)
+    sources = [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)]
+    channels = [c.strip() for item in args.channel for c in item.split(",") if c.strip()]
+    progress = Progress(enabled=not args.quiet)
+    with tempfile.TemporaryDirectory(prefix="waku-legacy-audit-") as scratch_name:
+        scratch = Path(scratch_name)
+        if not channels:
+            channels = list(_discover(args, sources, scratch, "audit").channels)
+        archive_dir = _audit_archive_dir(args, community, scratch)
+        request = AuditRequest(
+            community=community, channels=tuple(channels),
+            sources=[_parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)],
+            archive_dir=archive_dir, origin=args.magnet or args.torrent or args.archive_dir,
+            work_dir=str(scratch), pubsub_topic=community_pubsub_topic(args.shard),
+            archive_topics=ArchiveTopics.parse(args.archive_topics),
+            flavour=Flavour.parse(args.flavour), store_url=args.store,
+        )  # fmt: skip
+        document = audit_community(request, progress.log)
+    if args.html:
+        from waku_legacy.migrate.audit_html import render_audit_html
+
+        Path(args.html).write_text(render_audit_html(document), encoding="utf-8")
+        progress.log(f"HTML report: {args.html}")
+    if args.json:
+        print_json(document)
+    else:
+        print(render_audit_table(document))
+    return 0 if document["complete"] else 1
 
 
 def write_demo_config(path: Path, data: dict[str, Any]) -> None:
@@ -344,6 +414,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     common(export)
     export.set_defaults(func=_export)
 
+    _register_audit(subparsers)
+
     demo = subparsers.add_parser(
         "demo", help="generate a sample legacy mailserver history and migrate it end to end"
     )
@@ -356,3 +428,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument("--seed", type=int, default=7)
     common(demo)
     demo.set_defaults(func=_demo)
+
+
+def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from waku_legacy.archive.cli import _add_session
+
+    audit = subparsers.add_parser(
+        "audit", help="compare a community's published archives with its legacy sources"
+    )
+    audit.add_argument("--community", required=True, help="community id, 0x + 66 hex")
+    audit.add_argument("--magnet", help="magnet link: fetch the archives as a member would")
+    audit.add_argument("--torrent", help=".torrent file: fetch the archives as a member would")
+    audit.add_argument("--archive-dir", help="archive folder (holding 0x<id>/data and index)")
+    audit.add_argument(
+        "--source", action="append", required=True,
+        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
+    )  # fmt: skip
+    audit.add_argument(
+        "--channel", action="append", default=[],
+        help="channel UUID (repeat, or comma-separated); none: the channels of the community's "
+        "newest signed CommunityDescription in the sources",
+    )  # fmt: skip
+    audit.add_argument(
+        "--archive-topics", choices=("channel", "universal", "both"), default="channel",
+        help="which topics the archives were built with (the community's archive_topics)",
+    )  # fmt: skip
+    audit.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
+    audit.add_argument("--store", help="v2 store URL: its messages count as live v2 traffic")
+    audit.add_argument("--html", help="also write the report as one self-contained HTML file")
+    audit.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go")
+    audit.add_argument("--save-dir", help="where --magnet/--torrent fetch to (default: temp)")
+    audit.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
+    audit.add_argument("--metadata-timeout", type=float, default=20.0)
+    audit.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_session(audit, "0.0.0.0:0")
+    audit.set_defaults(func=_audit)

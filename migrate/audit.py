@@ -1,0 +1,591 @@
+"""Audit a community's published archives against the sources (issue 14, read-only).
+
+The sources are read in plain Python on the driver with the migration's own readers
+(:func:`~waku_legacy.migrate.sources.plan_source`, :func:`~waku_legacy.migrate.sources.read_task`),
+decoded per record with :func:`~waku_legacy.migrate.decode.decode_record` and deduplicated by
+``dedup_key`` as the migration does (v1 envelope first, then source rank, then location).
+The community's channel messages are decrypted into archive messages by the migration's
+:func:`~waku_legacy.migrate.archives.archive_fields` (what does not decrypt is never archived
+and is only counted), and :func:`~waku_legacy.archive.topics.apply_archive_topics` says which
+copies the archives should hold and with which hash ("channel", "universal", "both").
+
+Every archive of the community's folder (``data`` + ``index``) is decoded and compared with
+those copies, hash by hash: in both, missing (the sources have it, no archive does), extra
+(only in the archives: its probable origin is "live v2 traffic" when the ``--store`` holds
+it, "source NAME" when a source holds it on another topic, else "unknown"), duplicated
+inside the archives. Windows are the archives' own; a message no archive window covers is
+put in the 7-day window the builder would plan for it (:mod:`waku_legacy.archive.partition`:
+from the last archive end, or from the first archive's start, or from the oldest message).
+Archives that do not decode, overlap another window, or break the index rules are listed.
+
+``source_messages`` counts the copies the archives should hold: in "both" that is two per
+channel message. The JSON document is the contract ``/work/audit_schema.md`` (version 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from waku_legacy.archive.encode import Flavour, IndexEntry
+from waku_legacy.archive.message import ArchiveMessage
+from waku_legacy.archive.partition import WEEK_SECONDS, window_start
+from waku_legacy.archive.topics import ArchiveTopics, apply_archive_topics
+from waku_legacy.errors import WakuLegacyError
+from waku_legacy.identity.topics import CommunityId, chat_topic, v1_topic_to_content_topic
+
+if TYPE_CHECKING:
+    from waku_legacy.identity.topic_mapping import TopicMapping
+    from waku_legacy.migrate.config import SourceConfig
+
+__all__ = [
+    "AuditRequest",
+    "audit_community",
+    "community_folder",
+    "render_audit_table",
+]
+
+UNKNOWN = "unknown"
+LIVE_V2 = "live v2 traffic"
+WORST_WINDOWS = 10
+_NANOS = 1_000_000_000
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRequest:
+    """What to audit: one community, its channels, its sources and its archive folder."""
+
+    community: CommunityId
+    channels: tuple[str, ...]
+    sources: Sequence[SourceConfig]
+    archive_dir: Path  # the folder holding ``0x<id>/data`` and ``0x<id>/index``
+    origin: str  # how the archives were given (magnet link, .torrent, folder), for the report
+    work_dir: str  # scratch for sources that save pages (store-rest)
+    pubsub_topic: str = "/waku/2/rs/16/64"
+    archive_topics: ArchiveTopics = ArchiveTopics.CHANNEL
+    flavour: Flavour = Flavour.STATUS_GO
+    store_url: str | None = None  # a v2 store: its messages count as live v2 traffic
+
+
+@dataclass(slots=True)
+class _Expected:
+    """One copy the archives should hold."""
+
+    hash: bytes
+    channel: str
+    timestamp: int  # seconds, as archived
+    timestamp_ns: int
+    sources: set[str]
+
+
+@dataclass(slots=True)
+class _SourceScan:
+    expected: dict[bytes, _Expected] = field(default_factory=dict)  # archive hash -> copy
+    elsewhere: dict[bytes, str] = field(default_factory=dict)  # hash on another topic -> source
+    undecryptable: Counter[str] = field(default_factory=Counter)  # reason -> messages
+    records: int = 0
+
+
+@dataclass(slots=True)
+class _ScannedArchive:
+    entry: IndexEntry
+    messages: list[ArchiveMessage]
+    problems: list[str]
+
+
+# -- the sources -----------------------------------------------------------------------------
+
+
+def _mapping(request: AuditRequest) -> TopicMapping:
+    from waku_legacy.identity.topic_mapping import ChannelRoute, TopicMapping
+
+    cid = str(request.community)
+    routes = {
+        v1_topic_to_content_topic(chat_topic(request.community.channel_chat_id(uuid))):
+            ChannelRoute(cid, uuid, request.pubsub_topic)
+        for uuid in request.channels
+    }  # fmt: skip
+    return TopicMapping(request.pubsub_topic, routes)
+
+
+def _raw_rows(source: SourceConfig, request: AuditRequest) -> Iterator[dict[str, Any]]:
+    """Every RAW record of ``source``; a store-rest URL is asked for the channels only."""
+    from waku_legacy.migrate.config import SourceKind
+    from waku_legacy.migrate.sources import plan_source, read_task
+
+    if source.kind is SourceKind.STORE_REST and source.url:
+        source = dataclasses.replace(
+            source, content_topics=tuple(_mapping(request).routes), partitions=None,
+            state_file=None,
+        )  # fmt: skip
+    for task in plan_source(source, 1, str(Path(request.work_dir) / "audit")):
+        for batch in read_task(task):
+            yield from batch.to_pylist()
+
+
+def _archive_hash(row: dict[str, Any]) -> bytes:
+    """The hash an archive gives a stored message (as ``archive_fields``): the envelope hash
+    of a v1-era message (the middle of its DB key), else the deterministic hash."""
+    db_key = row["db_key"]
+    return bytes(db_key[4:36]) if db_key is not None else bytes(row["message_hash"])
+
+
+def _kept_rows(
+    request: AuditRequest, scan: _SourceScan, log: Log
+) -> dict[bytes, tuple[dict[str, Any], set[str]]]:
+    """The community's channel messages after dedup (dedup_key -> kept row, its sources);
+    hashes on other topics go to ``scan.elsewhere``."""
+    from waku_legacy.migrate.decode import decode_record
+
+    mapping = _mapping(request)
+    cid = str(request.community)
+    kept: dict[bytes, tuple[dict[str, Any], set[str]]] = {}
+    for source in request.sources:
+        before = scan.records
+        for raw in _raw_rows(source, request):
+            scan.records += 1
+            row = decode_record(raw, mapping)
+            if row["quarantined"]:
+                continue
+            if row["community"] != cid:
+                scan.elsewhere.setdefault(_archive_hash(row), row["source"])
+                continue
+            key = bytes(row["dedup_key"])
+            previous = kept.get(key)
+            if previous is None:
+                kept[key] = (row, {row["source"]})
+                continue
+            previous[1].add(row["source"])
+            if _preference(row) < _preference(previous[0]):
+                kept[key] = (row, previous[1])
+        log(f"source {source.name}: {scan.records - before} record(s) read")
+    return kept
+
+
+def _preference(row: dict[str, Any]) -> tuple[bool, int, str, str]:
+    """The migration's dedup order (:mod:`waku_legacy.migrate.dedup`): lowest wins."""
+    return (row["from_v2"], row["rank"], row["source"], row["location"])
+
+
+def read_sources(request: AuditRequest, log: Log) -> _SourceScan:
+    """The copies the archives should hold, from every source."""
+    from waku_legacy.identity.topics import symmetric_key_for_chat
+    from waku_legacy.migrate.archives import archive_fields
+
+    scan = _SourceScan()
+    keys = {
+        content_topic: symmetric_key_for_chat(request.community.channel_chat_id(route.channel))
+        for content_topic, route in _mapping(request).routes.items()
+    }
+    channel_topics = [chat_topic(request.community.channel_chat_id(c)) for c in request.channels]
+    for row, sources in _kept_rows(request, scan, log).values():
+        fields = archive_fields(
+            message_hash=row["message_hash"], content_topic=row["content_topic"],
+            payload=row["payload"], version=row["version"], timestamp_ns=row["timestamp"],
+            db_key=row["db_key"], symmetric_key=keys[row["content_topic"]],
+        )  # fmt: skip
+        if not fields["ok"]:
+            scan.undecryptable[fields["reason"]] += 1
+            continue
+        message = ArchiveMessage(
+            timestamp=fields["timestamp"], hash=fields["hash"], topic=fields["topic"],
+            payload=fields["payload"], sig=fields["sig"], padding=fields["padding"],
+        )  # fmt: skip
+        copies, _ = apply_archive_topics(
+            [message], channel_topics, request.community, request.archive_topics
+        )
+        for copy in copies:
+            digest = bytes(copy.hash)
+            scan.expected[digest] = _Expected(
+                digest, row["channel"], copy.timestamp, row["timestamp"], set(sources)
+            )
+    return scan
+
+
+# -- the archives ----------------------------------------------------------------------------
+
+
+def community_folder(directory: Path, community: CommunityId) -> Path:
+    """The archive dir holding ``0x<id>/``: ``directory`` itself, or its parent when it is
+    the community's folder."""
+    if directory.name == str(community) and not (directory / str(community)).is_dir():
+        return directory.parent
+    return directory
+
+
+def _unique(messages: Iterable[ArchiveMessage]) -> list[ArchiveMessage]:
+    seen: set[bytes] = set()
+    out = []
+    for message in messages:
+        if message.hash not in seen:
+            seen.add(message.hash)
+            out.append(message)
+    return out
+
+
+def _scan_one(data: Path, entry: IndexEntry, flavour: Flavour) -> _ScannedArchive:
+    """One archive decoded and checked as ``archive verify`` checks it (duplicated hashes
+    aside: the audit counts those itself)."""
+    from waku_legacy.archive.data_files import read_archive_bytes
+    from waku_legacy.archive.encode import decode_archive
+    from waku_legacy.archive.verify import _check_archive_contents
+
+    what = f"archive {entry.archive_id}"
+    try:
+        archive = decode_archive(read_archive_bytes(data, entry), flavour=flavour, what=what)
+    except WakuLegacyError as exc:
+        return _ScannedArchive(entry, [], [f"does not decode: {exc}"])
+    scanned = _ScannedArchive(entry, list(archive.messages), [])
+    unique = dataclasses.replace(archive, messages=_unique(archive.messages))
+    try:
+        _check_archive_contents(what, entry, unique, set())
+    except WakuLegacyError as exc:
+        scanned.problems.append(getattr(exc, "reason", None) or str(exc))
+    if entry.padding:
+        with open(data, "rb") as handle:
+            handle.seek(entry.offset + entry.archive_length)
+            if handle.read(entry.padding).strip(b"\0"):
+                scanned.problems.append("the padding after the archive is not zeros")
+    return scanned
+
+
+def _overlaps(entries: Sequence[IndexEntry]) -> dict[str, str]:
+    """archive id -> the problem, for archives whose window overlaps an earlier other one."""
+    out: dict[str, str] = {}
+    windows = sorted({(e.window_from, e.window_to) for e in entries})
+    for (a_from, a_to), (b_from, b_to) in itertools.pairwise(windows):
+        if b_from < a_to:
+            for entry in entries:
+                if (entry.window_from, entry.window_to) == (b_from, b_to):
+                    out[entry.archive_id] = f"window {b_from}..{b_to} overlaps {a_from}..{a_to}"
+    return out
+
+
+def scan_archives(
+    archive_dir: Path, community: CommunityId, flavour: Flavour, log: Log
+) -> tuple[list[_ScannedArchive], list[dict[str, str]]]:
+    """Every archive of the folder (decoded, checked) and the store-wide problems (index)."""
+    from waku_legacy.archive.data_files import inspect_store
+    from waku_legacy.archive.layout import CommunityLayout
+
+    layout = CommunityLayout.of(archive_dir, community)
+    try:
+        status = inspect_store(layout, flavour)
+    except WakuLegacyError as exc:
+        return [], [{"archive_id": "index", "problem": getattr(exc, "reason", None) or str(exc)}]
+    store_problems = []
+    if status.torn_tail:
+        store_problems.append(
+            {"archive_id": "index",
+             "problem": f"data has {status.torn_tail} bytes the index does not account for"}
+        )  # fmt: skip
+    entries = status.index.entries
+    overlaps = _overlaps(entries)
+    scanned = []
+    for number, entry in enumerate(entries, 1):
+        archive = _scan_one(layout.data, entry, flavour)
+        if entry.archive_id in overlaps:
+            archive.problems.append(overlaps[entry.archive_id])
+        scanned.append(archive)
+        if number % 50 == 0 or number == len(entries):
+            log(f"archives decoded: {number}/{len(entries)}")
+    return scanned, store_problems
+
+
+# -- the comparison --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Window:
+    start: int
+    end: int
+    archive_ids: list[str] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    channels: dict[str, Counter[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, what: str, channel: str, n: int = 1) -> None:
+        self.counts[what] += n
+        self.channels.setdefault(channel, Counter())[what] += n
+
+    def to_json(self) -> dict[str, Any]:
+        kinds = ("both", "missing", "extra", "duplicates")
+        return {
+            "start": self.start, "end": self.end, "archive_ids": self.archive_ids,
+            **{k: self.counts[k] for k in kinds},
+            "channels": [
+                {"channel": name, **{k: counts[k] for k in kinds}}
+                for name, counts in sorted(self.channels.items())
+            ],
+            "problems": self.problems,
+        }  # fmt: skip
+
+
+class _Windows:
+    """The archives' windows, and the builder's 7-day week for a time no archive covers."""
+
+    def __init__(self, archives: Sequence[_ScannedArchive], oldest: int | None) -> None:
+        self.by_start: dict[int, _Window] = {}
+        for archive in archives:
+            entry = archive.entry
+            window = self.by_start.setdefault(
+                entry.window_from, _Window(entry.window_from, entry.window_to)
+            )
+            window.archive_ids.append(entry.archive_id)
+        self.covered = sorted((w.start, w.end) for w in self.by_start.values())
+        self.first = self.covered[0][0] if self.covered else None
+        self.last_end = max((end for _, end in self.covered), default=None)
+        self.oldest = oldest
+
+    def of(self, timestamp: int) -> _Window:
+        for start, end in self.covered:
+            if start <= timestamp < end:
+                return self.by_start[start]
+        anchor = window_start(self.oldest, self.last_end)
+        if self.last_end is None or timestamp < self.last_end:
+            anchor = self.first if self.first is not None else self.oldest
+        assert anchor is not None
+        start = anchor + (timestamp - anchor) // WEEK_SECONDS * WEEK_SECONDS
+        return self.by_start.setdefault(start, _Window(start, start + WEEK_SECONDS))
+
+
+def _store_hashes(url: str | None, hashes: Sequence[bytes]) -> set[bytes]:
+    """Which of ``hashes`` the v2 store at ``url`` holds."""
+    if not url or not hashes:
+        return set()
+    from waku_legacy.store import open_store
+    from waku_legacy.store.types import StoreQuery
+
+    found: set[bytes] = set()
+    with open_store(url) as store:
+        for first in range(0, len(hashes), 100):
+            chunk = hashes[first : first + 100]
+            page = store.query(StoreQuery(hashes=chunk, limit=len(chunk), include_data=False))
+            found.update(bytes(m.message_hash) for m in page.messages)
+    return found
+
+
+def _channel_of_topic(request: AuditRequest) -> dict[bytes, str]:
+    return {chat_topic(request.community.channel_chat_id(c)): c for c in request.channels}
+
+
+@dataclass(slots=True)
+class _Comparison:
+    """The running totals and lists of one audit."""
+
+    windows: _Windows
+    totals: Counter[str] = field(default_factory=Counter)
+    missing: list[dict[str, Any]] = field(default_factory=list)
+    extra: list[dict[str, Any]] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, str]] = field(default_factory=list)
+
+
+def _compare_archived(
+    request: AuditRequest,
+    scan: _SourceScan,
+    archives: Sequence[_ScannedArchive],
+    result: _Comparison,
+) -> set[bytes]:
+    """Both, extra and duplicates from the archives' side; returns the hashes archived."""
+    holders: dict[bytes, list[str]] = {}
+    window_of: dict[bytes, _Window] = {}
+    topic_of: dict[bytes, bytes] = {}
+    for archive in archives:
+        window = result.windows.by_start[archive.entry.window_from]
+        for message in archive.messages:
+            holders.setdefault(message.hash, []).append(archive.entry.archive_id)
+            window_of.setdefault(message.hash, window)
+            topic_of.setdefault(message.hash, message.topic)
+    extra = [h for h in holders if h not in scan.expected]
+    live = _store_hashes(request.store_url, extra)
+    channels = _channel_of_topic(request)
+    for digest, ids in holders.items():
+        window = window_of[digest]
+        expected = scan.expected.get(digest)
+        channel = expected.channel if expected else channels.get(topic_of[digest], UNKNOWN)
+        if len(ids) > 1:
+            window.add("duplicates", channel, len(ids) - 1)
+            result.duplicates.append({
+                "hash": "0x" + digest.hex(), "window": window.start, "copies": len(ids),
+                "archive_ids": sorted(set(ids)),
+            })  # fmt: skip
+        if expected is not None:
+            window.add("both", channel)
+            continue
+        window.add("extra", channel)
+        origin = scan.elsewhere.get(digest)
+        result.extra.append({
+            "hash": "0x" + digest.hex(), "window": window.start, "channel": channel,
+            "probable_origin": LIVE_V2 if digest in live
+            else f"source {origin}" if origin else UNKNOWN,
+        })  # fmt: skip
+    result.totals["duplicates"] = sum(d["copies"] - 1 for d in result.duplicates)
+    return set(holders)
+
+
+def _compare_missing(scan: _SourceScan, archived: set[bytes], result: _Comparison) -> None:
+    for copy in sorted(scan.expected.values(), key=lambda c: (c.timestamp, c.hash)):
+        if copy.hash in archived:
+            continue
+        window = result.windows.of(copy.timestamp)
+        window.add("missing", copy.channel)
+        result.missing.append({
+            "hash": "0x" + copy.hash.hex(), "window": window.start, "channel": copy.channel,
+            "timestamp_ns": copy.timestamp_ns, "sources": sorted(copy.sources),
+        })  # fmt: skip
+
+
+def _window_problems(archives: Sequence[_ScannedArchive], result: _Comparison) -> None:
+    """Windows with traffic and no archive; bad archives, on their window and in the list."""
+    for archive in archives:
+        window = result.windows.by_start[archive.entry.window_from]
+        for problem in archive.problems:
+            result.problems.append({"archive_id": archive.entry.archive_id, "problem": problem})
+            window.problems.append(f"archive {archive.entry.archive_id}: {problem}")
+    for window in result.windows.by_start.values():
+        if not window.archive_ids:
+            traffic = window.counts["missing"]
+            window.problems.insert(0, f"no archive for a window with {traffic} messages")
+            result.totals["windows_without_archive"] += 1
+
+
+def _document(
+    request: AuditRequest,
+    scan: _SourceScan,
+    archives: Sequence[_ScannedArchive],
+    result: _Comparison,
+    archived: set[bytes],
+) -> dict[str, Any]:
+    """The contract's JSON document (version 1)."""
+    windows = sorted(result.windows.by_start.values(), key=lambda w: w.start)
+    totals = result.totals
+    bad = {p["archive_id"] for p in result.problems}
+    counts = {
+        "source_messages": len(scan.expected), "archived_messages": len(archived),
+        "both": sum(w.counts["both"] for w in windows), "missing": len(result.missing),
+        "extra": len(result.extra), "duplicates": totals["duplicates"],
+        "windows": len(windows), "windows_without_archive": totals["windows_without_archive"],
+        "bad_archives": len(bad),
+    }  # fmt: skip
+    worst = sorted((w for w in windows if w.counts["missing"]),
+                   key=lambda w: (-w.counts["missing"], w.start))  # fmt: skip
+    return {
+        "version": 1,
+        "community": str(request.community),
+        "archives": {
+            "origin": request.origin,
+            "count": len(archives),
+            "index_entries": len(archives),
+        },
+        "sources": [s.name for s in request.sources],
+        "totals": counts,
+        "complete": not (counts["missing"] or counts["windows_without_archive"] or bad),
+        "windows": [w.to_json() for w in windows],
+        "worst_windows": [w.start for w in worst[:WORST_WINDOWS]],
+        "missing": result.missing,
+        "extra": result.extra,
+        "duplicates": result.duplicates,
+        "archive_problems": result.problems,
+    }
+
+
+def audit_community(request: AuditRequest, log: Log | None = None) -> dict[str, Any]:
+    """Audit the community's archives against its sources: the contract's JSON document."""
+    say: Log = log or (lambda _line: None)
+    scan = read_sources(request, say)
+    say(
+        f"sources: {len(scan.expected)} archive cop(ies) expected from {scan.records} "
+        f"record(s)"
+        + (f"; {sum(scan.undecryptable.values())} channel message(s) do not decrypt"
+           if scan.undecryptable else "")
+    )  # fmt: skip
+    archives, store_problems = scan_archives(
+        request.archive_dir, request.community, request.flavour, say
+    )
+    oldest = min((c.timestamp for c in scan.expected.values()), default=None)
+    result = _Comparison(_Windows(archives, oldest))
+    result.problems.extend(store_problems)
+    archived = _compare_archived(request, scan, archives, result)
+    _compare_missing(scan, archived, result)
+    _window_problems(archives, result)
+    return _document(request, scan, archives, result, archived)
+
+
+# -- the terminal table ----------------------------------------------------------------------
+
+
+def _day(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d")
+
+
+def _row(cells: Sequence[object], widths: Sequence[int]) -> str:
+    padded = (
+        str(cell).rjust(width) if column else str(cell).ljust(width)
+        for column, (cell, width) in enumerate(zip(cells, widths, strict=True))
+    )
+    return "  ".join(padded).rstrip()
+
+
+def _window_lines(window: dict[str, Any]) -> list[str]:
+    widths = (42, 6, 8, 6, 10)
+    lines = [_row((f"{_day(window['start'])} .. {_day(window['end'])}", window["both"],
+                   window["missing"], window["extra"], window["duplicates"]), widths)]  # fmt: skip
+    for channel in window["channels"]:
+        cells = (f"  {channel['channel']}", channel["both"], channel["missing"],
+                 channel["extra"], channel["duplicates"])  # fmt: skip
+        lines.append(_row(cells, widths))
+    lines += [f"  ! {problem}" for problem in window["problems"]]
+    return lines
+
+
+def render_audit_table(document: dict[str, Any]) -> str:
+    """The audit for a terminal: totals first, then the worst windows, then the lists."""
+    totals = document["totals"]
+    verdict = "COMPLETE" if document["complete"] else "INCOMPLETE"
+    lines = [
+        f"audit of {document['community']}: {verdict}",
+        f"archives: {document['archives']['origin']} ({document['archives']['count']} "
+        f"archive(s)); sources: {', '.join(document['sources'])}",
+        "",
+        "totals",
+        *(f"  {name.replace('_', ' '):<24}{value:>10}" for name, value in totals.items()),
+    ]
+    by_start = {w["start"]: w for w in document["windows"]}
+    if document["worst_windows"]:
+        lines += ["", "worst windows (most missing first)",
+                  _row(("window (UTC)", "both", "missing", "extra", "duplicates"),
+                       (42, 6, 8, 6, 10))]  # fmt: skip
+        for start in document["worst_windows"]:
+            lines += _window_lines(by_start[start])
+    shown = set(document["worst_windows"])
+    other = [w for w in document["windows"] if w["start"] not in shown and w["problems"]]
+    if other:
+        lines += ["", "other windows with problems"]
+        for window in other:
+            lines += _window_lines(window)
+    lines += _list_lines(document)
+    return "\n".join(lines)
+
+
+def _list_lines(document: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if document["extra"]:
+        origins = Counter(e["probable_origin"] for e in document["extra"])
+        lines += ["", "extra messages by probable origin"]
+        lines += [f"  {origin}: {n}" for origin, n in sorted(origins.items())]
+    if document["duplicates"]:
+        lines += ["", "duplicated inside the archives"]
+        lines += [f"  {d['hash']}: {d['copies']} copies in {', '.join(d['archive_ids'])}"
+                  for d in document["duplicates"][:WORST_WINDOWS]]  # fmt: skip
+    if document["archive_problems"]:
+        lines += ["", "archive problems"]
+        lines += [f"  {p['archive_id']}: {p['problem']}" for p in document["archive_problems"]]
+    return lines
