@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from waku_legacy.archive import ArchiveMessage, EncodedArchive, append_archives
-from waku_legacy.archive.build import build_community_archives
+from waku_legacy.archive.build import BuildReport, build_community_archives
 from waku_legacy.archive.partition import WEEK_SECONDS
 from waku_legacy.cli import main
 from waku_legacy.identity.topic_mapping import TopicMapping
@@ -137,10 +137,10 @@ def _sources(out: Path) -> list[str]:
     return [f"dump:{out / 'ms-1.dump'}", f"dump:{out / 'ms-2.dump'}"]
 
 
-def _clean(tmp_path: Path, sample, archive_topics: str = "channel") -> Path:
+def _clean(tmp_path: Path, sample, archive_topics: str = "channel") -> BuildReport:
     _out, channel, _public, start = sample
     archive_dir = tmp_path / "archives"
-    build_community_archives(
+    return build_community_archives(
         archive_dir,
         tmp_path / "torrents",
         CID,
@@ -149,7 +149,6 @@ def _clean(tmp_path: Path, sample, archive_topics: str = "channel") -> Path:
         now=start + 4 * WEEK_SECONDS,
         archive_topics=archive_topics,
     )
-    return archive_dir
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +202,8 @@ def _request(out: Path, archive_dir: Path, tmp_path: Path, **kw) -> AuditRequest
 
 def test_a_clean_build_audits_complete(sample, tmp_path, capsys) -> None:
     out, channel, _public, _start = sample
-    archive_dir = _clean(tmp_path, sample)
+    archive_dir = tmp_path / "archives"
+    _clean(tmp_path, sample)
     code = main(
         [
             "audit",
@@ -353,7 +353,8 @@ def test_cli_json_follows_the_contract_and_exits_1_on_gaps(sample, damaged, caps
 
 def test_a_relabelled_build_audits_complete_with_its_archive_topics(sample, tmp_path) -> None:
     out, channel, _public, _start = sample
-    archive_dir = _clean(tmp_path, sample, "both")
+    archive_dir = tmp_path / "archives"
+    _clean(tmp_path, sample, "both")
     doc = audit_community(_request(out, archive_dir, tmp_path, archive_topics="both"))
     assert doc["complete"] is True
     assert doc["totals"]["both"] == doc["totals"]["source_messages"] == 2 * len(channel)
@@ -364,7 +365,8 @@ def test_a_relabelled_build_audits_complete_with_its_archive_topics(sample, tmp_
 
 def test_a_corrupted_archive_is_reported(sample, tmp_path) -> None:
     out, _channel, _public, _start = sample
-    archive_dir = _clean(tmp_path, sample)
+    archive_dir = tmp_path / "archives"
+    _clean(tmp_path, sample)
     data = archive_dir / CID / "data"
     with open(data, "r+b") as handle:  # the first archive's first bytes
         handle.write(b"\xff" * 16)
@@ -394,3 +396,39 @@ def test_errors_exit_2(tmp_path, capsys) -> None:
     )
     assert "exactly one of --magnet, --torrent or --archive-dir" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.torrent
+@pytest.mark.timeout(90)
+def test_audit_fetches_by_torrent_and_magnet_as_a_member(sample, tmp_path, capsys) -> None:
+    from waku_legacy.archive import Seeder, SessionConfig
+
+    out, channel, _public, _start = sample
+    report = _clean(tmp_path, sample)
+    assert report.torrent_path and report.magnet_uri
+    loopback = SessionConfig(listen="127.0.0.1:0", trackers=False, utp=False)
+    with Seeder(tmp_path / "archives", loopback) as seeder:
+        seeder.refresh(tmp_path / "torrents")
+        common = [
+            "audit", "--community", CID, *[a for s in _sources(out) for a in ("--source", s)],
+            "--peer", f"127.0.0.1:{seeder.listen_port}", "--listen", "127.0.0.1:0",
+            "--no-trackers", "--no-utp", "--metadata-timeout", "10", "--timeout", "20",
+            "--quiet", "--json",
+        ]  # fmt: skip
+        for given in (["--torrent", report.torrent_path], ["--magnet", report.magnet_uri]):
+            assert main([*common, *given, "--save-dir", str(tmp_path / given[0][2:])]) == 0
+            doc = json.loads(capsys.readouterr().out)
+            assert doc["complete"] and doc["totals"]["both"] == len(channel)
+            assert doc["archives"] == {"origin": given[1], "count": 4, "index_entries": 4}
+
+
+def test_html_report(sample, damaged, tmp_path, capsys) -> None:
+    out, _channel, _public, _start = sample
+    archive_dir, _damage = damaged
+    html = tmp_path / "audit.html"
+    argv = ["audit", "--community", CID, "--archive-dir", str(archive_dir), "--quiet",
+            *[a for s in _sources(out) for a in ("--source", s)], "--html", str(html)]  # fmt: skip
+    assert main(argv) == 1
+    capsys.readouterr()
+    page = html.read_text(encoding="utf-8")
+    assert "<svg" in page and CID in page
