@@ -432,3 +432,35 @@ def test_html_report(sample, damaged, tmp_path, capsys) -> None:
     capsys.readouterr()
     page = html.read_text(encoding="utf-8")
     assert "<svg" in page and CID in page
+
+
+def test_an_extra_message_the_store_holds_is_live_v2_traffic(sample, tmp_path) -> None:
+    from waku_legacy.identity.message_hash import deterministic_hash
+    from waku_legacy.identity.topics import v1_topic_to_content_topic
+    from waku_legacy.store import open_store
+    from waku_legacy.store.types import StoredMessage
+
+    out, channel, _public, start = sample
+    content_topic = v1_topic_to_content_topic(TOPICS[1])
+    timestamp = channel[4].timestamp
+    live_hash = deterministic_hash(
+        "/waku/2/rs/16/64", b"live", content_topic, b"", timestamp * 10**9
+    )
+    url = f"sqlite:{tmp_path / 'store.sqlite3'}"
+    with open_store(url) as store:
+        row = StoredMessage(
+            live_hash, "/waku/2/rs/16/64", content_topic, b"live", 1, timestamp * 10**9
+        )
+        store.insert_messages([row])
+    live = ArchiveMessage(timestamp, live_hash, TOPICS[1], b"live")
+    archive_dir = tmp_path / "archives"
+    build_community_archives(
+        archive_dir, tmp_path / "torrents", CID, TOPICS, [*channel, live],
+        now=start + 4 * WEEK_SECONDS,
+    )  # fmt: skip
+    doc = audit_community(_request(out, archive_dir, tmp_path, store_url=url))
+    assert doc["extra"] == [
+        {"hash": "0x" + live_hash.hex(), "window": start,
+         "channel": TOPIC_CHANNEL[TOPICS[1]], "probable_origin": "live v2 traffic"}
+    ]  # fmt: skip
+    assert doc["complete"] is True
