@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,7 @@ code{font:12.5px/1.4 ui-monospace,Menlo,Consolas,monospace;word-break:break-all;
 .key{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:5px;
  vertical-align:-1px}
 .k-both{background:#3f9d5a}.k-missing{background:#d63c3c}.k-extra{background:#4b6fd6}
+.k-quiet{width:0;border-left:2px dashed #5b6475;border-radius:0}
 .k-noarc{background:repeating-linear-gradient(45deg,#f6d4d4 0 2px,#fffafa 2px 6px);
  border:1px solid #d63c3c}
 table{border-collapse:collapse;width:100%;margin:4px 0 8px;background:#fff}
@@ -127,15 +128,6 @@ def _table(headers: Sequence[str], rows: Iterable[str], empty: str) -> str:
         return f'<p class="none">{_e(empty)}</p>'
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _capped(headers: Sequence[str], rows: Sequence[str], empty: str) -> str:
-    """At most :data:`LIST_CAP` rows, and a line saying how many more the JSON holds."""
-    table = _table(headers, rows[:LIST_CAP], empty)
-    hidden = len(rows) - LIST_CAP
-    if hidden <= 0:
-        return table
-    return f'{table}<p class="more">… and {_e(_number(hidden))} more: --json lists them all</p>'
 
 
 # -- header and totals -------------------------------------------------------------------
@@ -303,6 +295,23 @@ def _week(geometry: _Geometry, index: int, window: Mapping[str, Any], label: boo
     return "".join(parts) + "</g>"
 
 
+def _quiet_gaps(geometry: _Geometry, windows: Sequence[Mapping[str, Any]]) -> str:
+    """A dashed line between two columns whose weeks are not adjacent: the quiet time between
+    (no traffic, no archive) has no column, so the axis is not to scale there."""
+    parts = []
+    for index in range(1, len(windows)):
+        before, after = windows[index - 1]["end"], windows[index]["start"]
+        if after > before:
+            x = geometry.x(index)
+            title = f"quiet from {_day(before)} to {_day(after)} (UTC): no traffic, no archive"
+            parts.append(
+                f'<g class="quiet"><title>{_e(title)}</title><line x1="{x:.2f}" x2="{x:.2f}" '
+                f'y1="{TOP}" y2="{TOP + PLOT_HEIGHT + 12}" stroke="#5b6475" stroke-width="1.5" '
+                f'stroke-dasharray="3 3"/></g>'
+            )
+    return "".join(parts)
+
+
 def _chart(windows: Sequence[Mapping[str, Any]]) -> str:
     if not windows:
         return '<p class="none">no week: neither the sources nor the archives hold a message</p>'
@@ -314,10 +323,11 @@ def _chart(windows: Sequence[Mapping[str, Any]]) -> str:
     first, last = _day(windows[0]["start"]), _day(windows[-1]["start"])
     description = (
         f"{len(windows)} weeks from {first} to {last} (UTC), one column each: messages in "
-        "both, missing and extra stacked; a hatched column with a red mark has no archive"
+        "both, missing and extra stacked; a hatched column with a red mark has no archive; "
+        "a dashed line stands for quiet weeks (no traffic, no archive) left out"
     )
     return (
-        f"<h2>Coverage per week ({_e(_number(len(windows)))} weeks)</h2>"
+        f"<h2>Coverage per week ({_e(_counted(len(windows), 'week'))})</h2>"
         f'<div class="card"><div class="chart"><svg role="img" aria-labelledby="chart-title '
         f'chart-desc" width="{width:.0f}" height="{height}" viewBox="0 0 {width:.0f} {height}">'
         f'<title id="chart-title">messages per week, {_e(first)} to {_e(last)}</title>'
@@ -325,7 +335,8 @@ def _chart(windows: Sequence[Mapping[str, Any]]) -> str:
         '<defs><pattern id="noarc" width="6" height="6" patternUnits="userSpaceOnUse" '
         'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fffafa"/>'
         '<rect width="2" height="6" fill="#f6d4d4"/></pattern></defs>'
-        f"{_y_axis(geometry)}{weeks}</svg></div>{_legend()}</div>"
+        f"{_y_axis(geometry)}{weeks}{_quiet_gaps(geometry, windows)}</svg></div>"
+        f"{_legend()}</div>"
     )
 
 
@@ -335,6 +346,7 @@ def _legend() -> str:
         ("missing", "missing from the archives"),
         ("extra", "extra (only in the archives)"),
         ("noarc", "traffic but no archive"),
+        ("quiet", "quiet weeks left out"),
     )
     items = "".join(
         f'<span><span class="key k-{kind}"></span>{_e(label)}</span>' for kind, label in keys
@@ -404,37 +416,58 @@ def _windows(windows: Sequence[Mapping[str, Any]]) -> str:
 # -- message lists and archive problems --------------------------------------------------
 
 
-def _lists(report: Mapping[str, Any]) -> str:
-    missing = [
-        f"<td>{_code(m['hash'])}</td><td>{_e(_day(m['window']))}</td>"
-        f"<td>{_code(m['channel'])}</td><td>{_e(_utc(m['timestamp_ns'] / 1e9))}</td>"
-        f"<td>{_codes(m['sources'])}</td>"
-        for m in report["missing"]
-    ]
-    extra = [
-        f"<td>{_code(m['hash'])}</td><td>{_e(_day(m['window']))}</td>"
-        f"<td>{_code(m['channel'])}</td><td>{_e(m['probable_origin'])}</td>"
-        for m in report["extra"]
-    ]
-    duplicates = [
-        f"<td>{_code(m['hash'])}</td><td>{_e(_day(m['window']))}</td>{_count(m['copies'])}"
-        f"<td>{_codes(m['archive_ids'])}</td>"
-        for m in report["duplicates"]
-    ]
-    problems = [
-        f"<td>{_code(p['archive_id'])}</td><td>{_e(p['problem'])}</td>"
-        for p in report["archive_problems"]
-    ]
+def _missing_row(message: Mapping[str, Any]) -> str:
     return (
-        f"<h2>Missing messages ({_e(_number(len(missing)))})</h2>"
-        + _capped(("hash", "week", "channel", "sent (UTC)", "sources"), missing, "none missing")
-        + f"<h2>Extra messages ({_e(_number(len(extra)))})</h2>"
-        + _capped(("hash", "week", "channel", "probable origin"), extra, "no extra message")
-        + f"<h2>Duplicates in the archives ({_e(_number(len(duplicates)))})</h2>"
-        + _capped(("hash", "week", "copies", "archives"), duplicates, "no duplicate")
-        + f"<h2>Archive problems ({_e(_number(len(problems)))})</h2>"
-        + _capped(("archive", "problem"), problems, "every archive decodes and keeps the rules")
+        f"<td>{_code(message['hash'])}</td><td>{_e(_day(message['window']))}</td>"
+        f"<td>{_code(message['channel'])}</td>"
+        f"<td>{_e(_utc(message['timestamp_ns'] / 1e9))}</td><td>{_codes(message['sources'])}</td>"
     )
+
+
+def _extra_row(message: Mapping[str, Any]) -> str:
+    return (
+        f"<td>{_code(message['hash'])}</td><td>{_e(_day(message['window']))}</td>"
+        f"<td>{_code(message['channel'])}</td><td>{_e(message['probable_origin'])}</td>"
+    )
+
+
+def _duplicate_row(message: Mapping[str, Any]) -> str:
+    return (
+        f"<td>{_code(message['hash'])}</td><td>{_e(_day(message['window']))}</td>"
+        f"{_count(message['copies'])}<td>{_codes(message['archive_ids'])}</td>"
+    )
+
+
+def _problem_row(problem: Mapping[str, Any]) -> str:
+    return f"<td>{_code(problem['archive_id'])}</td><td>{_e(problem['problem'])}</td>"
+
+
+def _list(
+    title: str,
+    headers: Sequence[str],
+    items: Sequence[Mapping[str, Any]],
+    row: Callable[[Mapping[str, Any]], str],
+    empty: str,
+) -> str:
+    """At most :data:`LIST_CAP` rows (a million missing messages would make a page nobody
+    opens), and a line saying how many more the JSON holds."""
+    table = _table(headers, (row(item) for item in items[:LIST_CAP]), empty)
+    hidden = len(items) - LIST_CAP
+    more = f'<p class="more">… and {_e(_number(hidden))} more: --json lists them all</p>'
+    return f"<h2>{_e(title)} ({_e(_number(len(items)))})</h2>{table}{more if hidden > 0 else ''}"
+
+
+def _lists(report: Mapping[str, Any]) -> str:
+    return (
+        _list("Missing messages", ("hash", "week", "channel", "sent (UTC)", "sources"),
+              report["missing"], _missing_row, "none missing")
+        + _list("Extra messages", ("hash", "week", "channel", "probable origin"),
+                report["extra"], _extra_row, "no extra message")
+        + _list("Duplicates in the archives", ("hash", "week", "copies", "archives"),
+                report["duplicates"], _duplicate_row, "no duplicate")
+        + _list("Archive problems", ("archive", "problem"), report["archive_problems"],
+                _problem_row, "every archive decodes and keeps the rules")
+    )  # fmt: skip
 
 
 def render_audit_html(report: Mapping[str, Any]) -> str:

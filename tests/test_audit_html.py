@@ -232,3 +232,16 @@ def test_no_window_at_all_still_renders():
               "missing": [], "totals": _totals([], bad_archives=0)}  # fmt: skip
     document = render_audit_html(report)
     assert weeks_in(document) == [] and "no week" in text_of(document)
+
+
+def test_quiet_weeks_between_windows_are_marked_not_drawn():
+    """Weeks 0 and 4 (three quiet weeks between): two columns and one dashed gap."""
+    windows = [_window(0, [_channel(CHANNEL_A, both=5)], ["0xa0"]),
+               _window(4, [_channel(CHANNEL_A, both=7)], ["0xa4"])]  # fmt: skip
+    report = {**many_weeks(1, missing_every=2), "windows": windows, "missing": [],
+              "totals": _totals(windows, bad_archives=0), "worst_windows": []}  # fmt: skip
+    document = render_audit_html(report)
+    assert len(weeks_in(document)) == 2
+    gaps = [attrs for tag, attrs in elements(document) if attrs.get("class") == "quiet"]
+    assert len(gaps) == 1
+    assert "quiet from 2024-01-08 to 2024-01-29 (UTC)" in text_of(document)
