@@ -39,7 +39,8 @@ code{font:12.5px/1.4 ui-monospace,Menlo,Consolas,monospace;word-break:break-all;
 .ok{background:#d8f3df;color:#145c2a}
 .bad{background:#fbd9d9;color:#8a1414}
 .warn{background:#fff0c2;color:#6b4d00}
-.badge{display:inline-block;padding:0 8px;border-radius:9px;font-weight:600;font-size:12.5px}
+.badge{display:inline-block;padding:0 8px;border-radius:9px;font-weight:600;font-size:12.5px;
+ white-space:nowrap}
 .totals{display:grid;grid-template-columns:repeat(6,minmax(0,1fr));gap:10px}
 @media (max-width:800px){.totals{grid-template-columns:repeat(3,minmax(0,1fr))}}
 .group{margin:10px 0 4px;color:#5b6475;font-size:12.5px;text-transform:uppercase;
@@ -51,6 +52,7 @@ code{font:12.5px/1.4 ui-monospace,Menlo,Consolas,monospace;word-break:break-all;
 .total.alarm b{color:#a11a1a}
 .chart{overflow-x:auto}
 .chart svg{display:block;font:11px system-ui,sans-serif}
+.week:not(.no-archive):hover .hit{fill:rgba(29,35,48,.07)}
 .legend{display:flex;flex-wrap:wrap;gap:6px 18px;margin:6px 0 0;color:#3b4354}
 .key{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:5px;
  vertical-align:-1px}
@@ -252,6 +254,7 @@ def _y_axis(geometry: _Geometry) -> str:
 def _week(geometry: _Geometry, index: int, window: Mapping[str, Any], label: bool) -> str:
     """One window's column: a tooltip title, a hover area, the stacked bar, the marks."""
     x = geometry.x(index)
+    centre = x + geometry.column / 2
     gap = min(geometry.column * 0.25, 12.0) if geometry.column >= 4 else 0.0
     bar_x, bar_w = x + gap / 2, geometry.column - gap
     base = TOP + PLOT_HEIGHT
@@ -278,18 +281,16 @@ def _week(geometry: _Geometry, index: int, window: Mapping[str, Any], label: boo
                 f'height="{height:.2f}" fill="{COLOURS[kind]}"/>'
             )
     if no_archive:
-        middle = x + geometry.column / 2
-        parts.append(f'<path d="M{middle:.2f} {base + 3} l-4 7 h8 z" fill="{COLOURS["missing"]}"/>')
+        parts.append(f'<path d="M{centre:.2f} {base + 3} l-4 7 h8 z" fill="{COLOURS["missing"]}"/>')
         if geometry.column >= 56:  # room to say it
             parts.append(
-                f'<text x="{middle:.2f}" y="{top - 6:.2f}" text-anchor="middle" '
+                f'<text x="{centre:.2f}" y="{top - 6:.2f}" text-anchor="middle" '
                 f'fill="#a11a1a">no archive</text>'
             )
     if label:
         parts.append(
-            f'<line x1="{x + geometry.column / 2:.2f}" x2="{x + geometry.column / 2:.2f}" '
-            f'y1="{base}" y2="{base + 12}" stroke="#8a93a5"/>'
-            f'<text x="{x + geometry.column / 2:.2f}" y="{base + 25}" text-anchor="middle" '
+            f'<line x1="{centre:.2f}" x2="{centre:.2f}" y1="{base}" y2="{base + 12}" '
+            f'stroke="#8a93a5"/><text x="{centre:.2f}" y="{base + 25}" text-anchor="middle" '
             f'fill="#3b4354">{_e(_day(window["start"]))}</text>'
         )
     return "".join(parts) + "</g>"
