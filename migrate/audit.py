@@ -24,10 +24,11 @@ channel message. The JSON document is the contract ``/work/audit_schema.md`` (ve
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +44,7 @@ from waku_legacy.identity.topics import CommunityId, chat_topic, v1_topic_to_con
 if TYPE_CHECKING:
     from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.migrate.config import SourceConfig
+    from waku_legacy.migrate.progress import Progress
 
 __all__ = [
     "AuditRequest",
@@ -55,7 +57,6 @@ UNKNOWN = "unknown"
 LIVE_V2 = "live v2 traffic"
 WORST_WINDOWS = 10
 _NANOS = 1_000_000_000
-Log = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,7 @@ def _archive_hash(row: dict[str, Any]) -> bytes:
 
 
 def _kept_rows(
-    request: AuditRequest, scan: _SourceScan, log: Log
+    request: AuditRequest, scan: _SourceScan, progress: Progress
 ) -> dict[bytes, tuple[dict[str, Any], set[str]]]:
     """The community's channel messages after dedup (dedup_key -> kept row, its sources);
     hashes on other topics go to ``scan.elsewhere``."""
@@ -148,25 +149,34 @@ def _kept_rows(
     cid = str(request.community)
     kept: dict[bytes, tuple[dict[str, Any], set[str]]] = {}
     for source in request.sources:
-        before = scan.records
-        for raw in _raw_rows(source, request):
-            scan.records += 1
-            row = decode_record(raw, mapping)
-            if row["quarantined"]:
-                continue
-            if row["community"] != cid:
-                scan.elsewhere.setdefault(_archive_hash(row), row["source"])
-                continue
-            key = bytes(row["dedup_key"])
-            previous = kept.get(key)
-            if previous is None:
-                kept[key] = (row, {row["source"]})
-                continue
-            previous[1].add(row["source"])
-            if _preference(row) < _preference(previous[0]):
-                kept[key] = (row, previous[1])
-        log(f"source {source.name}: {scan.records - before} record(s) read")
+        with progress.bar(f"audit: read {source.name}", unit="rec") as bar:
+            for raw in _raw_rows(source, request):
+                scan.records += 1
+                bar.update(1)
+                _keep(decode_record(raw, mapping), cid, scan, kept)
     return kept
+
+
+def _keep(
+    row: dict[str, Any],
+    cid: str,
+    scan: _SourceScan,
+    kept: dict[bytes, tuple[dict[str, Any], set[str]]],
+) -> None:
+    """One decoded record into ``kept`` (the migration's dedup) or ``scan.elsewhere``."""
+    if row["quarantined"]:
+        return
+    if row["community"] != cid:
+        scan.elsewhere.setdefault(_archive_hash(row), row["source"])
+        return
+    key = bytes(row["dedup_key"])
+    previous = kept.get(key)
+    if previous is None:
+        kept[key] = (row, {row["source"]})
+        return
+    previous[1].add(row["source"])
+    if _preference(row) < _preference(previous[0]):
+        kept[key] = (row, previous[1])
 
 
 def _preference(row: dict[str, Any]) -> tuple[bool, int, str, str]:
@@ -174,7 +184,7 @@ def _preference(row: dict[str, Any]) -> tuple[bool, int, str, str]:
     return (row["from_v2"], row["rank"], row["source"], row["location"])
 
 
-def read_sources(request: AuditRequest, log: Log) -> _SourceScan:
+def read_sources(request: AuditRequest, progress: Progress) -> _SourceScan:
     """The copies the archives should hold, from every source."""
     from waku_legacy.identity.topics import symmetric_key_for_chat
     from waku_legacy.migrate.archives import archive_fields
@@ -185,7 +195,7 @@ def read_sources(request: AuditRequest, log: Log) -> _SourceScan:
         for content_topic, route in _mapping(request).routes.items()
     }
     channel_topics = [chat_topic(request.community.channel_chat_id(c)) for c in request.channels]
-    for row, sources in _kept_rows(request, scan, log).values():
+    for row, sources in _kept_rows(request, scan, progress).values():
         fields = archive_fields(
             message_hash=row["message_hash"], content_topic=row["content_topic"],
             payload=row["payload"], version=row["version"], timestamp_ns=row["timestamp"],
@@ -269,7 +279,7 @@ def _overlaps(entries: Sequence[IndexEntry]) -> dict[str, str]:
 
 
 def scan_archives(
-    archive_dir: Path, community: CommunityId, flavour: Flavour, log: Log
+    archive_dir: Path, community: CommunityId, flavour: Flavour, progress: Progress
 ) -> tuple[list[_ScannedArchive], list[dict[str, str]]]:
     """Every archive of the folder (decoded, checked) and the store-wide problems (index)."""
     from waku_legacy.archive.data_files import inspect_store
@@ -289,13 +299,13 @@ def scan_archives(
     entries = status.index.entries
     overlaps = _overlaps(entries)
     scanned = []
-    for number, entry in enumerate(entries, 1):
-        archive = _scan_one(layout.data, entry, flavour)
-        if entry.archive_id in overlaps:
-            archive.problems.append(overlaps[entry.archive_id])
-        scanned.append(archive)
-        if number % 50 == 0 or number == len(entries):
-            log(f"archives decoded: {number}/{len(entries)}")
+    with progress.bar("audit: decode archives", total=len(entries), unit="archive") as bar:
+        for entry in entries:
+            archive = _scan_one(layout.data, entry, flavour)
+            if entry.archive_id in overlaps:
+                archive.problems.append(overlaps[entry.archive_id])
+            scanned.append(archive)
+            bar.update(1)
     return scanned, store_problems
 
 
@@ -340,14 +350,16 @@ class _Windows:
             )
             window.archive_ids.append(entry.archive_id)
         self.covered = sorted((w.start, w.end) for w in self.by_start.values())
+        self.starts = [start for start, _ in self.covered]
         self.first = self.covered[0][0] if self.covered else None
         self.last_end = max((end for _, end in self.covered), default=None)
         self.oldest = oldest
 
     def of(self, timestamp: int) -> _Window:
-        for start, end in self.covered:
-            if start <= timestamp < end:
-                return self.by_start[start]
+        # the last archive window starting at or before the time, if it covers it
+        at = bisect.bisect_right(self.starts, timestamp) - 1
+        if at >= 0 and timestamp < self.covered[at][1]:
+            return self.by_start[self.covered[at][0]]
         anchor = window_start(self.oldest, self.last_end)
         if self.last_end is None or timestamp < self.last_end:
             anchor = self.first if self.first is not None else self.oldest
@@ -497,18 +509,21 @@ def _document(
     }
 
 
-def audit_community(request: AuditRequest, log: Log | None = None) -> dict[str, Any]:
-    """Audit the community's archives against its sources: the contract's JSON document."""
-    say: Log = log or (lambda _line: None)
-    scan = read_sources(request, say)
-    say(
+def audit_community(request: AuditRequest, progress: Progress | None = None) -> dict[str, Any]:
+    """Audit the community's archives against its sources: the contract's JSON document.
+    ``progress``: a bar per source and for the archives on a terminal, log lines otherwise."""
+    from waku_legacy.migrate.progress import Progress
+
+    progress = progress or Progress(enabled=False)
+    scan = read_sources(request, progress)
+    progress.log(
         f"sources: {len(scan.expected)} archive cop(ies) expected from {scan.records} "
         f"record(s)"
         + (f"; {sum(scan.undecryptable.values())} channel message(s) do not decrypt"
            if scan.undecryptable else "")
     )  # fmt: skip
     archives, store_problems = scan_archives(
-        request.archive_dir, request.community, request.flavour, say
+        request.archive_dir, request.community, request.flavour, progress
     )
     oldest = min((c.timestamp for c in scan.expected.values()), default=None)
     result = _Comparison(_Windows(archives, oldest))

@@ -252,7 +252,7 @@ def _audit(args: argparse.Namespace) -> int:
             archive_topics=ArchiveTopics.parse(args.archive_topics),
             flavour=Flavour.parse(args.flavour), store_url=args.store,
         )  # fmt: skip
-        document = audit_community(request, progress.log)
+        document = audit_community(request, progress)
     if args.html:
         from waku_legacy.migrate.audit_html import render_audit_html
 
