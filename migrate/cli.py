@@ -201,7 +201,9 @@ def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch
     ``--magnet``/``--torrent`` fetched them as a member would (every archive)."""
     from waku_legacy.archive.cli import _Progress, _session_config
     from waku_legacy.archive.encode import Flavour
+    from waku_legacy.archive.errors import ArchiveDecodeError, UnexpectedTorrentLayout
     from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+    from waku_legacy.errors import LimitExceeded
     from waku_legacy.migrate.audit import community_folder
 
     given = [v for v in (args.magnet, args.torrent, args.archive_dir) if v]
@@ -215,11 +217,18 @@ def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch
         session=_session_config(args),
     )  # fmt: skip
     save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
-    result = fetch_archives(
-        args.magnet or args.torrent, community, save_dir, options,
-        progress=_Progress(not args.quiet),
-    )  # fmt: skip
-    return result.save_dir
+    try:
+        fetch_archives(
+            args.magnet or args.torrent, community, save_dir, options,
+            progress=_Progress(not args.quiet),
+        )  # fmt: skip
+    except (ArchiveDecodeError, LimitExceeded) as exc:
+        # The member's fetch stops at an archive that does not decode or fit its index
+        # entry, after every piece arrived and matched the torrent: audit what is on disk,
+        # where that archive is reported with the others.
+        if isinstance(exc, UnexpectedTorrentLayout) or not (save_dir / str(community)).is_dir():
+            raise
+    return save_dir
 
 
 def _audit(args: argparse.Namespace) -> int:

@@ -464,3 +464,31 @@ def test_an_extra_message_the_store_holds_is_live_v2_traffic(sample, tmp_path) -
          "channel": TOPIC_CHANNEL[TOPICS[1]], "probable_origin": "live v2 traffic"}
     ]  # fmt: skip
     assert doc["complete"] is True
+
+
+@pytest.mark.torrent
+@pytest.mark.timeout(90)
+def test_a_fetched_archive_that_does_not_decode_is_reported(sample, tmp_path, capsys) -> None:
+    """The member's fetch stops at it; the audit reports it and audits the rest."""
+    from waku_legacy.archive import Seeder, SessionConfig
+    from waku_legacy.archive.torrent import build_torrent
+
+    out, _channel, _public, _start = sample
+    _clean(tmp_path, sample)
+    with open(tmp_path / "archives" / CID / "data", "r+b") as handle:
+        handle.write(b"\xff" * 16)  # the first archive's first bytes
+    torrent = build_torrent(tmp_path / "archives", tmp_path / "torrents", CID)
+    loopback = SessionConfig(listen="127.0.0.1:0", trackers=False, utp=False)
+    with Seeder(tmp_path / "archives", loopback) as seeder:
+        seeder.refresh(tmp_path / "torrents")
+        argv = [
+            "audit", "--community", CID, *[a for s in _sources(out) for a in ("--source", s)],
+            "--torrent", str(torrent.path), "--peer", f"127.0.0.1:{seeder.listen_port}",
+            "--listen", "127.0.0.1:0", "--no-trackers", "--no-utp", "--metadata-timeout", "10",
+            "--timeout", "20", "--quiet", "--json",
+        ]  # fmt: skip
+        assert main(argv) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["totals"]["bad_archives"] == 1 and doc["archives"]["count"] == 4
+    assert doc["archive_problems"][0]["problem"].startswith("does not decode")
+    assert doc["totals"]["missing"] == doc["windows"][0]["missing"] > 0
