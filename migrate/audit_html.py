@@ -66,6 +66,8 @@ th{background:#eef0f4;font-weight:600}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 td.hot{color:#a11a1a;font-weight:600}
 td.when{white-space:nowrap}
+td code{white-space:nowrap;word-break:normal}
+.scroll{overflow-x:auto}
 details{background:#fff;border:1px solid #d5d9e2;border-radius:6px;margin:6px 0;
  padding:6px 14px}
 summary{cursor:pointer;font-weight:600}
@@ -102,11 +104,17 @@ def _day(seconds: int) -> str:
 
 
 def _utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+    """Date and time; the column's header says UTC."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
 
 
 def _span(window: Mapping[str, Any]) -> str:
     return f"{_day(window['start'])} – {_day(window['end'])}"
+
+
+def _when(text: str) -> str:
+    """A table cell with a date, on one line (a browser may break at its hyphens)."""
+    return f'<td class="when">{_e(text)}</td>'
 
 
 def _code(value: object) -> str:
@@ -129,7 +137,9 @@ def _table(headers: Sequence[str], rows: Iterable[str], empty: str) -> str:
     if not body:
         return f'<p class="none">{_e(empty)}</p>'
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # Hashes and ids do not break; a table wider than the page scrolls on its own.
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'
 
 
 # -- header and totals -------------------------------------------------------------------
@@ -367,7 +377,7 @@ def _archive_cell(window: Mapping[str, Any]) -> str:
 def _worst(report: Mapping[str, Any]) -> str:
     by_start = {w["start"]: w for w in report["windows"]}
     rows = (
-        f'<td class="when">{_e(_span(w))}</td>'
+        f"{_when(_span(w))}"
         f"{_count(w['missing'], alarm=True)}{_count(w['both'])}"
         f"{_count(w['extra'])}{_count(w['duplicates'])}<td>{_archive_cell(w)}</td>"
         f"<td>{'<br>'.join(_e(p) for p in w['problems']) or NONE}</td>"
@@ -419,22 +429,22 @@ def _windows(windows: Sequence[Mapping[str, Any]]) -> str:
 
 def _missing_row(message: Mapping[str, Any]) -> str:
     return (
-        f"<td>{_code(message['hash'])}</td><td>{_e(_day(message['window']))}</td>"
+        f"<td>{_code(message['hash'])}</td>{_when(_day(message['window']))}"
         f"<td>{_code(message['channel'])}</td>"
-        f"<td>{_e(_utc(message['timestamp_ns'] / 1e9))}</td><td>{_codes(message['sources'])}</td>"
+        f"{_when(_utc(message['timestamp_ns'] / 1e9))}<td>{_codes(message['sources'])}</td>"
     )
 
 
 def _extra_row(message: Mapping[str, Any]) -> str:
     return (
-        f"<td>{_code(message['hash'])}</td><td>{_e(_day(message['window']))}</td>"
+        f"<td>{_code(message['hash'])}</td>{_when(_day(message['window']))}"
         f"<td>{_code(message['channel'])}</td><td>{_e(message['probable_origin'])}</td>"
     )
 
 
 def _duplicate_row(message: Mapping[str, Any]) -> str:
     return (
-        f"<td>{_code(message['hash'])}</td><td>{_e(_day(message['window']))}</td>"
+        f"<td>{_code(message['hash'])}</td>{_when(_day(message['window']))}"
         f"{_count(message['copies'])}<td>{_codes(message['archive_ids'])}</td>"
     )
 
