@@ -492,3 +492,46 @@ def test_a_fetched_archive_that_does_not_decode_is_reported(sample, tmp_path, ca
     assert doc["totals"]["bad_archives"] == 1 and doc["archives"]["count"] == 4
     assert doc["archive_problems"][0]["problem"].startswith("does not decode")
     assert doc["totals"]["missing"] == doc["windows"][0]["missing"] > 0
+
+
+def test_overlapping_window_and_a_message_outside_its_window(sample, tmp_path) -> None:
+    """Archives appended after a clean build: one whose window overlaps the one appended
+    before it, one holding a message outside its own window. Both are bad, nothing else."""
+    out, channel, _public, start = sample
+    _clean(tmp_path, sample)
+    archive_dir = tmp_path / "archives"
+    day, later = 86_400, start + 4 * WEEK_SECONDS
+    # one append: only the first must start after the last end, so the second overlaps it
+    first = EncodedArchive.build(later, later + WEEK_SECONDS, TOPICS, [])
+    overlapping = EncodedArchive.build(later + day, later + day + WEEK_SECONDS, TOPICS, [])
+    far = later + 3 * WEEK_SECONDS
+    outside = EncodedArchive.build(far, far + WEEK_SECONDS, TOPICS, [channel[0]])
+    added = append_archives(archive_dir, CID, [first, overlapping, outside]).archive_ids
+    doc = audit_community(_request(out, archive_dir, tmp_path))
+    problems = {p["archive_id"]: p["problem"] for p in doc["archive_problems"]}
+    assert set(problems) == set(added[1:])
+    assert sorted(problems.values()) == [
+        f"message at {channel[0].timestamp} is outside its window",
+        f"window {later + day}..{later + day + WEEK_SECONDS} overlaps an earlier archive's "
+        f"{later}..{later + WEEK_SECONDS}",
+    ]
+    totals = doc["totals"]
+    # the message outside its window is also in the first week's archive: twice archived
+    assert (totals["bad_archives"], totals["missing"], totals["extra"]) == (2, 0, 0)
+    assert [(d["hash"], d["copies"]) for d in doc["duplicates"]] == [
+        ("0x" + channel[0].hash.hex(), 2)
+    ]
+    assert doc["complete"] is False
+
+
+def test_an_index_that_breaks_the_rules_is_reported(sample, tmp_path) -> None:
+    out, channel, _public, _start = sample
+    _clean(tmp_path, sample)
+    index = tmp_path / "archives" / CID / "index"
+    raw = bytearray(index.read_bytes())
+    raw[-1] ^= 1  # an entry's metadata no longer hashes to its key
+    index.write_bytes(bytes(raw))
+    doc = audit_community(_request(out, tmp_path / "archives", tmp_path))
+    [problem] = doc["archive_problems"]
+    assert problem["archive_id"] == "index"
+    assert doc["totals"]["missing"] == len(channel) and doc["totals"]["bad_archives"] == 1
