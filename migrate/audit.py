@@ -244,7 +244,7 @@ def _scan_one(data: Path, entry: IndexEntry, flavour: Flavour) -> _ScannedArchiv
     aside: the audit counts those itself)."""
     from waku_legacy.archive.data_files import read_archive_bytes
     from waku_legacy.archive.encode import decode_archive
-    from waku_legacy.archive.verify import _check_archive_contents
+    from waku_legacy.archive.verify import check_archive_contents
 
     what = f"archive {entry.archive_id}"
     try:
@@ -254,7 +254,7 @@ def _scan_one(data: Path, entry: IndexEntry, flavour: Flavour) -> _ScannedArchiv
     scanned = _ScannedArchive(entry, list(archive.messages), [])
     unique = dataclasses.replace(archive, messages=_unique(archive.messages))
     try:
-        _check_archive_contents(what, entry, unique, set())
+        check_archive_contents(what, entry, unique, set())
     except WakuLegacyError as exc:
         scanned.problems.append(getattr(exc, "reason", None) or str(exc))
     if entry.padding:

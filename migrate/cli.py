@@ -199,7 +199,7 @@ def _rewrite_report(path: str | None, report: RunReport) -> None:
 def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch: Path) -> Path:
     """The folder holding the community's archives: ``--archive-dir``, or where
     ``--magnet``/``--torrent`` fetched them as a member would (every archive)."""
-    from waku_legacy.archive.cli import _Progress, _session_config
+    from waku_legacy.archive.cli import Progress, session_config
     from waku_legacy.archive.encode import Flavour
     from waku_legacy.archive.errors import ArchiveDecodeError, UnexpectedTorrentLayout
     from waku_legacy.archive.fetch import FetchOptions, fetch_archives
@@ -214,13 +214,13 @@ def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch
     options = FetchOptions(
         peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
         data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
-        session=_session_config(args),
+        session=session_config(args),
     )  # fmt: skip
     save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
     try:
         fetch_archives(
             args.magnet or args.torrent, community, save_dir, options,
-            progress=_Progress(not args.quiet),
+            progress=Progress(not args.quiet),
         )  # fmt: skip
     except (ArchiveDecodeError, LimitExceeded) as exc:
         # The member's fetch stops at an archive that does not decode or fit its index
@@ -440,7 +440,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from waku_legacy.archive.cli import _add_session
+    from waku_legacy.archive.cli import add_session
 
     audit = subparsers.add_parser(
         "audit", help="compare a community's published archives with its legacy sources"
@@ -472,5 +472,5 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     audit.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    _add_session(audit, "0.0.0.0:0")
+    add_session(audit, "0.0.0.0:0")
     audit.set_defaults(func=_audit)

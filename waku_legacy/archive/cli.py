@@ -28,13 +28,13 @@ if TYPE_CHECKING:  # imported where used: the CLI starts without loading every c
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.proto.waku_message_pb2 import WakuMessage
 
-__all__ = ["register"]
+__all__ = ["Progress", "add_session", "register", "session_config"]
 
 
 # --- helpers ------------------------------------------------------------------------------
 
 
-class _Progress:
+class Progress:
     """Progress callback(stage, done, total): tqdm on a tty, log lines otherwise."""
 
     def __init__(self, enabled: bool = True) -> None:
@@ -162,7 +162,7 @@ def _build(args: argparse.Namespace) -> int:
         flavour=args.flavour,
         community_key=key,
         pubsub_topic=_pubsub_topic(args),
-        progress=_Progress(not args.quiet),
+        progress=Progress(not args.quiet),
     )
     _emit(
         args,
@@ -264,7 +264,7 @@ def _verify(args: argparse.Namespace) -> int:
 # --- seed ---------------------------------------------------------------------------------
 
 
-def _session_config(args: argparse.Namespace) -> SessionConfig:
+def session_config(args: argparse.Namespace) -> SessionConfig:
     from waku_legacy.archive.session import SessionConfig
 
     return SessionConfig(
@@ -307,7 +307,7 @@ def _seed(args: argparse.Namespace) -> int:
         print(json.dumps(event), file=sys.stderr, flush=True)
 
     deadline = time.monotonic() + args.duration if args.duration else None
-    with Seeder(args.archive_dir, _session_config(args)) as seeder:
+    with Seeder(args.archive_dir, session_config(args)) as seeder:
         print(
             json.dumps({"event": "listening", "port": seeder.listen_port}),
             file=sys.stderr,
@@ -375,7 +375,7 @@ def _fetch(args: argparse.Namespace) -> int:
     # 2. fetch the selected archives, 3. write their messages and what was fetched
     options = _fetch_options(args, community, record)
     result = fetch_archives(
-        source, community, args.save_dir, options, progress=_Progress(not args.quiet)
+        source, community, args.save_dir, options, progress=Progress(not args.quiet)
     )
     written = _write_messages(args, result.messages, community)
     if record is not None:
@@ -438,7 +438,7 @@ def _fetch_options(
         metadata_retries=args.metadata_retries,
         data_timeout=args.timeout,
         flavour=args.flavour,
-        session=_session_config(args),
+        session=session_config(args),
     )
     if selection is Selection.NEW and record is None:
         raise ConfigError("--new needs --record FILE (the archive ids fetched before)")
@@ -534,7 +534,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_session(parser: argparse.ArgumentParser, listen: str) -> None:
+def add_session(parser: argparse.ArgumentParser, listen: str) -> None:
     parser.add_argument("--listen", default=listen, help=f"host:port to bind (default {listen})")
     for name in ("dht", "lsd", "upnp", "natpmp"):
         parser.add_argument(f"--{name}", action="store_true", help=f"enable {name.upper()}")
@@ -597,7 +597,7 @@ def _register_seed(subparsers: Any) -> None:
     seed.add_argument("--json", action="store_true", help="JSON lines")
     seed.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go",
                       help="archive format, for repairing an interrupted build")  # fmt: skip
-    _add_session(seed, "0.0.0.0:6881")
+    add_session(seed, "0.0.0.0:6881")
     seed.set_defaults(func=_seed)
 
 
@@ -623,5 +623,5 @@ def _register_fetch(subparsers: Any) -> None:
     fetch.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
     fetch.add_argument("--quiet", action="store_true", help="no progress output")
     _add_common(fetch)
-    _add_session(fetch, "0.0.0.0:0")
+    add_session(fetch, "0.0.0.0:0")
     fetch.set_defaults(func=_fetch)

@@ -29,7 +29,7 @@ from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.torrent import describe_mismatch, load_torrent
 from waku_legacy.identity.topics import CommunityId
 
-__all__ = ["VerifyReport", "verify_store"]
+__all__ = ["VerifyReport", "check_archive_contents", "verify_store"]
 
 TOPIC_BYTES = 4
 HASH_BYTES = 32
@@ -131,7 +131,7 @@ def _verify_archives(
                     )
                 report.digests_checked += 1
             archive = decode_archive(raw, flavour=flavour, what=what)
-            _check_archive_contents(what, entry, archive, seen)
+            check_archive_contents(what, entry, archive, seen)
             if entry.padding:
                 handle.seek(entry.offset + entry.archive_length)
                 if handle.read(entry.padding).strip(b"\0"):
@@ -151,7 +151,7 @@ def _verify_archives(
         )
 
 
-def _check_archive_contents(
+def check_archive_contents(
     what: str, entry: IndexEntry, archive: DecodedArchive, seen: set[bytes]
 ) -> None:
     """The archive carries its index entry's window and topics; its messages lie inside the
