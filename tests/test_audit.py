@@ -351,6 +351,27 @@ def test_cli_json_follows_the_contract_and_exits_1_on_gaps(sample, damaged, caps
     assert render_audit_table(doc) == table.rstrip("\n")
 
 
+def test_leveldb_mailservers_audit_complete(sample, tmp_path, capsys) -> None:
+    """The same envelopes held by two LevelDB mailservers (overlapping copies, status-go's DB
+    keys) instead of dumps: the clean build audits complete, channels found in the sources."""
+    from waku_legacy.migrate.sample import write_leveldb_mailservers
+
+    _out, channel, _public, _start = sample
+    envelopes = [*generate_envelopes(SPEC, [COMMUNITY]), *generate_descriptions(SPEC, [COMMUNITY])]
+    servers = [tmp_path / "leveldb-1", tmp_path / "leveldb-2"]
+    counts = write_leveldb_mailservers(iter(envelopes), servers)
+    assert len(envelopes) < sum(counts.values()) < 2 * len(envelopes)
+    _clean(tmp_path, sample)
+    sources = [a for s in servers for a in ("--source", f"leveldb:{s}")]
+    argv = ["audit", "--community", CID, "--archive-dir", str(tmp_path / "archives"), *sources,
+            "--json", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["complete"] is True
+    assert document["totals"]["both"] == document["totals"]["source_messages"] == len(channel)
+    assert (document["totals"]["missing"], document["totals"]["extra"]) == (0, 0)
+
+
 def test_a_relabelled_build_audits_complete_with_its_archive_topics(sample, tmp_path) -> None:
     out, channel, _public, _start = sample
     archive_dir = tmp_path / "archives"
