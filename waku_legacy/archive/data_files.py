@@ -288,12 +288,15 @@ def append_archives(
     fault: FaultHook = no_fault,
     fsync: bool = True,
     piece_length: int = PIECE_LENGTH,
+    catch_up: bool = False,
 ) -> AppendResult:
     """Append encoded archives to a community's ``data`` and rewrite its ``index``.
 
     Sequential, crash-safe and deterministic: archives are placed in window order (the given
     order is kept within one window); those whose window starts before the end of the last
     archive already in the index are skipped (a retried batch does not duplicate them).
+    ``catch_up``: append them all, earlier windows included (:mod:`~waku_legacy.archive.repair`
+    appends archives of messages missing from windows already archived).
     """
     layout = CommunityLayout.of(archive_dir, community)
     chosen = _store_flavour(encoded, flavour)
@@ -304,7 +307,7 @@ def append_archives(
     index = status.index
     last_end = index.last_end
     todo = sorted(encoded, key=lambda e: e.window_from)  # stable: split parts keep their order
-    fresh = [e for e in todo if last_end is None or e.window_from >= last_end]
+    fresh = [e for e in todo if catch_up or last_end is None or e.window_from >= last_end]
     result.skipped = len(todo) - len(fresh)
     if not fresh:
         result.data_length = index.data_length
