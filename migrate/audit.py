@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from waku_legacy.archive.encode import Flavour, IndexEntry
-from waku_legacy.archive.message import ArchiveMessage
+from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage
 from waku_legacy.archive.partition import WEEK_SECONDS, window_start
 from waku_legacy.archive.topics import ArchiveTopics, apply_archive_topics
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.identity.topics import CommunityId, chat_topic, v1_topic_to_content_topic
 
 if TYPE_CHECKING:
+    from waku_legacy.archive.repair import MissingMessage
     from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.migrate.config import SourceConfig
     from waku_legacy.migrate.progress import Progress
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuditRequest",
     "audit_community",
+    "audit_missing",
     "community_folder",
     "render_audit_table",
 ]
@@ -72,6 +74,7 @@ class AuditRequest:
     archive_topics: ArchiveTopics = ArchiveTopics.CHANNEL
     flavour: Flavour = Flavour.STATUS_GO
     store_url: str | None = None  # a v2 store: its messages count as live v2 traffic
+    keep_messages: bool = False  # keep each expected copy whole (a repair archives them)
 
 
 @dataclass(slots=True)
@@ -83,6 +86,7 @@ class _Expected:
     timestamp: int  # seconds, as archived
     timestamp_ns: int
     sources: set[str]
+    message: AnyArchiveMessage | None = None  # with ``keep_messages``
 
 
 @dataclass(slots=True)
@@ -213,8 +217,9 @@ def read_sources(request: AuditRequest, progress: Progress) -> _SourceScan:
         for copy in copies:
             digest = bytes(copy.hash)
             scan.expected[digest] = _Expected(
-                digest, row["channel"], copy.timestamp, row["timestamp"], set(sources)
-            )
+                digest, row["channel"], copy.timestamp, row["timestamp"], set(sources),
+                copy if request.keep_messages else None,
+            )  # fmt: skip
     return scan
 
 
@@ -519,6 +524,27 @@ def _document(
 def audit_community(request: AuditRequest, progress: Progress | None = None) -> dict[str, Any]:
     """Audit the community's archives against its sources: the contract's JSON document.
     ``progress``: a bar per source and for the archives on a terminal, log lines otherwise."""
+    return _audit(request, progress)[0]
+
+
+def audit_missing(
+    request: AuditRequest, progress: Progress | None = None
+) -> tuple[dict[str, Any], list[MissingMessage]]:
+    """The audit's document and its missing copies whole, each with the window it was
+    reported in (what :func:`~waku_legacy.archive.repair.repair_archives` archives)."""
+    from waku_legacy.archive.repair import MissingMessage
+
+    document, scan = _audit(dataclasses.replace(request, keep_messages=True), progress)
+    ends = {w["start"]: w["end"] for w in document["windows"]}
+    missing = []
+    for item in document["missing"]:
+        message = scan.expected[bytes.fromhex(item["hash"][2:])].message
+        assert message is not None
+        missing.append(MissingMessage(item["window"], ends[item["window"]], message))
+    return document, missing
+
+
+def _audit(request: AuditRequest, progress: Progress | None) -> tuple[dict[str, Any], _SourceScan]:
     from waku_legacy.migrate.progress import Progress
 
     progress = progress or Progress(enabled=False)
@@ -538,7 +564,7 @@ def audit_community(request: AuditRequest, progress: Progress | None = None) -> 
     archived = _compare_archived(request, scan, archives, result)
     _compare_missing(scan, archived, result)
     _window_problems(archives, result)
-    return _document(request, scan, archives, result, archived)
+    return _document(request, scan, archives, result, archived), scan
 
 
 # -- the terminal table ----------------------------------------------------------------------
