@@ -28,6 +28,7 @@ named step, for crash tests.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,11 @@ from waku_legacy.errors import ConfigError
 
 if TYPE_CHECKING:
     from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.migrate.audit import AuditRequest
+    from waku_legacy.migrate.audit_repair import RepairKeys
     from waku_legacy.migrate.config import MigrateConfig
     from waku_legacy.migrate.discover import ChannelDiscovery
+    from waku_legacy.migrate.progress import Progress
     from waku_legacy.migrate.report import RunReport
     from waku_legacy.migrate.sample import SampleCommunity
 
@@ -248,6 +252,7 @@ def _audit(args: argparse.Namespace) -> int:
     sources = [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)]
     channels = [c.strip() for item in args.channel for c in item.split(",") if c.strip()]
     progress = Progress(enabled=not args.quiet)
+    keys = _repair_keys(args)
     with tempfile.TemporaryDirectory(prefix="waku-legacy-audit-") as scratch_name:
         scratch = Path(scratch_name)
         if not channels:
@@ -261,7 +266,10 @@ def _audit(args: argparse.Namespace) -> int:
             archive_topics=ArchiveTopics.parse(args.archive_topics),
             flavour=Flavour.parse(args.flavour), store_url=args.store,
         )  # fmt: skip
-        document = audit_community(request, progress)
+        if keys is not None:
+            document = _audit_repair(request, keys, progress)
+        else:
+            document = audit_community(request, progress)
     if args.html:
         from waku_legacy.migrate.audit_html import render_audit_html
 
@@ -272,6 +280,33 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         print(render_audit_table(document))
     return 0 if document["complete"] else 1
+
+
+def _repair_keys(args: argparse.Namespace) -> RepairKeys | None:
+    """``--repair``'s keys and torrent dir, checked before any work (None without it).
+    The archives are repaired where they are: ``--archive-dir``, or ``--save-dir`` where
+    ``--magnet``/``--torrent`` fetched them (a temporary folder would be lost)."""
+    from waku_legacy.crypto.key_file import load_node_key
+    from waku_legacy.migrate.audit_repair import RepairKeys
+
+    if not args.repair:
+        return None
+    if not args.key_file or not args.torrent_dir:
+        raise ConfigError("audit --repair needs --key-file and --torrent-dir")
+    if not args.archive_dir and not args.save_dir:
+        raise ConfigError("audit --repair with --magnet/--torrent needs --save-dir to repair in")
+    operator = load_node_key(args.operator_key_file) if args.operator_key_file else None
+    return RepairKeys(load_node_key(args.key_file), operator, Path(args.torrent_dir),
+                      args.archive_link_chats)  # fmt: skip
+
+
+def _audit_repair(request: AuditRequest, keys: RepairKeys, progress: Progress) -> dict[str, Any]:
+    """Repair, print what was done on stderr; the second audit's document."""
+    from waku_legacy.migrate.audit_repair import repair_community, repair_lines
+
+    report, document = repair_community(request, keys, progress)
+    print("\n".join(repair_lines(report)), file=sys.stderr)
+    return document
 
 
 def write_demo_config(path: Path, data: dict[str, Any]) -> None:
@@ -472,5 +507,20 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     audit.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    audit.add_argument(
+        "--repair", action="store_true",
+        help="append catch-up archives of the missing messages (append-only), rebuild the "
+        "torrent, sign the new link, then audit again",
+    )  # fmt: skip
+    audit.add_argument("--key-file", help="--repair: the community private key (hex)")
+    audit.add_argument(
+        "--operator-key-file", help="--repair: signs the link's 26/WAKU-PAYLOAD (default: "
+        "the community key)",
+    )  # fmt: skip
+    audit.add_argument("--torrent-dir", help="--repair: where the torrent and link message go")
+    audit.add_argument(
+        "--archive-link-chats", choices=("both", "universal", "magnetlinks"), default="both",
+        help="--repair: the chats the link message is made for",
+    )  # fmt: skip
     add_session(audit, "0.0.0.0:0")
     audit.set_defaults(func=_audit)

@@ -1,0 +1,101 @@
+"""``waku-legacy audit --repair``: archive what the audit found missing, then audit again.
+
+The catch-up archives, the torrent and the signed link are made by
+:func:`~waku_legacy.archive.repair.repair_archives` (its notes say what status-go's members
+do with them). Here: the clock evidence the community already published -- the signed
+descriptions and archive-link messages the sources hold on the community's own chat and its
+two archive-link chats, and the ``--store``'s newest there -- so that the new link's clock is
+above every earlier one (:mod:`waku_legacy.archive.clock`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from waku_legacy.archive.clock import ClockEvidence, evidence_topics, read_evidence
+
+if TYPE_CHECKING:
+    import coincurve
+
+    from waku_legacy.archive.repair import RepairReport
+    from waku_legacy.migrate.audit import AuditRequest
+    from waku_legacy.migrate.progress import Progress
+
+__all__ = ["RepairKeys", "link_evidence", "repair_community", "repair_lines"]
+
+
+@dataclass(frozen=True, slots=True)
+class RepairKeys:
+    community_key: coincurve.PrivateKey
+    operator_key: coincurve.PrivateKey | None  # signs the link's 26/WAKU-PAYLOAD
+    torrent_dir: Path
+    archive_link_chats: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Raw:
+    content_topic: str
+    payload: bytes
+    version: int
+
+
+def link_evidence(request: AuditRequest) -> ClockEvidence:
+    """Descriptions and archive-link messages of the community in the sources and the store."""
+    from waku_legacy.archive.clock import read_store_evidence
+    from waku_legacy.migrate.audit import _mapping, _raw_rows
+    from waku_legacy.migrate.decode import decode_record
+
+    topics = set(evidence_topics(request.community))
+    mapping = _mapping(request)
+    found = []
+    for source in request.sources:
+        for raw in _raw_rows(source, request):
+            row = decode_record(raw, mapping)
+            if not row["quarantined"] and row["content_topic"] in topics:
+                found.append(_Raw(row["content_topic"], bytes(row["payload"]), row["version"]))
+    evidence = read_evidence(found, request.community)
+    if request.store_url:
+        from waku_legacy.store import open_store
+
+        with open_store(request.store_url) as store:
+            evidence = evidence.merge(read_store_evidence(store, request.community))
+    return evidence
+
+
+def repair_community(
+    request: AuditRequest, keys: RepairKeys, progress: Progress
+) -> tuple[RepairReport, dict[str, Any]]:
+    """Audit, append the catch-up archives, sign the new link; then the second audit."""
+    from waku_legacy.archive.repair import repair_archives
+    from waku_legacy.archive.topics import apply_archive_topics
+    from waku_legacy.identity.topics import chat_topic
+    from waku_legacy.migrate.audit import audit_community, audit_missing
+
+    _first, missing = audit_missing(request, progress)
+    channel_topics = [chat_topic(request.community.channel_chat_id(c)) for c in request.channels]
+    _, topics = apply_archive_topics([], channel_topics, request.community, request.archive_topics)
+    progress.log(f"repair: {len(missing)} missing message(s) to archive")
+    report = repair_archives(
+        request.archive_dir, keys.torrent_dir, request.community, missing, topics,
+        community_key=keys.community_key, payload_signer=keys.operator_key,
+        pubsub_topic=request.pubsub_topic, archive_link_chats=keys.archive_link_chats,
+        evidence=link_evidence(request) if missing else None, flavour=request.flavour,
+    )  # fmt: skip
+    return report, audit_community(request, progress)
+
+
+def repair_lines(report: RepairReport) -> list[str]:
+    """What the repair did, for stderr."""
+    if not report.archive_ids:
+        return ["repair: nothing missing, nothing appended"]
+    clock = report.clock or {}
+    return [
+        f"repair: {len(report.archive_ids)} catch-up archive(s) for {report.messages} "
+        f"message(s) appended (data {report.old_data_length} -> {report.data_length} bytes)",
+        f"repair: torrent {report.torrent_path}",
+        f"repair: magnet {report.magnet_uri}",
+        f"repair: link message {', '.join(report.magnet_message_paths)} "
+        f"(clock {clock.get('clock')}: {clock.get('reason')})",
+    ]
