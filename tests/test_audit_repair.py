@@ -1,0 +1,186 @@
+"""``audit --repair``: catch-up archives for what the audit found missing (issue 14).
+
+The damaged archives of tests/test_audit.py (messages removed from week 0, no archive for
+week 2) are repaired; then the second audit finds nothing missing, the old bytes and pieces
+are untouched, and a plain libtorrent session that holds the old torrent's files fetches
+only the new pieces and, importing the index entries it had not seen (as status-go does),
+gets every message once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_audit import CID, COMMUNITY, _sources, damaged, sample  # noqa: F401 (fixtures)
+from waku_legacy.archive.build import _LinkSigner, _write_magnet_message
+from waku_legacy.archive.data_files import ArchiveIndex, read_archive_bytes, read_index
+from waku_legacy.archive.encode import PIECE_LENGTH, IndexEntry, decode_archive
+from waku_legacy.archive.errors import ArchiveError
+from waku_legacy.archive.layout import CommunityLayout
+from waku_legacy.archive.magnet import verify_magnet_message
+from waku_legacy.archive.message import ArchiveMessage
+from waku_legacy.archive.repair import MissingMessage, catch_up_windows
+from waku_legacy.archive.seeder import Seeder
+from waku_legacy.archive.session import SessionConfig
+from waku_legacy.archive.torrent import build_torrent, load_torrent
+from waku_legacy.cli import main
+from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+from waku_legacy.faults import no_fault
+from waku_legacy.proto import waku_message_pb2
+
+LOOPBACK = SessionConfig(listen="127.0.0.1:0", trackers=False, utp=False)
+OLD_CLOCK = int(time.time() * 1000) + 10**9  # an earlier link signed far above the wall clock
+
+
+@pytest.fixture
+def repaired(sample, damaged, tmp_path: Path, capsys):  # noqa: F811
+    """The damaged archives copied, their old torrent and link, then ``audit --repair``."""
+    out, _channel, _public, _start = sample
+    archive_dir = tmp_path / "archives"
+    shutil.copytree(damaged[0], archive_dir)
+    torrents = tmp_path / "torrents"
+    old = build_torrent(archive_dir, torrents, CID)
+    old_torrent = load_torrent(old.path)
+    old_dir = tmp_path / "old"  # the old torrent's files, as a member holds them
+    shutil.copytree(archive_dir / CID, old_dir / CID)
+    key = private_key_from_bytes(COMMUNITY.secret)
+    layout = CommunityLayout.of(archive_dir, CID, torrents)
+    signer = _LinkSigner(key, "/waku/2/rs/16/64", "both", None)
+    _write_magnet_message(layout, signer, old.magnet_uri, OLD_CLOCK, fault=no_fault, fsync=False)
+    key_file = tmp_path / "community.key"
+    key_file.write_text(COMMUNITY.secret.hex())
+    argv = ["audit", "--community", CID, "--archive-dir", str(archive_dir),
+            *[a for s in _sources(out) for a in ("--source", s)], "--quiet", "--json",
+            "--repair", "--key-file", str(key_file), "--torrent-dir", str(torrents)]  # fmt: skip
+    started = time.monotonic()
+    code = main(argv)
+    document = json.loads(capsys.readouterr().out)
+    return {"code": code, "seconds": time.monotonic() - started, "archive_dir": archive_dir,
+            "torrents": torrents, "old_torrent": old_torrent, "old_dir": old_dir,
+            "layout": layout, "argv": argv, "document": document}  # fmt: skip
+
+
+def test_repair_then_audit_is_clean_and_append_only(sample, damaged, repaired, capsys) -> None:  # noqa: F811
+    _dir, damage = damaged
+    document = repaired["document"]
+    assert repaired["code"] == 0, document["totals"]
+    assert document["complete"] and document["totals"]["missing"] == 0
+    assert document["totals"]["windows_without_archive"] == 0
+    assert document["archive_problems"] == []  # catch-up archives break no index rule
+    # a third run from scratch agrees, and a repair with nothing missing changes nothing
+    layout = repaired["layout"]
+    data = layout.data.read_bytes()
+    assert main(repaired["argv"]) == 0
+    assert layout.data.read_bytes() == data
+    # append-only: the old data is a prefix, the old pieces hash the same
+    old_data = (repaired["old_dir"] / CID / "data").read_bytes()
+    assert data.startswith(old_data) and len(data) > len(old_data)
+    old, new = repaired["old_torrent"], load_torrent(layout.torrent)
+    assert len(old_data) % PIECE_LENGTH == 0
+    for piece in range(len(old_data) // PIECE_LENGTH):
+        assert old.piece_hash(piece) == new.piece_hash(piece)
+    # the old index entries are kept; the new ones hold exactly the missing copies
+    old_index = read_index(repaired["old_dir"], CID)
+    new_index = read_index(repaired["archive_dir"], CID)
+    assert new_index.entries[: len(old_index.entries)] == old_index.entries
+    missing = {m.hash for m in damage["removed"] + damage["week2"]}
+    added = _messages(layout.data, new_index.entries[len(old_index.entries) :])
+    assert sorted(m.hash for m in added) == sorted(missing)
+    # the signed link names the new torrent, with a clock above the earlier link's
+    message = waku_message_pb2.WakuMessage()
+    message.ParseFromString(layout.magnet_message_pb.read_bytes())
+    link = verify_magnet_message(message, COMMUNITY.id, last_clock=OLD_CLOCK)
+    assert link.clock == OLD_CLOCK + 1
+    assert link.info_hash == new.info_hash != old.info_hash
+
+
+def _messages(data: Path, entries):
+    return [
+        m
+        for entry in entries
+        for m in decode_archive(read_archive_bytes(data, entry), what="test").messages
+    ]
+
+
+def test_a_member_with_the_old_torrent_fetches_only_the_new_pieces(damaged, repaired) -> None:  # noqa: F811
+    """A plain libtorrent session (not the project's fetch) that holds the old files."""
+    import libtorrent as lt
+
+    _dir, damage = damaged
+    layout = repaired["layout"]
+    new = load_torrent(layout.torrent)
+    old_length = (repaired["old_dir"] / CID / "data").stat().st_size
+    old_pieces = old_length // PIECE_LENGTH
+    member = lt.session({"listen_interfaces": "127.0.0.1:0", "enable_dht": False,
+                         "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
+                         "enable_outgoing_utp": False, "enable_incoming_utp": False})  # fmt: skip
+    with Seeder(repaired["archive_dir"], LOOPBACK) as seeder:
+        seeder.seed(layout.torrent)
+        params = lt.add_torrent_params()
+        params.ti = lt.torrent_info(str(layout.torrent))
+        params.save_path = str(repaired["old_dir"])
+        params.trackers = []
+        handle = member.add_torrent(params)
+        status = _wait(handle, lambda s: s.state not in (s.checking_files, s.checking_resume_data))
+        have = list(status.pieces)
+        assert status.total_payload_download == 0
+        assert have[:old_pieces] == [True] * old_pieces  # found by its hash check
+        assert not any(have[old_pieces : new.piece_count - 1])  # new data and index: not yet
+        handle.connect_peer(("127.0.0.1", seeder.listen_port))
+        status = _wait(handle, lambda s: s.is_seeding)
+    new_bytes = (new.piece_count - old_pieces) * PIECE_LENGTH
+    assert new_bytes - PIECE_LENGTH <= status.total_payload_download <= new_bytes
+    # the member's import: every index entry not seen before (status-go's archive ids)
+    old_ids = {e.archive_id for e in read_index(repaired["old_dir"], CID).entries}
+    index = read_index(repaired["old_dir"], CID)
+    fresh = [e for e in index.entries if e.archive_id not in old_ids]
+    old_entries = [e for e in index.entries if e.archive_id in old_ids]
+    imported_before = _messages(repaired["old_dir"] / CID / "data", old_entries)
+    imported_now = _messages(repaired["old_dir"] / CID / "data", fresh)
+    assert {m.hash for m in imported_now}.isdisjoint(m.hash for m in imported_before)
+    assert len({m.hash for m in imported_now}) == len(imported_now)
+    everything = {m.hash for m in imported_before} | {m.hash for m in imported_now}
+    assert {m.hash for m in damage["channel"]} <= everything
+
+
+def _wait(handle, done, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = handle.status()
+        if done(status):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"timed out: {handle.status().state}")
+
+
+def _entry(start: int, end: int, offset: int) -> IndexEntry:
+    return IndexEntry(f"0x{offset:064x}", start, end, (), offset, PIECE_LENGTH, 1, b"")
+
+
+def test_catch_up_windows_keep_archived_windows_and_clip_new_ones() -> None:
+    index = ArchiveIndex((_entry(100, 200, 0), _entry(250, 350, PIECE_LENGTH)), 2 * PIECE_LENGTH)
+
+    def message(at: int) -> ArchiveMessage:
+        return ArchiveMessage(at, at.to_bytes(32, "big"), b"\x01\x02\x03\x04", b"x")
+
+    missing = [
+        MissingMessage(100, 200, message(150)),  # an archived window: kept as is
+        MissingMessage(180, 280, message(210)),  # a week across its neighbours: the gap
+        MissingMessage(350, 450, message(360)),  # after the last archive: ends at now
+    ]
+    windows = catch_up_windows(missing, index, now=400)
+    assert sorted(windows) == [(100, 200), (200, 250), (350, 400)]
+    with pytest.raises(ArchiveError, match="outside"):
+        catch_up_windows([MissingMessage(350, 450, message(420))], index, now=400)
+
+
+def test_repair_needs_its_keys(tmp_path: Path, capsys) -> None:
+    argv = ["audit", "--community", CID, "--archive-dir", str(tmp_path), "--source",
+            f"dump:{tmp_path / 'none.dump'}", "--repair"]  # fmt: skip
+    assert main(argv) == 2
+    assert "--key-file and --torrent-dir" in capsys.readouterr().err
