@@ -116,6 +116,7 @@ def test_a_member_with_the_old_torrent_fetches_only_the_new_pieces(damaged, repa
     new = load_torrent(layout.torrent)
     old_length = (repaired["old_dir"] / CID / "data").stat().st_size
     old_pieces = old_length // PIECE_LENGTH
+    old_ids = {e.archive_id for e in read_index(repaired["old_dir"], CID).entries}
     member = lt.session({"listen_interfaces": "127.0.0.1:0", "enable_dht": False,
                          "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
                          "enable_outgoing_utp": False, "enable_incoming_utp": False})  # fmt: skip
@@ -135,15 +136,15 @@ def test_a_member_with_the_old_torrent_fetches_only_the_new_pieces(damaged, repa
         status = _wait(handle, lambda s: s.is_seeding)
     new_bytes = (new.piece_count - old_pieces) * PIECE_LENGTH
     assert new_bytes - PIECE_LENGTH <= status.total_payload_download <= new_bytes
-    # the member's import: every index entry not seen before (status-go's archive ids)
-    old_ids = {e.archive_id for e in read_index(repaired["old_dir"], CID).entries}
+    # the member's import: every entry of the new index it had not seen (status-go's ids)
     index = read_index(repaired["old_dir"], CID)
     fresh = [e for e in index.entries if e.archive_id not in old_ids]
     old_entries = [e for e in index.entries if e.archive_id in old_ids]
     imported_before = _messages(repaired["old_dir"] / CID / "data", old_entries)
     imported_now = _messages(repaired["old_dir"] / CID / "data", fresh)
     assert {m.hash for m in imported_now}.isdisjoint(m.hash for m in imported_before)
-    assert len({m.hash for m in imported_now}) == len(imported_now)
+    missing = sorted(m.hash for m in damage["removed"] + damage["week2"])
+    assert sorted(m.hash for m in imported_now) == missing  # each once, nothing else
     everything = {m.hash for m in imported_before} | {m.hash for m in imported_now}
     assert {m.hash for m in damage["channel"]} <= everything
 
@@ -156,6 +157,34 @@ def _wait(handle, done, timeout: float = 30.0):
             return status
         time.sleep(0.05)
     raise AssertionError(f"timed out: {handle.status().state}")
+
+
+@pytest.mark.torrent
+@pytest.mark.timeout(90)
+def test_repair_of_archives_fetched_by_torrent(sample, damaged, tmp_path: Path, capsys) -> None:  # noqa: F811
+    """With --torrent the archives are fetched into --save-dir and repaired there."""
+    out, _channel, _public, _start = sample
+    seeded = tmp_path / "seeded"
+    shutil.copytree(damaged[0], seeded)
+    old = build_torrent(seeded, tmp_path / "old-torrents", CID)
+    key_file = tmp_path / "community.key"
+    key_file.write_text(COMMUNITY.secret.hex())
+    save_dir, torrents = tmp_path / "fetched", tmp_path / "torrents"
+    with Seeder(seeded, LOOPBACK) as seeder:
+        seeder.seed(old.path)
+        argv = ["audit", "--community", CID, "--torrent", str(old.path),
+                *[a for s in _sources(out) for a in ("--source", s)],
+                "--peer", f"127.0.0.1:{seeder.listen_port}", "--listen", "127.0.0.1:0",
+                "--no-trackers", "--no-utp", "--metadata-timeout", "10", "--timeout", "20",
+                "--quiet", "--json", "--save-dir", str(save_dir), "--repair",
+                "--key-file", str(key_file), "--torrent-dir", str(torrents)]  # fmt: skip
+        assert main(argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["complete"] and document["totals"]["missing"] == 0
+    repaired = load_torrent(torrents / f"{CID}.torrent")
+    assert repaired.info_hash != old.info_hash
+    old_data = (seeded / CID / "data").read_bytes()
+    assert (save_dir / CID / "data").read_bytes().startswith(old_data)
 
 
 def _entry(start: int, end: int, offset: int) -> IndexEntry:
