@@ -8,7 +8,9 @@ What status-go's members do with a new index (read in status-go at ``c72f491``, 
   returns at once when their count equals the index's, and otherwise downloads every index
   entry whose id it does not have (newest ``from`` first: order only, nothing is skipped by
   window or time), pieces ``offset / pieceLength`` .. ``+ size / pieceLength``, then
-  ``SaveMessageArchiveID``.
+  ``SaveMessageArchiveID``. Its anacrolix client (``torrent.NewClient``, ``manager_archive.go``;
+  ``vendor/github.com/anacrolix/torrent/torrent.go`` ``onSetInfo``) hash-checks every piece
+  whose completion it does not know, so the old pieces already on disk are found, not fetched.
 - ``Messenger.importHistoryArchives`` (``protocol/messenger_communities.go``) imports every
   id ``GetMessageArchiveIDsToImport`` returns (``NOT(imported)``) with
   ``ExtractMessagesFromHistoryArchive`` (``manager_archive_file.go``: seek to ``offset``, read
@@ -39,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import coincurve
+from google.protobuf.message import DecodeError
 
 from waku_legacy.archive.build import _link_signer, _write_magnet_message
 from waku_legacy.archive.clock import ClockEvidence, choose_link_clock, read_evidence
@@ -157,7 +160,10 @@ def _previous_links(layout: CommunityLayout, community: CommunityId) -> ClockEvi
     except FileNotFoundError:
         return ClockEvidence()
     message = waku_message_pb2.WakuMessage()
-    message.ParseFromString(data)
+    try:
+        message.ParseFromString(data)
+    except DecodeError:  # a clock not read could sign below it: an operator must look
+        raise ArchiveError(f"{layout.magnet_message_pb} is not a WakuMessage") from None
     return read_evidence([message], community)
 
 
