@@ -53,8 +53,8 @@ PUBSUB = "/waku/2/rs/16/64"
 
 
 def pool_of(community: SampleCommunity) -> list[tuple[bytes, ArchiveMessage]]:
-    """Real channel envelopes from the sample generator: (topic, data) and the archive form
-    of their payload (hash and time are each re-wrapped envelope's own)."""
+    """Real channel envelopes from the sample generator: (envelope data, archive form of its
+    payload), the form's hash and time to be replaced by each re-wrapped envelope's own."""
     keys = {chat_topic(community.id.channel_chat_id(c)): community.id.channel_chat_id(c)
             for c in community.channels}  # fmt: skip
     pool = []
