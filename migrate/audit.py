@@ -187,10 +187,19 @@ def _preference(row: dict[str, Any]) -> tuple[bool, int, str, str]:
     return (row["from_v2"], row["rank"], row["source"], row["location"])
 
 
-def read_sources(request: AuditRequest, progress: Progress) -> _SourceScan:
-    """The copies the archives should hold, from every source."""
+def read_sources(
+    request: AuditRequest, progress: Progress, archived: set[bytes] | None = None
+) -> _SourceScan:
+    """The copies the archives should hold, from every source.
+
+    A message whose every copy the archives hold (``archived``: their hashes) is counted
+    without decrypting it: its copies' hashes and timestamps come from the stored row, as
+    :func:`~waku_legacy.migrate.archives.archive_fields` computes them. Only the others are
+    decrypted, to tell a missing message (the builder would have archived it) from one that
+    does not decrypt (it never would), and to keep it whole for a repair. Decryption is
+    most of an audit's work, so a complete community audits at the speed of reading it.
+    """
     from waku_legacy.identity.topics import symmetric_key_for_chat
-    from waku_legacy.migrate.archives import archive_fields
 
     scan = _SourceScan()
     keys = {
@@ -199,28 +208,64 @@ def read_sources(request: AuditRequest, progress: Progress) -> _SourceScan:
     }
     channel_topics = [chat_topic(request.community.channel_chat_id(c)) for c in request.channels]
     for row, sources in _kept_rows(request, scan, progress).values():
-        fields = archive_fields(
-            message_hash=row["message_hash"], content_topic=row["content_topic"],
-            payload=row["payload"], version=row["version"], timestamp_ns=row["timestamp"],
-            db_key=row["db_key"], symmetric_key=keys[row["content_topic"]],
-        )  # fmt: skip
-        if not fields["ok"]:
-            scan.undecryptable[fields["reason"]] += 1
-            continue
-        message = ArchiveMessage(
-            timestamp=fields["timestamp"], hash=fields["hash"], topic=fields["topic"],
-            payload=fields["payload"], sig=fields["sig"], padding=fields["padding"],
-        )  # fmt: skip
-        copies, _ = apply_archive_topics(
-            [message], channel_topics, request.community, request.archive_topics
-        )
+        copies = _copies(request, channel_topics, _stored_form(row))
+        if archived is None or any(bytes(c.hash) not in archived for c in copies):
+            decrypted = _decrypted_form(row, keys[row["content_topic"]], scan)
+            if decrypted is None:
+                continue
+            copies = _copies(request, channel_topics, decrypted)
+            kept_whole = request.keep_messages
+        else:
+            kept_whole = False  # archived: a repair never needs it
         for copy in copies:
             digest = bytes(copy.hash)
             scan.expected[digest] = _Expected(
                 digest, row["channel"], copy.timestamp, row["timestamp"], set(sources),
-                copy if request.keep_messages else None,
+                copy if kept_whole else None,
             )  # fmt: skip
     return scan
+
+
+def _stored_form(row: dict[str, Any]) -> ArchiveMessage:
+    """The archived message's hash, topic and timestamp, read off the stored row (no
+    payload: enough to name its copies)."""
+    from waku_legacy.identity.topics import v1_topic_from_content_topic
+
+    return ArchiveMessage(
+        timestamp=row["timestamp"] // _NANOS, hash=_archive_hash(row),
+        topic=v1_topic_from_content_topic(row["content_topic"]), payload=b"",
+    )  # fmt: skip
+
+
+def _decrypted_form(
+    row: dict[str, Any], symmetric_key: bytes, scan: _SourceScan
+) -> ArchiveMessage | None:
+    """The archived message whole (as the builder makes it), or None when it does not
+    decrypt (counted by reason: the builder never archives it)."""
+    from waku_legacy.migrate.archives import archive_fields
+
+    fields = archive_fields(
+        message_hash=row["message_hash"], content_topic=row["content_topic"],
+        payload=row["payload"], version=row["version"], timestamp_ns=row["timestamp"],
+        db_key=row["db_key"], symmetric_key=symmetric_key,
+    )  # fmt: skip
+    if not fields["ok"]:
+        scan.undecryptable[fields["reason"]] += 1
+        return None
+    return ArchiveMessage(
+        timestamp=fields["timestamp"], hash=fields["hash"], topic=fields["topic"],
+        payload=fields["payload"], sig=fields["sig"], padding=fields["padding"],
+    )  # fmt: skip
+
+
+def _copies(
+    request: AuditRequest, channel_topics: Sequence[bytes], message: ArchiveMessage
+) -> Sequence[AnyArchiveMessage]:
+    """The copies ``archive_topics`` makes of ``message`` (:mod:`waku_legacy.archive.topics`)."""
+    copies, _ = apply_archive_topics(
+        [message], channel_topics, request.community, request.archive_topics
+    )
+    return copies
 
 
 # -- the archives ----------------------------------------------------------------------------
@@ -548,16 +593,18 @@ def _audit(request: AuditRequest, progress: Progress | None) -> tuple[dict[str, 
     from waku_legacy.migrate.progress import Progress
 
     progress = progress or Progress(enabled=False)
-    scan = read_sources(request, progress)
+    archives, store_problems = scan_archives(
+        request.archive_dir, request.community, request.flavour, progress
+    )
+    scan = read_sources(
+        request, progress, {bytes(m.hash) for a in archives for m in a.messages}
+    )
     progress.log(
         f"sources: {len(scan.expected)} archive cop(ies) expected from {scan.records} "
         f"record(s)"
         + (f"; {sum(scan.undecryptable.values())} channel message(s) do not decrypt"
            if scan.undecryptable else "")
     )  # fmt: skip
-    archives, store_problems = scan_archives(
-        request.archive_dir, request.community, request.flavour, progress
-    )
     oldest = min((c.timestamp for c in scan.expected.values()), default=None)
     result = _Comparison(_Windows(archives, oldest))
     result.problems.extend(store_problems)
