@@ -65,6 +65,7 @@ __all__ = [
     "CommunityResult",
     "archive_batch",
     "archive_fields",
+    "archive_hash",
     "build_archives",
     "encode_window",
 ]
@@ -141,6 +142,13 @@ class CommunityResult:
 # -- executors: pure per-record and per-window functions ------------------------------------
 
 
+def archive_hash(message_hash: bytes, db_key: bytes | None) -> bytes:
+    """The hash an archive gives a stored message: v1-era messages are identified by their
+    envelope hash (the DB key's middle part), messages that only ever existed on v2 by their
+    deterministic hash."""
+    return bytes(db_key[4:36]) if db_key is not None else bytes(message_hash)
+
+
 def archive_fields(
     *,
     message_hash: bytes,
@@ -160,11 +168,8 @@ def archive_fields(
         return {"ok": False, "reason": f"payload version {version} is not 26/WAKU-PAYLOAD"}
     try:
         decoded = decode_payload(payload, symmetric_key=symmetric_key)
-        # v1-era messages are identified by their envelope hash (the DB key's middle part);
-        # messages that only ever existed on v2 by their deterministic hash.
-        archive_hash = db_key[4:36] if db_key is not None else message_hash
         message = archive_message(
-            message_hash=archive_hash,
+            message_hash=archive_hash(message_hash, db_key),
             topic=v1_topic_from_content_topic(content_topic),
             timestamp=timestamp_ns // _NANOS,
             decoded=decoded,

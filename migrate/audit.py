@@ -39,6 +39,7 @@ from waku_legacy.archive.partition import WEEK_SECONDS, window_start
 from waku_legacy.archive.topics import ArchiveTopics, apply_archive_topics
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.identity.topics import CommunityId, chat_topic, v1_topic_to_content_topic
+from waku_legacy.migrate.archives import archive_hash
 
 if TYPE_CHECKING:
     from waku_legacy.archive.repair import MissingMessage
@@ -135,10 +136,8 @@ def _raw_rows(source: SourceConfig, request: AuditRequest) -> Iterator[dict[str,
 
 
 def _archive_hash(row: dict[str, Any]) -> bytes:
-    """The hash an archive gives a stored message (as ``archive_fields``): the envelope hash
-    of a v1-era message (the middle of its DB key), else the deterministic hash."""
-    db_key = row["db_key"]
-    return bytes(db_key[4:36]) if db_key is not None else bytes(row["message_hash"])
+    """The hash an archive gives a stored row (:func:`archive_hash`)."""
+    return archive_hash(row["message_hash"], row["db_key"])
 
 
 def _kept_rows(
