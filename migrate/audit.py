@@ -51,7 +51,9 @@ __all__ = [
     "AuditRequest",
     "audit_community",
     "audit_missing",
+    "channel_mapping",
     "community_folder",
+    "raw_records",
     "render_audit_table",
 ]
 
@@ -108,7 +110,9 @@ class _ScannedArchive:
 # -- the sources -----------------------------------------------------------------------------
 
 
-def _mapping(request: AuditRequest) -> TopicMapping:
+def channel_mapping(request: AuditRequest) -> TopicMapping:
+    """The topic mapping of the audited community's channels only (the repair reads the
+    same sources with it for the link's clock evidence)."""
     from waku_legacy.identity.topic_mapping import ChannelRoute, TopicMapping
 
     cid = str(request.community)
@@ -120,14 +124,14 @@ def _mapping(request: AuditRequest) -> TopicMapping:
     return TopicMapping(request.pubsub_topic, routes)
 
 
-def _raw_rows(source: SourceConfig, request: AuditRequest) -> Iterator[dict[str, Any]]:
+def raw_records(source: SourceConfig, request: AuditRequest) -> Iterator[dict[str, Any]]:
     """Every RAW record of ``source``; a store-rest URL is asked for the channels only."""
     from waku_legacy.migrate.config import SourceKind
     from waku_legacy.migrate.sources import plan_source, read_task
 
     if source.kind is SourceKind.STORE_REST and source.url:
         source = dataclasses.replace(
-            source, content_topics=tuple(_mapping(request).routes), partitions=None,
+            source, content_topics=tuple(channel_mapping(request).routes), partitions=None,
             state_file=None,
         )  # fmt: skip
     for task in plan_source(source, 1, str(Path(request.work_dir) / "audit")):
@@ -147,12 +151,12 @@ def _kept_rows(
     hashes on other topics go to ``scan.elsewhere``."""
     from waku_legacy.migrate.decode import decode_record
 
-    mapping = _mapping(request)
+    mapping = channel_mapping(request)
     cid = str(request.community)
     kept: dict[bytes, tuple[dict[str, Any], set[str]]] = {}
     for source in request.sources:
         with progress.bar(f"audit: read {source.name}", unit="rec") as bar:
-            for raw in _raw_rows(source, request):
+            for raw in raw_records(source, request):
                 scan.records += 1
                 bar.update(1)
                 _keep(decode_record(raw, mapping), cid, scan, kept)
@@ -203,7 +207,7 @@ def read_sources(
     scan = _SourceScan()
     keys = {
         content_topic: symmetric_key_for_chat(request.community.channel_chat_id(route.channel))
-        for content_topic, route in _mapping(request).routes.items()
+        for content_topic, route in channel_mapping(request).routes.items()
     }
     channel_topics = [chat_topic(request.community.channel_chat_id(c)) for c in request.channels]
     for row, sources in _kept_rows(request, scan, progress).values():

@@ -44,14 +44,14 @@ class _Raw:
 def link_evidence(request: AuditRequest) -> ClockEvidence:
     """Descriptions and archive-link messages of the community in the sources and the store."""
     from waku_legacy.archive.clock import read_store_evidence
-    from waku_legacy.migrate.audit import _mapping, _raw_rows
+    from waku_legacy.migrate.audit import channel_mapping, raw_records
     from waku_legacy.migrate.decode import decode_record
 
     topics = set(evidence_topics(request.community))
-    mapping = _mapping(request)
+    mapping = channel_mapping(request)
     found = []
     for source in request.sources:
-        for raw in _raw_rows(source, request):
+        for raw in raw_records(source, request):
             row = decode_record(raw, mapping)
             if not row["quarantined"] and row["content_topic"] in topics:
                 found.append(_Raw(row["content_topic"], bytes(row["payload"]), row["version"]))

@@ -119,13 +119,13 @@ def _discover(
 ) -> ChannelDiscovery:
     """The community's channels from its signed CommunityDescription messages."""
     from waku_legacy.identity.topics import CommunityId
-    from waku_legacy.migrate.config import _parse_source
+    from waku_legacy.migrate.config import parse_source
     from waku_legacy.migrate.discover import discover_channels
     from waku_legacy.migrate.progress import Progress
 
     progress = Progress(enabled=not args.quiet)
     community = CommunityId.parse(args.community)
-    configs = [_parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)]
+    configs = [parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)]
     progress.log(f"no --channel: reading the sources for {community}'s CommunityDescription")
     found = discover_channels(
         configs, community, work_dir=str(out / ".work"),
@@ -245,7 +245,7 @@ def _audit(args: argparse.Namespace) -> int:
     from waku_legacy.identity.shards import community_pubsub_topic
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.migrate.audit import AuditRequest, audit_community, render_audit_table
-    from waku_legacy.migrate.config import _parse_source
+    from waku_legacy.migrate.config import parse_source
     from waku_legacy.migrate.progress import Progress
 
     community = CommunityId.parse(args.community)
@@ -260,7 +260,7 @@ def _audit(args: argparse.Namespace) -> int:
         archive_dir = _audit_archive_dir(args, community, scratch)
         request = AuditRequest(
             community=community, channels=tuple(channels),
-            sources=[_parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)],
+            sources=[parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)],
             archive_dir=archive_dir, origin=args.magnet or args.torrent or args.archive_dir,
             work_dir=str(scratch), pubsub_topic=community_pubsub_topic(args.shard),
             archive_topics=ArchiveTopics.parse(args.archive_topics),

@@ -89,6 +89,7 @@ __all__ = [
     "SparkConfig",
     "load_config",
     "parse_config",
+    "parse_source",
 ]
 
 DEFAULT_PUBSUB_TOPIC = GLOBAL_PUBSUB_TOPIC
@@ -168,7 +169,9 @@ class MigrateConfig:
 # -- the parser -------------------------------------------------------------------------------
 
 
-def _parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
+def parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
+    """One ``[[source]]`` table (``number``: its position, 1-based; paths relative to
+    ``base``). ``export`` and ``audit`` build their sources from ``--source`` specs with it."""
     t = ConfigTable(raw, f"[[source]] #{number}")
     kind_text = t.string("kind", required=True)
     try:
@@ -244,7 +247,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
         raise ConfigError(f"{origin}: at least one [[source]] table is required")
     if not isinstance(raw_sources, list):
         raise top.error("source", "an array of tables ([[source]])", raw_sources)
-    sources = tuple(_parse_source(s, i + 1, base) for i, s in enumerate(raw_sources))
+    sources = tuple(parse_source(s, i + 1, base) for i, s in enumerate(raw_sources))
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ConfigError(f"{origin}: source names must be unique, got {names}")

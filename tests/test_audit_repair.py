@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_audit import CID, COMMUNITY, _sources, damaged, sample  # noqa: F401 (fixtures)
-from waku_legacy.archive.build import _LinkSigner, _write_magnet_message
+from waku_legacy.archive.build import LinkSigner, write_magnet_message
 from waku_legacy.archive.data_files import ArchiveIndex, read_archive_bytes, read_index
 from waku_legacy.archive.encode import PIECE_LENGTH, IndexEntry, decode_archive
 from waku_legacy.archive.errors import ArchiveError
@@ -50,8 +50,8 @@ def repaired(sample, damaged, tmp_path: Path, capsys):  # noqa: F811
     shutil.copytree(archive_dir / CID, old_dir / CID)
     key = private_key_from_bytes(COMMUNITY.secret)
     layout = CommunityLayout.of(archive_dir, CID, torrents)
-    signer = _LinkSigner(key, "/waku/2/rs/16/64", "both", None)
-    _write_magnet_message(layout, signer, old.magnet_uri, OLD_CLOCK, fault=no_fault, fsync=False)
+    signer = LinkSigner(key, "/waku/2/rs/16/64", "both", None)
+    write_magnet_message(layout, signer, old.magnet_uri, OLD_CLOCK, fault=no_fault, fsync=False)
     key_file = tmp_path / "community.key"
     key_file.write_text(COMMUNITY.secret.hex())
     argv = ["audit", "--community", CID, "--archive-dir", str(archive_dir),

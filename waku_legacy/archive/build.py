@@ -64,7 +64,15 @@ from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.proto.status_layers import PROTOCOL_MESSAGE
 
-__all__ = ["BuildReport", "FinishReport", "build_community_archives", "finish_interrupted_build"]
+__all__ = [
+    "BuildReport",
+    "FinishReport",
+    "LinkSigner",
+    "build_community_archives",
+    "finish_interrupted_build",
+    "link_signer",
+    "write_magnet_message",
+]
 
 Progress = Callable[[str, int, int], None]
 _Message = ArchiveMessage | status_archive_pb2.WakuMessage
@@ -139,14 +147,14 @@ def build_community_archives(
     ``.json`` (``{"path": <nwaku relay path>, "pubsubTopic", "body", "chat", "messages"}``):
     one message per chat ``archive_link_chats`` names (``"both"``: ``<id>-memberUpdate`` and
     ``<id>-magnetlinks``), the 26/WAKU-PAYLOAD signed by ``payload_signer`` (default: the
-    community key); see :func:`_write_magnet_message`. ``archive_topics`` (``"channel"``,
+    community key); see :func:`write_magnet_message`. ``archive_topics`` (``"channel"``,
     ``"universal"``, ``"both"``) relabels the messages on ``content_topics`` (the channels)
     with the community's ``-memberUpdate`` topic (:mod:`waku_legacy.archive.topics`).
     """
     started = time.monotonic()
     flavour = Flavour.parse(flavour)
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
-    signer = _link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
+    signer = link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
     topics = tuple(bytes(t) for t in content_topics)
     report_progress = progress or _no_progress
     # 1. repair what an interrupted run left, then plan the windows since the last run
@@ -190,7 +198,7 @@ def _clock_or_now(clock_ms: int | None) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class _LinkSigner:
+class LinkSigner:
     """Who signs the archive-link message, where it is to be published and on which chats."""
 
     community_key: coincurve.PrivateKey
@@ -199,19 +207,19 @@ class _LinkSigner:
     payload_signer: coincurve.PrivateKey | None
 
 
-def _link_signer(
+def link_signer(
     layout: CommunityLayout,
     community_key: coincurve.PrivateKey | None,
     pubsub_topic: str,
     chats: str,
     payload_signer: coincurve.PrivateKey | None,
-) -> _LinkSigner | None:
+) -> LinkSigner | None:
     """None without a community key; ConfigError when the key is not the community's."""
     if community_key is None:
         return None
     if community_key.public_key.format(compressed=True) != layout.community.public_key:
         raise ConfigError(f"the community key given is not the key of {layout.community}")
-    return _LinkSigner(community_key, pubsub_topic, chats, payload_signer)
+    return LinkSigner(community_key, pubsub_topic, chats, payload_signer)
 
 
 def _planned_report(
@@ -277,7 +285,7 @@ def _publish_to_logos_storage(
     layout: CommunityLayout,
     client: LogosStorageClient,
     report: BuildReport,
-    signer: _LinkSigner | None,
+    signer: LinkSigner | None,
     clock_ms: int | None,
     *,
     flavour: Flavour,
@@ -296,7 +304,7 @@ def _publish_to_logos_storage(
     if signer is not None and published.index_cid is not None:
         clock = _clock_or_now(clock_ms)
         layout.magnet_message_pb.parent.mkdir(parents=True, exist_ok=True)
-        report.magnet_message_paths = _write_magnet_message(
+        report.magnet_message_paths = write_magnet_message(
             layout, signer, published.index_cid, clock, fault=fault, fsync=fsync,
             backend=LOGOS_STORAGE,
         )  # fmt: skip
@@ -306,7 +314,7 @@ def _publish_torrent(
     layout: CommunityLayout,
     torrent_dir: str | os.PathLike[str],
     report: BuildReport,
-    signer: _LinkSigner | None,
+    signer: LinkSigner | None,
     clock_ms: int | None,
     *,
     flavour: Flavour,
@@ -326,14 +334,14 @@ def _publish_torrent(
     report.magnet_uri = report.archive_link = torrent.magnet_uri
     report.torrent_path = str(torrent.path)
     if signer is not None:
-        report.magnet_message_paths = _write_magnet_message(
+        report.magnet_message_paths = write_magnet_message(
             layout, signer, torrent.magnet_uri, _clock_or_now(clock_ms), fault=fault, fsync=fsync
         )
 
 
-def _write_magnet_message(
+def write_magnet_message(
     layout: CommunityLayout,
-    signer: _LinkSigner,
+    signer: LinkSigner,
     magnet_uri: str,
     clock_ms: int,
     *,
@@ -459,7 +467,7 @@ def finish_interrupted_build(
     flavour = Flavour.parse(flavour)
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
     report = FinishReport(layout.name)
-    signer = _link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
+    signer = link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
     if not layout.root.exists() and not layout.torrent.exists():
         return report  # nothing built yet
     # 1. repair data and index (what the torrent and the link message are derived from)
@@ -487,7 +495,7 @@ def finish_interrupted_build(
         if problem is not None:
             report.magnet_message_problem = problem
             clock = link_clock(magnet_uri) if link_clock is not None else _clock_or_now(clock_ms)
-            _write_magnet_message(layout, signer, magnet_uri, clock, fault=fault, fsync=fsync)
+            write_magnet_message(layout, signer, magnet_uri, clock, fault=fault, fsync=fsync)
             report.magnet_message_rewritten = True
     return report
 

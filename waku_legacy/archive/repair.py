@@ -43,7 +43,7 @@ from typing import Any
 import coincurve
 from google.protobuf.message import DecodeError
 
-from waku_legacy.archive.build import _link_signer, _write_magnet_message
+from waku_legacy.archive.build import link_signer, write_magnet_message
 from waku_legacy.archive.clock import ClockEvidence, choose_link_clock, read_evidence
 from waku_legacy.archive.data_files import (
     ArchiveIndex,
@@ -193,7 +193,7 @@ def repair_archives(
     last window ends; a later build goes on from there (the state file's end)."""
     flavour = Flavour.parse(flavour)
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
-    signer = _link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
+    signer = link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
     assert signer is not None
     index = read_index(archive_dir, layout.community, flavour=flavour)
     report = RepairReport(layout.name, len(missing), old_data_length=index.data_length)
@@ -220,7 +220,7 @@ def repair_archives(
     choice = choose_link_clock(found, base=base, base_reason="wall clock",
                                archive_link=torrent.magnet_uri)  # fmt: skip
     report.clock = choice.to_json()
-    report.magnet_message_paths = _write_magnet_message(
+    report.magnet_message_paths = write_magnet_message(
         layout, signer, torrent.magnet_uri, choice.clock, fault=no_fault, fsync=fsync
     )
     return report
