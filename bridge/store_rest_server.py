@@ -41,6 +41,11 @@ parsing time [<Nim error>]``): messages as ``{payload, contentTopic,
 version, timestamp, ephemeral, meta?}``, cursor ``{pubsubTopic, senderTime, storeTime,
 digest: {data: base64}}`` with ``digest = sha256(contentTopic || payload)``; the cursor is
 used only when ``pubsubTopic``, ``senderTime``, ``storeTime`` and ``digest`` are all given.
+
+The query semantics (nwaku's archive checks, legacy cursors) are not here: they are
+:mod:`waku_legacy.store.query` and :mod:`waku_legacy.store.legacy_query`, shared with the
+store protocols over libp2p (:mod:`waku_legacy.store.protocol`); this module parses HTTP
+parameters and writes JSON.
 """
 
 from __future__ import annotations
@@ -48,21 +53,25 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.identity.message_hash import store_v2_digest
 from waku_legacy.store import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
-    CursorNotFound,
     InvalidQuery,
     MessageStore,
 )
+from waku_legacy.store.legacy_query import (
+    LEGACY_CURSOR_SCAN,
+    LegacyCursor,
+    LegacyCursorCache,
+    LegacyCursorNotFound,
+    LegacyQuery,
+    run_legacy_page,
+)
+from waku_legacy.store.query import MAX_CONTENT_TOPICS, ArchiveError, run_query
 from waku_legacy.store.rest_json import (
     MAX_HASHES_PER_QUERY,
     lenient_b64decode,
@@ -70,9 +79,11 @@ from waku_legacy.store.rest_json import (
 )
 from waku_legacy.store.types import StoredMessage, StoreError, StoreQuery
 
-__all__ = [
+__all__ = [  # the legacy cursor types and limits are waku_legacy.store's, re-exported
+    "LEGACY_CURSOR_SCAN",
     "MAX_CONTENT_TOPICS",
     "NWAKU_CURSOR_NOT_FOUND",
+    "LegacyCursor",
     "LegacyCursorCache",
     "LegacyQuery",
     "RestError",
@@ -82,7 +93,6 @@ __all__ = [
     "run_v3_query",
 ]
 
-MAX_CONTENT_TOPICS = 10  # nwaku MaxContentTopicsPerQuery
 _I64_MAX = (1 << 63) - 1
 _NIM_INT = re.compile(r"[+-]?[0-9][0-9_]*")  # Nim parseutils: '_' after a digit is skipped
 _TRUE = {"y", "yes", "true", "1", "on"}
@@ -95,10 +105,6 @@ _ARCHIVE_ERROR = "error in handleSelfStoreRequest: BAD_RESPONSE: archive error: 
 NWAKU_CURSOR_NOT_FOUND = _ARCHIVE_ERROR + "DRIVER_ERROR: cursor not found"
 NWAKU_ZERO_CURSOR = _ARCHIVE_ERROR + "INVALID_QUERY: all zeroes cursor hash"
 NWAKU_TOO_MANY_TOPICS = _ARCHIVE_ERROR + "INVALID_QUERY: too many content topics"
-# Messages at one timestamp searched for a legacy cursor this server did not hand out
-# recently (cursors it did are found by hash, see LegacyCursorCache): a forged cursor costs
-# at most this many rows.
-LEGACY_CURSOR_SCAN = 500
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -300,15 +306,10 @@ def run_v3_query(
 ) -> bytes:
     """One page as nwaku's ``StoreQueryResponse`` JSON (runs on a store thread); the page's
     cursor (None when no more follow) is appended to ``cursor_out`` when given."""
-    if query.cursor is not None:  # archive.nim findMessages checks these with a cursor only
-        if query.cursor == bytes(32):
-            raise RestError(500, NWAKU_ZERO_CURSOR)
-        if len(query.content_topics) > MAX_CONTENT_TOPICS:
-            raise RestError(500, NWAKU_TOO_MANY_TOPICS)
     try:
-        page = store.query(query)
-    except CursorNotFound:
-        raise RestError(500, NWAKU_CURSOR_NOT_FOUND) from None
+        page = run_query(store, query)
+    except ArchiveError as exc:  # nwaku's self-store path: 500 with the archive's words
+        raise RestError(500, _ARCHIVE_ERROR + str(exc)) from None
     if cursor_out is not None:
         cursor_out.append(page.cursor)
     return response_json_bytes(
@@ -317,25 +318,6 @@ def run_v3_query(
 
 
 # -- the legacy API (store v2-beta4 shapes) ----------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyCursor:
-    pubsub_topic: str
-    sender_time: int
-    store_time: int
-    digest: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyQuery:
-    pubsub_topic: str | None = None
-    content_topics: tuple[str, ...] = ()
-    start_time: int | None = None
-    end_time: int | None = None
-    cursor: LegacyCursor | None = None
-    ascending: bool = True
-    page_size: int = DEFAULT_PAGE_SIZE
 
 
 def _digest(text: str) -> bytes:
@@ -369,74 +351,6 @@ def parse_legacy_query(params: Params | Mapping[str, str]) -> LegacyQuery:
     )
 
 
-class LegacyCursorCache:
-    """Legacy cursors this server handed out recently -> the message hash each names, so
-    that paging finds its place with one primary-key lookup (bounded; thread-safe: pages
-    are answered on the store's reader threads)."""
-
-    def __init__(self, capacity: int = 100_000) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[tuple[str, int, bytes], bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def put(self, key: tuple[str, int, bytes], message_hash: bytes) -> None:
-        with self._lock:
-            self._items[key] = message_hash
-            self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-
-    def get(self, key: tuple[str, int, bytes]) -> bytes | None:
-        with self._lock:
-            return self._items.get(key)
-
-
-def _legacy_key(cursor: LegacyCursor) -> tuple[str, int, bytes]:
-    return (cursor.pubsub_topic, cursor.sender_time, cursor.digest)
-
-
-def _find_legacy_cursor(
-    store: MessageStore, cursor: LegacyCursor, known: LegacyCursorCache | None = None
-) -> bytes:
-    """The hash of the message a legacy cursor names (pubsub topic, time, digest).
-
-    A cursor this server handed out is found by its hash; any other is searched for among
-    at most :data:`LEGACY_CURSOR_SCAN` messages with its pubsub topic and time (a forged
-    cursor must not make the server read thousands of rows)."""
-    remembered = None if known is None else known.get(_legacy_key(cursor))
-    if remembered is not None:
-        m = store.get_message(remembered)
-        if (
-            m is not None
-            and m.pubsub_topic == cursor.pubsub_topic
-            and m.timestamp == cursor.sender_time
-        ):
-            return m.message_hash
-    after: bytes | None = None
-    scanned = 0
-    while scanned < LEGACY_CURSOR_SCAN:
-        page = store.query(
-            StoreQuery(
-                pubsub_topic=cursor.pubsub_topic, start_time=cursor.sender_time,
-                end_time=cursor.sender_time, cursor=after,
-                limit=min(MAX_PAGE_SIZE, LEGACY_CURSOR_SCAN - scanned),
-            )
-        )  # fmt: skip
-        for m in page.messages:
-            if store_v2_digest(m.content_topic, m.payload) == cursor.digest:
-                return m.message_hash
-        scanned += len(page.messages)
-        if page.cursor is None:
-            raise _bad(
-                "cursor not found: no stored message has this pubsubTopic, senderTime and digest"
-            )
-        after = page.cursor
-    raise _bad(
-        f"cursor not found among the first {LEGACY_CURSOR_SCAN} messages with this "
-        "pubsubTopic and senderTime; page with cursors this server returned"
-    )
-
-
 def legacy_message_json(m: StoredMessage) -> dict[str, Any]:
     out: dict[str, Any] = {
         "payload": base64.b64encode(m.payload).decode("ascii"),
@@ -459,29 +373,18 @@ def run_legacy_query(
 ) -> bytes:
     """One legacy page as JSON; its cursor is remembered in ``known`` and appended to
     ``cursor_out`` (None when no more follow)."""
-    cursor_hash = None
-    if query.cursor is not None:
-        cursor_hash = _find_legacy_cursor(store, query.cursor, known)
-    page = store.query(
-        StoreQuery(
-            pubsub_topic=query.pubsub_topic, content_topics=query.content_topics,
-            start_time=query.start_time, end_time=query.end_time, cursor=cursor_hash,
-            ascending=query.ascending, limit=query.page_size,
-        )
-    )  # fmt: skip
+    try:
+        page = run_legacy_page(store, query, known)
+    except LegacyCursorNotFound as exc:
+        raise _bad(exc.cause) from None
     out: dict[str, Any] = {"messages": [legacy_message_json(m) for m in page.messages]}
-    next_cursor = None
-    if page.cursor is not None:
-        last = next(m for m in page.messages if m.message_hash == page.cursor)
-        digest = store_v2_digest(last.content_topic, last.payload)
-        next_cursor = LegacyCursor(last.pubsub_topic, last.timestamp, last.timestamp, digest)
-        if known is not None:
-            known.put(_legacy_key(next_cursor), last.message_hash)
+    next_cursor = page.cursor
+    if next_cursor is not None:
         out["cursor"] = {
-            "pubsubTopic": last.pubsub_topic,
-            "senderTime": last.timestamp,
-            "storeTime": last.timestamp,
-            "digest": {"data": base64.b64encode(digest).decode()},
+            "pubsubTopic": next_cursor.pubsub_topic,
+            "senderTime": next_cursor.sender_time,
+            "storeTime": next_cursor.store_time,
+            "digest": {"data": base64.b64encode(next_cursor.digest).decode()},
         }
     if cursor_out is not None:
         cursor_out.append(next_cursor)

@@ -64,8 +64,9 @@ SCHEMA = (
 
 
 def _hash_only_message(row: Row) -> StoredMessage:
-    """A hash-only query's row (``includeData`` false): the hash, nothing else."""
-    return StoredMessage(bytes.fromhex(row[0]), "", "", b"", 0, 0)
+    """A hash-only query's row (``includeData`` false): hash, timestamp, pubsub topic."""
+    h, timestamp, pubsub = row
+    return StoredMessage(bytes.fromhex(h), pubsub, "", b"", 0, int(timestamp))
 
 
 def _row_to_message(row: Row) -> StoredMessage:

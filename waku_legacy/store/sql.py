@@ -28,6 +28,8 @@ from waku_legacy.store.types import (
 __all__ = ["COLUMNS", "Dialect", "Fetch", "SqlMessageStore", "select_page", "v1_envelopes_select"]
 
 COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta"
+# A hash-only page's columns: the store protocol answers every hash with its pubsub topic.
+HASH_ONLY_COLUMNS = "messageHash, timestamp, pubsubTopic"
 _TIMESTAMP_AT = COLUMNS.split(", ").index("timestamp")
 
 Row = Sequence[Any]
@@ -47,7 +49,7 @@ class Dialect:
     row_hash: Callable[[Any], Any]  # a row's hash column, comparable in hash order
     hash_bytes: Callable[[Any], bytes]  # a row's hash column as the hash
     message: Callable[[Row], StoredMessage]  # a row of COLUMNS
-    hash_only: Callable[[Row], StoredMessage]  # a row of (messageHash, ...), includeData off
+    hash_only: Callable[[Row], StoredMessage]  # a row of HASH_ONLY_COLUMNS, includeData off
     in_list: Callable[[str, Sequence[object]], tuple[str, list[object]]]  # column IN values
     key_slice: str  # the 4-byte topic inside a v1 DB key (bytes 37..40)
     max_in_list: int | None  # the most values one list parameter takes (None: no limit)
@@ -124,7 +126,8 @@ class SqlMessageStore(MessageStore):
 
 def select_page(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> QueryPage:
     """One page of ``query``: timestamps in ns, inclusive; without ``include_data`` only
-    ``message_hash`` is meaningful in the returned rows. Raises :class:`InvalidQuery` and
+    ``message_hash``, ``pubsub_topic`` and ``timestamp`` are meaningful in the returned
+    rows. Raises :class:`InvalidQuery` and
     :class:`CursorNotFound`."""
     query.check()
     where, args = _filters(dialect, fetch, query)
@@ -133,7 +136,7 @@ def select_page(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> QueryPage:
     groups = content_topic_reads(query.content_topics, query.hashes)
     merged = len(groups) > 1
     whole = query.include_data and not merged
-    columns = COLUMNS if whole else "messageHash, timestamp"
+    columns = COLUMNS if whole else HASH_ONLY_COLUMNS
     ts_at = _TIMESTAMP_AT if whole else 1
     rows: list[Row] = []
     for group in groups:

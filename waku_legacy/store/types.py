@@ -89,7 +89,8 @@ class QueryPage:
 class StoreQuery:
     """One page request to the v2 store, nwaku's way: pages ordered by (timestamp, message
     hash); times in ns, inclusive; the cursor is a message hash, exclusive; without
-    ``include_data`` only ``message_hash`` is meaningful in the returned rows.
+    ``include_data`` only ``message_hash``, ``pubsub_topic`` and ``timestamp`` are
+    meaningful in the returned rows.
 
     Any sequence is accepted for the topics and hashes (kept as tuples). A query no backend
     can answer (a topic no store can hold, a bad page size or hash) is refused by
