@@ -17,7 +17,7 @@
 //   {"kind":"done", ...counts}
 // Exits 1 with a message on stderr if the peer is not usable in time or a query fails.
 
-import { createLightNode, DecodedMessage, Protocols, waku } from "@waku/sdk";
+import { createLightNode, DecodedMessage, Protocols, utils, waku } from "@waku/sdk";
 import { proto_store } from "@waku/proto";
 import { multiaddr } from "@multiformats/multiaddr";
 
@@ -107,7 +107,7 @@ async function usableStorePeer(node, args) {
   await ready;
   const peer = await node.libp2p.peerStore.get(node.libp2p.getPeers().find((p) => p.toString() === peerIdStr));
   const shardBytes = peer.metadata.get("shardInfo");
-  const shardInfo = shardBytes ? waku_utils_decode(shardBytes) : null;
+  const shardInfo = shardBytes ? utils.decodeRelayShard(shardBytes) : null;
   emit({ kind: "peer", peerId: peerIdStr, protocols: peer.protocols, shardInfo });
   // What the sdk's Store would pick for this pubsub topic (identify + metadata shards).
   const picked = await node.store.peerManager.getPeers({ protocol: Protocols.Store, pubsubTopic: args.pubsubTopic });
@@ -116,8 +116,6 @@ async function usableStorePeer(node, args) {
   }
   return peer.id;
 }
-
-let waku_utils_decode;
 
 async function queryPages(node, args, decoders) {
   let index = 0;
@@ -213,16 +211,22 @@ async function queryHashes(node, args, peerId, decoders) {
     index += 1;
   } while (cursor && cursor.length);
 
+  // By-hash fetch through the sdk's public Store API, at most 100 hashes a query (the
+  // sdk repeats the whole hash list on every page; stores cap a query's hash count).
   const fetched = [];
-  for await (const page of node.store.queryGenerator(decoders, {
-    messageHashes: entries.map((e) => Uint8Array.from(Buffer.from(e.hash, "hex"))),
-    includeData: true,
-    paginationLimit: args.pageSize,
-    peerId,
-  })) {
-    for (const m of await Promise.all(page)) {
-      if (!m) throw new Error("by-hash fetch: an entry without a decodable message");
-      fetched.push(describe(m));
+  const chunk = Math.min(args.pageSize, 100);
+  for (let start = 0; start < entries.length; start += chunk) {
+    const hashes = entries.slice(start, start + chunk).map((e) => Uint8Array.from(Buffer.from(e.hash, "hex")));
+    for await (const page of node.store.queryGenerator(decoders, {
+      messageHashes: hashes,
+      includeData: true,
+      paginationLimit: args.pageSize,
+      peerId,
+    })) {
+      for (const m of await Promise.all(page)) {
+        if (!m) throw new Error("by-hash fetch: an entry without a decodable message");
+        fetched.push(describe(m));
+      }
     }
   }
   emit({ kind: "fetched", messages: fetched });
@@ -231,7 +235,6 @@ async function queryHashes(node, args, peerId, decoders) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  waku_utils_decode = (await import("@waku/sdk")).utils.decodeRelayShard;
   const node = await createLightNode({
     defaultBootstrap: false,
     networkConfig: { clusterId: args.clusterId },
