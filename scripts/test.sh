@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup-env.sh
 ensure_chromium
+scripts/setup-js-interop.sh >/dev/null  # js-waku + Node 22 for the libp2p interop test
 .venv/bin/ruff check .
 scripts/typecheck.sh
 .venv/bin/python -m pytest "$@"
