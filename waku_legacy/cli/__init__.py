@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "waku_legacy.mailserver_compat.cli",  # v1 serve, v1 pull
     "waku_legacy.migrate.cli",  # migrate, export, demo
     "waku_legacy.bridge.cli",  # serve
+    "waku_legacy.p2p.cli",  # store query
 )
 
 

@@ -1,0 +1,116 @@
+"""The project's own libp2p client for request-response protocols (store v3, legacy store,
+metadata): dial a multiaddr, open one stream per request, write one length-prefixed request,
+close the write side, read the response until the peer closes.
+
+:class:`P2PClient` is a trio async context manager holding one connection;
+:func:`request_once` dials, asks, and hangs up, from synchronous code (``trio.run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import trio
+from libp2p.abc import IHost
+from libp2p.custom_types import TProtocol
+from libp2p.peer.id import ID
+from libp2p.peer.peerinfo import info_from_p2p_addr
+
+from waku_legacy.errors import LimitExceeded
+from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
+from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
+from waku_legacy.p2p.keys import ephemeral_key_pair
+from waku_legacy.p2p.streams import frame, read_all, read_frame
+
+__all__ = ["MAX_RESPONSE_BYTES", "P2PClient", "request_once"]
+
+#: nwaku's store responses stay under its 10 MiB RPC cap (MaxRpcSize).
+MAX_RESPONSE_BYTES = 10 * 1024 * 1024 + 64 * 1024
+
+
+class P2PClient:
+    def __init__(self, host: IHost, peer: ID, timeout: float) -> None:
+        self.host = host
+        self.peer = peer
+        self.timeout = timeout
+
+    @classmethod
+    @asynccontextmanager
+    async def dial(
+        cls, address: str, *, muxers: Sequence[str] = ("yamux",), timeout: float = 20.0
+    ) -> AsyncIterator[P2PClient]:
+        """Connect to ``address`` (a multiaddr ending in ``/p2p/<peer id>``)."""
+        target = parse_multiaddr(address, what="peer address")
+        try:
+            info = info_from_p2p_addr(target)
+        except Exception as exc:
+            raise P2PError(f"peer address {address} names no peer id (/p2p/…): {exc}") from None
+        is_ws = "ws" in {p.name for p in target.protocols()}
+        limits = HostLimits(dial_timeout=timeout, handshake_timeout=timeout)
+        host = build_host(ephemeral_key_pair(), [], limits=limits, muxers=muxers, websocket=is_ws)
+        async with host.run(listen_addrs=[]):
+            try:
+                with trio.fail_after(timeout):
+                    await host.connect(info)
+            except trio.TooSlowError:
+                raise P2PTimeout(f"no connection to {address} within {timeout} s") from None
+            except P2PError:
+                raise
+            except Exception as exc:
+                raise P2PError(f"cannot connect to {address}: {exc}") from exc
+            try:
+                yield cls(host, info.peer_id, timeout)
+            finally:
+                with trio.move_on_after(2.0):
+                    await host.disconnect(info.peer_id)
+
+    async def request(
+        self, protocol: str, body: bytes, *, max_bytes: int = MAX_RESPONSE_BYTES
+    ) -> bytes:
+        """Send ``body`` on a new ``protocol`` stream; the response body."""
+        try:
+            with trio.fail_after(self.timeout):
+                stream = await self.host.new_stream(self.peer, [TProtocol(protocol)])
+                try:
+                    await stream.write(frame(body))
+                    # the request ends here (NetStream has it; the interface does not say so)
+                    await stream.close_write()  # type: ignore[attr-defined]
+                    return await _read_response(stream, max_bytes, protocol)
+                finally:
+                    with trio.move_on_after(1.0):
+                        await stream.close()
+        except trio.TooSlowError:
+            raise P2PTimeout(f"no {protocol} response within {self.timeout} s") from None
+        except (P2PError, LimitExceeded):
+            raise
+        except Exception as exc:
+            raise P2PError(f"{protocol} request failed: {exc}") from exc
+
+
+async def _read_response(stream: object, max_bytes: int, protocol: str) -> bytes:
+    from libp2p.abc import INetStream
+
+    assert isinstance(stream, INetStream)
+    body = await read_frame(stream, max_bytes, what=f"{protocol} response")
+    rest = await read_all(stream, 16, what=f"{protocol} response")
+    if rest:
+        raise P2PStreamError(f"{protocol} response: bytes after the one frame")
+    return body
+
+
+def request_once(
+    address: str,
+    protocol: str,
+    body: bytes,
+    *,
+    muxers: Sequence[str] = ("yamux",),
+    timeout: float = 20.0,
+) -> bytes:
+    """Dial, ask once, hang up (blocking; any thread without a running trio loop)."""
+
+    async def main() -> bytes:
+        async with P2PClient.dial(address, muxers=muxers, timeout=timeout) as client:
+            return await client.request(protocol, body)
+
+    return trio.run(main)

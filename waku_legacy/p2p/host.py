@@ -1,0 +1,123 @@
+"""Building a py-libp2p host the way Waku peers expect one (trio side).
+
+What the real clients need, read in their code (see the package docstring for sources):
+TCP (go-waku, nwaku, status-go) and WebSocket (js-waku: ``webSockets`` is its only
+transport), Noise (``/noise``, the only encrypter js-waku and nwaku's default), yamux
+(``/yamux/1.0.0``, go-waku/status-go) and mplex (``/mplex/6.7.0``, the only muxer of
+@waku/sdk 0.0.36), identify (``/ipfs/id/1.0.0``, whose ``protocols`` js-waku reads to decide
+that a peer is a store node) and ping (``/ipfs/ping/1.0.0``). No other security transport is
+offered: py-libp2p's default would also offer TLS, secio and *plaintext*.
+
+A TCP and a WebSocket address on the same port share one socket (py-libp2p's port
+demultiplexer), as go-libp2p does; on port 0 both get the same free port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import multiaddr
+from libp2p import new_host
+from libp2p.abc import IHost, IMuxedConn
+from libp2p.crypto.keys import KeyPair
+from libp2p.crypto.x25519 import create_new_key_pair as new_noise_key_pair
+from libp2p.custom_types import TMuxerOptions, TProtocol, TSecurityOptions
+from libp2p.network.config import ConnectionConfig
+from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
+from libp2p.security.noise.transport import Transport as NoiseTransport
+from libp2p.stream_muxer.mplex.mplex import MPLEX_PROTOCOL_ID, Mplex
+from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
+from libp2p.stream_muxer.yamux.yamux import Yamux
+
+from waku_legacy.errors import ConfigError
+
+__all__ = [
+    "MUXERS",
+    "HostLimits",
+    "build_host",
+    "muxer_options",
+    "parse_multiaddr",
+    "security_options",
+]
+
+#: Stream muxers by the name the config and the CLI use.
+MUXERS = ("yamux", "mplex")
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """What py-libp2p's swarm enforces itself."""
+
+    max_connections: int = 200
+    max_connections_per_peer: int = 4
+    #: Noise handshake plus muxer negotiation of an inbound connection.
+    handshake_timeout: float = 10.0
+    #: multistream-select of an inbound stream (a stream that names no protocol in time).
+    negotiation_timeout: float = 10.0
+    dial_timeout: float = 10.0
+
+
+def parse_multiaddr(text: str, *, what: str = "multiaddr") -> multiaddr.Multiaddr:
+    try:
+        return multiaddr.Multiaddr(text)
+    except Exception as exc:  # multiaddr raises several unrelated types
+        raise ConfigError(f"{what} {text!r} does not parse: {exc}") from None
+
+
+def security_options(pair: KeyPair) -> TSecurityOptions:
+    """Noise only (a fresh X25519 static key per host, signed by the identity key)."""
+    noise = NoiseTransport(pair, noise_privkey=new_noise_key_pair().private_key)
+    return {NOISE_PROTOCOL_ID: noise}
+
+
+def muxer_options(muxers: Sequence[str] = MUXERS) -> TMuxerOptions:
+    """The muxers in order of preference (a dialler proposes them in this order)."""
+    table: dict[str, tuple[str, type[IMuxedConn]]] = {
+        "yamux": (YAMUX_PROTOCOL_ID, Yamux),
+        "mplex": (MPLEX_PROTOCOL_ID, Mplex),
+    }
+    options: dict[TProtocol, type[IMuxedConn]] = {}
+    for name in muxers:
+        if name not in table:
+            raise ConfigError(f"unknown stream muxer {name!r}; known: {', '.join(MUXERS)}")
+        protocol, muxer = table[name]
+        options[TProtocol(protocol)] = muxer
+    if not options:
+        raise ConfigError("at least one stream muxer is needed")
+    return options
+
+
+def build_host(
+    pair: KeyPair,
+    listen: Sequence[multiaddr.Multiaddr],
+    *,
+    limits: HostLimits = HostLimits(),
+    muxers: Sequence[str] = MUXERS,
+    websocket: bool = False,
+) -> IHost:
+    """A host with Noise, the given muxers, identify and ping. Listens on ``listen`` once
+    run (``host.run(listen)``); ``websocket=True`` lets a host without listen addresses dial
+    ``/ws`` addresses."""
+    config = ConnectionConfig(
+        max_connections=limits.max_connections,
+        min_connections=0,
+        low_watermark=0,
+        high_watermark=limits.max_connections,
+        max_connections_per_peer=limits.max_connections_per_peer,
+        dial_timeout=limits.dial_timeout,
+        inbound_upgrade_timeout=limits.handshake_timeout,
+        outbound_upgrade_timeout=limits.handshake_timeout,
+        inbound_stream_protocol_negotiation_timeout=limits.negotiation_timeout,
+        outbound_stream_protocol_negotiation_timeout=limits.negotiation_timeout,
+    )
+    has_ws = any("ws" in {p.name for p in addr.protocols()} for addr in listen)
+    return new_host(
+        key_pair=pair,
+        sec_opt=security_options(pair),
+        muxer_opt=muxer_options(muxers),
+        listen_addrs=list(listen) or None,
+        connection_config=config,
+        enable_tcp=True,
+        enable_websocket=websocket or has_ws,
+    )

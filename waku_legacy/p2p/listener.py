@@ -1,0 +1,466 @@
+"""A libp2p listener answering request-response protocols, run beside an asyncio program.
+
+py-libp2p runs on trio and the bridge on asyncio (aiohttp). The listener therefore owns a
+thread that runs ``trio.run``: :meth:`P2PListener.start` (asyncio) starts it and returns once
+the host listens (or raises the :class:`~waku_legacy.p2p.errors.P2PError` it failed with),
+and :meth:`P2PListener.stop` cancels the trio side and waits for the thread, at most
+``stop_timeout`` seconds (the thread is a daemon, so a host that will not close never keeps
+the process alive). The two loops share nothing but immutable config, a thread-safe
+counter table and the handlers.
+
+Each protocol's handler is a *synchronous* function ``request body -> response body``. It
+runs on a fixed pool of ``workers`` threads (never on trio's thread): the store handlers
+query the v2 store through one connection per worker thread, the same store and the same
+query code as the REST API. A stream carries one request: the listener reads one
+length-prefixed request within ``read_timeout`` and under ``max_request_bytes``, runs the
+handler, writes one length-prefixed response and closes the stream (js-waku reads until
+the stream ends). Limits: connections in total and per peer id (py-libp2p's swarm), per
+source address, concurrent streams per connection and per-peer request rate (here), the
+Noise/muxer handshake and stream protocol negotiation timeouts, and connections idle
+longer than ``idle_timeout`` are closed. Every refusal and failure is counted and logged
+(throttled) with its typed error; nothing a peer sends ends the listener.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import trio
+from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
+from libp2p.crypto.keys import KeyPair
+from libp2p.custom_types import TProtocol
+from multiaddr import Multiaddr
+
+from waku_legacy.errors import LimitExceeded, WakuLegacyError
+from waku_legacy.limits import LogThrottle, RateLimiter, address_key
+from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
+from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
+from waku_legacy.p2p.keys import peer_id_of
+from waku_legacy.p2p.metadata import (
+    METADATA_CODEC,
+    METADATA_MAX_BYTES,
+    Metadata,
+    decode_metadata,
+    encode_metadata,
+)
+from waku_legacy.p2p.streams import frame, read_frame
+
+__all__ = ["ListenerLimits", "P2PListener", "Refusal", "RequestHandler"]
+
+T = TypeVar("T")
+
+#: ``request body -> response body``; runs on a worker thread; must not raise for bad input.
+RequestHandler = Callable[[bytes], bytes]
+#: ``(request body, reason) -> response body`` saying "refused" in the protocol's own terms
+#: (store v3: status 429), or None to reset the stream instead.
+Refusal = Callable[[bytes, str], "bytes | None"]
+
+
+@dataclass(frozen=True)
+class ListenerLimits:
+    host: HostLimits = field(default_factory=HostLimits)
+    max_connections_per_address: int = 32
+    max_streams_per_connection: int = 32
+    max_request_bytes: int = 64 * 1024
+    #: from the stream's protocol being agreed to the whole request read
+    read_timeout: float = 30.0
+    write_timeout: float = 30.0
+    #: requests a second per peer id (0: no limit), and the bucket size
+    request_rate: float = 20.0
+    request_burst: float = 40.0
+    #: a connection without any stream for this long is closed
+    idle_timeout: float = 300.0
+    workers: int = 4
+    stop_timeout: float = 5.0
+
+
+@dataclass(frozen=True)
+class _Protocol:
+    answer: RequestHandler
+    refuse: Refusal | None
+
+
+@dataclass
+class _ConnState:
+    address: str
+    last_active: float
+    streams: int = 0
+
+
+@dataclass
+class _Shared:
+    """What the trio side writes and the asyncio side reads (under ``lock``)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    counters: Counter[str] = field(default_factory=Counter)
+
+    def count(self, name: str, by: int = 1) -> None:
+        with self.lock:
+            self.counters[name] += by
+
+    def snapshot(self) -> dict[str, int]:
+        with self.lock:
+            return dict(self.counters)
+
+
+def _default_extra(**values: Any) -> dict[str, Any]:
+    return {"p2p": values}
+
+
+class _Notifee(INotifee):
+    def __init__(self, listener: P2PListener) -> None:
+        self.listener = listener
+
+    async def connected(self, network: INetwork, conn: INetConn) -> None:
+        await self.listener._on_connected(conn)
+
+    async def disconnected(self, network: INetwork, conn: INetConn) -> None:
+        self.listener._on_disconnected(conn)
+
+    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
+        state = self.listener._conns.get(id(stream.muxed_conn))
+        if state is not None:
+            state.last_active = time.monotonic()
+
+    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
+        state = self.listener._conns.get(id(stream.muxed_conn))
+        if state is not None:
+            state.last_active = time.monotonic()
+
+    async def listen(self, network: INetwork, multiaddr: Multiaddr) -> None:
+        return None
+
+    async def listen_close(self, network: INetwork, multiaddr: Multiaddr) -> None:
+        return None
+
+
+class P2PListener:
+    """A libp2p host in its own trio thread: metadata, identify, ping and the given
+    request-response protocols."""
+
+    def __init__(
+        self,
+        pair: KeyPair,
+        listen: Sequence[str],
+        protocols: Mapping[str, tuple[RequestHandler, Refusal | None]],
+        *,
+        cluster_id: int,
+        shards: Sequence[int],
+        limits: ListenerLimits = ListenerLimits(),
+        logger: logging.Logger | None = None,
+        extra: Callable[..., Mapping[str, Any]] = _default_extra,
+    ) -> None:
+        if not listen:
+            raise P2PError("the libp2p listener needs at least one listen address")
+        self.pair = pair
+        self.peer_id = peer_id_of(pair)
+        self.listen = tuple(parse_multiaddr(a, what="libp2p listen address") for a in listen)
+        self.protocols = {name: _Protocol(*handlers) for name, handlers in protocols.items()}
+        self.metadata = Metadata(cluster_id, tuple(sorted(set(shards))))
+        self.limits = limits
+        self.log = logger or logging.getLogger("waku_legacy.p2p")
+        self._extra = extra
+        self.shared = _Shared()
+        self._addrs: list[str] = []
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._conns: dict[int, _ConnState] = {}
+        self._per_address: Counter[str] = Counter()
+        self._rate = RateLimiter(rate=limits.request_rate, burst=limits.request_burst)
+        self._throttle = LogThrottle()
+
+    # -- the asyncio side ---------------------------------------------------------------
+
+    @property
+    def multiaddrs(self) -> list[str]:
+        """Where the listener listens, each ending in ``/p2p/<peer id>``."""
+        return list(self._addrs)
+
+    def stats(self) -> dict[str, int]:
+        return self.shared.snapshot()
+
+    def start_blocking(self, timeout: float = 30.0) -> None:
+        """Start the trio thread and wait until the host listens (any thread)."""
+        if self._thread is not None:
+            raise P2PError("the libp2p listener was already started")
+        self._pool = ThreadPoolExecutor(self.limits.workers, thread_name_prefix="p2p-worker")
+        self._thread = threading.Thread(target=self._thread_main, name="p2p-trio", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise P2PError(f"the libp2p host did not start listening within {timeout} s")
+        if self._error is not None:
+            self._thread.join(self.limits.stop_timeout)
+            self._pool.shutdown(wait=False)
+            error = self._error
+            if isinstance(error, P2PError):
+                raise error
+            raise P2PError(f"the libp2p host did not start: {error}") from error
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Start and return once listening (asyncio)."""
+        import asyncio
+
+        await asyncio.to_thread(self.start_blocking, timeout)
+
+    def stop_blocking(self) -> bool:
+        """Cancel the trio side and wait for it (at most ``stop_timeout``); True if it ended."""
+        thread, token, scope = self._thread, self._token, self._scope
+        if thread is None:
+            return True
+        if token is not None and scope is not None:
+            try:
+                token.run_sync_soon(scope.cancel)
+            except trio.RunFinishedError:
+                pass
+        thread.join(self.limits.stop_timeout)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        return not thread.is_alive()
+
+    async def stop(self) -> bool:
+        import asyncio
+
+        return await asyncio.to_thread(self.stop_blocking)
+
+    # -- the trio side --------------------------------------------------------------------
+
+    def _thread_main(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:  # reported through start(); the thread must end quietly
+            if not self._ready.is_set():
+                self._error = exc
+            else:
+                self.log.error(
+                    "libp2p listener ended", extra=self._extra(error=str(exc)), exc_info=exc
+                )
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        host = build_host(self.pair, self.listen, limits=self.limits.host)
+        host.get_network().register_notifee(_Notifee(self))
+        host.set_stream_handler(TProtocol(METADATA_CODEC), self._serve_metadata)
+        for name, protocol in self.protocols.items():
+            host.set_stream_handler(TProtocol(name), self._handler_for(name, protocol))
+        self._token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            async with host.run(listen_addrs=list(self.listen)), trio.open_nursery() as nursery:
+                self._addrs = [self._with_peer_id(addr) for addr in host.get_addrs()]
+                if not self._addrs:
+                    raise P2PError("the libp2p host listens on no address")
+                nursery.start_soon(self._reap_idle, host)
+                self._ready.set()
+                await trio.sleep_forever()
+
+    def _with_peer_id(self, addr: Multiaddr) -> str:
+        text = str(addr)
+        return text if "/p2p/" in text else f"{text}/p2p/{self.peer_id}"
+
+    def _note(self, kind: str, key: str, error: BaseException | str, **values: Any) -> None:
+        """Count a refusal or failure; log it at most once per kind and key per 10 s."""
+        self.shared.count(kind)
+        if self._throttle.should_log((kind, key), time.monotonic()):
+            self.log.warning(
+                "libp2p " + kind.replace("_", " "),
+                extra=self._extra(
+                    error=str(error), error_type=type(error).__name__, peer=key, **values
+                ),
+            )
+
+    # connections
+
+    async def _on_connected(self, conn: INetConn) -> None:
+        address = _remote_address(conn)
+        self._conns[id(conn.muxed_conn)] = _ConnState(address, time.monotonic())
+        self._per_address[address] += 1
+        self.shared.count("connections_accepted")
+        if self._per_address[address] > self.limits.max_connections_per_address:
+            self._note(
+                "connection_refused",
+                address,
+                P2PRefused(f"over {self.limits.max_connections_per_address} from one address"),
+            )
+            await _close_quietly(conn)
+
+    def _on_disconnected(self, conn: INetConn) -> None:
+        state = self._conns.pop(id(conn.muxed_conn), None)
+        if state is not None:
+            self._per_address[state.address] -= 1
+            if self._per_address[state.address] <= 0:
+                del self._per_address[state.address]
+
+    async def _reap_idle(self, host: IHost) -> None:
+        period = max(0.05, min(5.0, self.limits.idle_timeout / 4))
+        while True:
+            await trio.sleep(period)
+            now = time.monotonic()
+            for conns in list(host.get_network().get_connections_map().values()):
+                for conn in list(conns):
+                    state = self._conns.get(id(conn.muxed_conn))
+                    if state is None or conn.get_streams():
+                        continue
+                    if now - state.last_active > self.limits.idle_timeout:
+                        self.shared.count("connections_idle_closed")
+                        await _close_quietly(conn)
+
+    # streams
+
+    async def _serve_metadata(self, stream: INetStream) -> None:
+        peer = str(stream.muxed_conn.peer_id)
+        try:
+            with trio.fail_after(self.limits.read_timeout):
+                theirs = decode_metadata(
+                    await read_frame(stream, METADATA_MAX_BYTES, what="metadata request")
+                )
+            with trio.fail_after(self.limits.write_timeout):
+                await stream.write(frame(encode_metadata(self.metadata)))
+                await stream.close()
+            self.shared.count("metadata_answered")
+            if theirs.cluster_id != self.metadata.cluster_id:
+                self._note(
+                    "metadata_other_cluster",
+                    peer,
+                    f"peer on cluster {theirs.cluster_id}, ours {self.metadata.cluster_id}",
+                )
+        except BaseException as exc:
+            await self._stream_failed(stream, peer, METADATA_CODEC, exc)
+
+    def _handler_for(self, name: str, protocol: _Protocol) -> Callable[[INetStream], Any]:
+        async def handle(stream: INetStream) -> None:
+            await self._serve_request(stream, name, protocol)
+
+        return handle
+
+    async def _serve_request(self, stream: INetStream, name: str, protocol: _Protocol) -> None:
+        conn = stream.muxed_conn
+        peer = str(conn.peer_id)
+        state = self._conns.get(id(conn))
+        if state is not None and state.streams >= self.limits.max_streams_per_connection:
+            limit = self.limits.max_streams_per_connection
+            self._note("stream_refused", peer, P2PRefused(f"over {limit} streams"), protocol=name)
+            await _reset_quietly(stream)
+            return
+        if state is not None:
+            state.streams += 1
+        try:
+            await self._answer(stream, peer, name, protocol)
+        except BaseException as exc:
+            await self._stream_failed(stream, peer, name, exc)
+        finally:
+            if state is not None:
+                state.streams -= 1
+                state.last_active = time.monotonic()
+
+    async def _answer(self, stream: INetStream, peer: str, name: str, protocol: _Protocol) -> None:
+        try:
+            with trio.fail_after(self.limits.read_timeout):
+                request = await read_frame(
+                    stream, self.limits.max_request_bytes, what=f"{name} request"
+                )
+        except trio.TooSlowError:
+            raise P2PTimeout(f"no whole request within {self.limits.read_timeout} s") from None
+        if self._rate.allow(peer, time.monotonic()):
+            response = await self._in_pool(protocol.answer, request)
+            self.shared.count("requests_answered")
+        else:
+            refusal = P2PRefused(f"over {self.limits.request_rate} requests/s")
+            self._note("request_rate_limited", peer, refusal, protocol=name)
+            refused = protocol.refuse(request, str(refusal)) if protocol.refuse else None
+            if refused is None:
+                await _reset_quietly(stream)
+                return
+            response = refused
+        with trio.fail_after(self.limits.write_timeout):
+            await stream.write(frame(response))
+            await stream.close()
+
+    async def _stream_failed(
+        self, stream: INetStream, peer: str, name: str, exc: BaseException
+    ) -> None:
+        await _reset_quietly(stream)
+        if isinstance(exc, trio.Cancelled):
+            raise exc
+        if isinstance(exc, trio.TooSlowError):
+            timeout = self.limits.write_timeout
+            exc = P2PTimeout(f"the peer did not take the response within {timeout} s")
+        if isinstance(exc, LimitExceeded):
+            self._note("request_too_large", peer, exc, protocol=name)
+        elif isinstance(exc, P2PTimeout):
+            self._note("stream_timeout", peer, exc, protocol=name)
+        elif isinstance(exc, (WakuLegacyError, OSError, EOFError)) or _is_libp2p_io(exc):
+            self._note("stream_error", peer, exc, protocol=name)
+        elif isinstance(exc, Exception):
+            self.shared.count("internal_errors")
+            self.log.error(
+                "libp2p handler failed",
+                extra=self._extra(peer=peer, protocol=name, error=str(exc)),
+                exc_info=exc,
+            )
+        else:
+            raise exc
+
+    async def _in_pool(self, fn: Callable[[bytes], T], request: bytes) -> T:
+        """``fn(request)`` on a worker thread; trio waits without blocking its loop."""
+        pool = self._pool
+        if pool is None:
+            raise P2PError("the libp2p listener is not running")
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+
+        def wake(_: Future[T]) -> None:
+            try:
+                token.run_sync_soon(done.set)
+            except trio.RunFinishedError:
+                pass
+
+        future = pool.submit(fn, request)
+        future.add_done_callback(wake)
+        await done.wait()
+        return future.result()
+
+
+def _is_libp2p_io(exc: BaseException) -> bool:
+    from libp2p.io.exceptions import IOException
+
+    return isinstance(exc, IOException)
+
+
+def _remote_address(conn: INetConn) -> str:
+    for addr in conn.get_transport_addresses():
+        for proto in ("ip4", "ip6"):
+            try:
+                value = addr.value_for_protocol(proto)
+            except Exception:
+                continue
+            if value:
+                return address_key(str(value))
+    return "unknown"
+
+
+async def _close_quietly(conn: INetConn) -> None:
+    try:
+        with trio.move_on_after(2.0):
+            await conn.close()
+    except Exception:
+        pass
+
+
+async def _reset_quietly(stream: INetStream) -> None:
+    try:
+        with trio.move_on_after(2.0):
+            await stream.reset()
+    except Exception:
+        pass
