@@ -25,7 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
         print_json(_summary(config, service))
         return 0
     configure_logging(args.log_level or config.logging.level, config.logging.format)
-    asyncio.run(BridgeService(config).run_forever())
+    asyncio.run(BridgeService(config, workers=config.server.workers).run_forever())
     return 0
 
 

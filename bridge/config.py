@@ -13,9 +13,16 @@
     request_burst = 200                      #   continuations of answered pages are free
     status_page = true                       # GET / (HTML) and /debug/v1/status (JSON): the
                                              #   service's state, nothing secret, no token
+    workers = 2                              # processes serving the REST API on one socket
+                                             #   (default: the number of cores; 1: one
+                                             #   process). See bridge.workers
 
     [store]
     url = "sqlite:///var/lib/waku-legacy/store.sqlite3"   # or postgresql://…, or a path
+    leader_interval = "15s"                  # PostgreSQL: instances sharing the store take
+                                             #   turns at archiving/seeding/publishing/history
+                                             #   (advisory lock; bridge.leader), retried and
+                                             #   checked this often
 
     [v1]                                     # optional: the Waku v1 side (RLPx + mailserver)
     listen = "0.0.0.0:30303"
@@ -85,6 +92,28 @@
     [logos_storage]                          # required when a community uses that back end
     url = "http://127.0.0.1:8080"            # the node's REST root (/api/storage/v1 under it)
 
+    [libp2p]                                 # optional: Waku v2 clients (js-waku, go-waku,
+    enabled = true                           #   status-go) query the store over libp2p:
+    listen = ["/ip4/0.0.0.0/tcp/60000", "/ip4/0.0.0.0/tcp/8000/ws"]   # store v3 and legacy
+    key_file = "libp2p.key"                  # secp256k1 as nwaku's --nodekey; created when
+                                             #   missing (mode 0600); the peer id comes from it
+    cluster_id = 16                          # answered on /vac/waku/metadata/1.0.0; js-waku
+    shards = [128]                           #   uses a store peer only for the shards listed
+                                             #   (default: the communities' shards and the
+                                             #   relay default topic's shard)
+    max_connections = 200                    # in total; max_connections_per_peer = 4 (peer
+    max_connections_per_address = 32         #   id), per source address (IPv6: per /64)
+    max_streams_per_connection = 32          # store requests in flight on one connection
+    max_request_bytes = 65536                # one store request (a frame over it: reset)
+    read_timeout = "30s"                     # a stream's whole request (js-waku pre-opens
+                                             #   streams: keep it >= 30s); also write_timeout
+    handshake_timeout = "10s"                # Noise + muxer of a new connection, and a
+                                             #   stream's protocol negotiation
+    idle_timeout = "5m"                      # a connection without streams is closed
+    requests_per_second = 20                 # per peer id (0: no budget); request_burst = 40
+    workers = 4                              # threads answering store queries (one store
+                                             #   connection each)
+
     [admin]
     token = "…"                              # or token_file = "admin.token" (one of the two)
 
@@ -101,6 +130,7 @@ token and key files up to 4 KiB); a device, FIFO or directory there is a ConfigE
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -115,7 +145,7 @@ from waku_legacy.community_config import (
 from waku_legacy.config import ConfigTable, read_toml, resolve_path, resolve_store_url
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.files import MAX_KEY_FILE, read_small_text
-from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
+from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, STATUS_CLUSTER_ID
 from waku_legacy.mailserver_compat.server.limits import V1Limits
 
 __all__ = [
@@ -124,6 +154,7 @@ __all__ = [
     "BridgeConfig",
     "CommunityConfig",
     "HistoryConfig",
+    "Libp2pConfig",
     "LoggingConfig",
     "ProtectedShard",
     "RelayConfig",
@@ -182,11 +213,13 @@ class ServerConfig:
     requests_per_second: float = 50.0  # 0: no per-address request budget
     request_burst: int = 200
     status_page: bool = True  # GET / and /debug/v1/status (false: 404 like any unknown path)
+    workers: int = 1  # processes serving the REST API (parsed default: the number of cores)
 
 
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
     url: str
+    leader_interval: float = 15.0  # PostgreSQL: the singleton lock's heartbeat and retry
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +281,28 @@ class ArchiveConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Libp2pConfig:
+    """``[libp2p]``: the store over libp2p (:mod:`waku_legacy.bridge.p2p`)."""
+
+    listen: tuple[str, ...]
+    key_file: str
+    cluster_id: int
+    shards: tuple[int, ...]
+    max_connections: int = 200
+    max_connections_per_peer: int = 4
+    max_connections_per_address: int = 32
+    max_streams_per_connection: int = 32
+    max_request_bytes: int = 65536
+    read_timeout: float = 30.0
+    write_timeout: float = 30.0
+    handshake_timeout: float = 10.0
+    idle_timeout: float = 300.0
+    requests_per_second: float = 20.0
+    request_burst: int = 40
+    workers: int = 4
+
+
+@dataclass(frozen=True, slots=True)
 class AdminConfig:
     token: str | None = None  # None: admin endpoints answer 403 to everyone
 
@@ -272,6 +327,7 @@ class BridgeConfig:
     origin: str = "<config>"
     base_dir: str = "."
     logos_storage_url: str | None = None  # [logos_storage] url (issue 12)
+    libp2p: Libp2pConfig | None = None  # [libp2p] (issue 13)
 
 
 # -- table readers -----------------------------------------------------------------------------
@@ -337,6 +393,7 @@ def _parse_server(top: ConfigTable) -> ServerConfig:
         requests_per_second=_rate(t, "requests_per_second", 50.0),
         request_burst=t.integer("request_burst", default=200, low=1, high=1_000_000),
         status_page=_boolean(t, "status_page", True),
+        workers=t.integer("workers", default=os.cpu_count() or 1, low=1, high=256),
     )
     t.done()
     return config
@@ -353,8 +410,11 @@ def _parse_store(top: ConfigTable, base: Path) -> StoreConfig:
         resolved = resolve_store_url(base, url)
     except ConfigError:
         raise t.error("url", "sqlite:///path, a file path or postgresql://…", url) from None
+    leader_interval = _duration(t, "leader_interval", 15.0)
+    if leader_interval <= 0:
+        raise t.error("leader_interval", "a positive duration", t.raw("leader_interval"))
     t.done()
-    return StoreConfig(resolved)
+    return StoreConfig(resolved, leader_interval)
 
 
 def _public_key(t: ConfigTable, key: str, text: str) -> bytes:
@@ -546,6 +606,67 @@ def _parse_admin(top: ConfigTable, base: Path) -> AdminConfig:
     return AdminConfig(token)
 
 
+def _parse_libp2p(
+    top: ConfigTable, base: Path, default_shards: tuple[int, ...]
+) -> Libp2pConfig | None:
+    t = _optional_table(top, "libp2p")
+    if t is None:
+        return None
+    enabled = _boolean(t, "enabled", True)
+    listen = t.strings("listen") or ("/ip4/0.0.0.0/tcp/60000", "/ip4/0.0.0.0/tcp/8000/ws")
+    for address in listen:
+        if not address.startswith(("/ip4/", "/ip6/")) or "/tcp/" not in address:
+            raise t.error("listen", "TCP multiaddrs such as /ip4/0.0.0.0/tcp/60000[/ws]", address)
+    key_file = resolve_path(base, t.string("key_file", default="libp2p.key"))
+    assert key_file is not None
+    shards_value = t.raw("shards")
+    if shards_value is None:
+        shards = default_shards
+    elif isinstance(shards_value, list) and all(
+        isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= 1023 for s in shards_value
+    ):
+        shards = tuple(sorted(set(shards_value)))
+    else:
+        raise t.error("shards", "a list of shard numbers 0..1023", shards_value)
+    config = Libp2pConfig(
+        listen=tuple(listen),
+        key_file=key_file,
+        cluster_id=t.integer("cluster_id", default=STATUS_CLUSTER_ID, low=0, high=0xFFFF),
+        shards=shards,
+        max_connections=t.integer("max_connections", default=200, low=1, high=100_000),
+        max_connections_per_peer=t.integer("max_connections_per_peer", default=4, low=1, high=1000),
+        max_connections_per_address=t.integer(
+            "max_connections_per_address", default=32, low=1, high=100_000
+        ),
+        max_streams_per_connection=t.integer(
+            "max_streams_per_connection", default=32, low=1, high=10_000
+        ),
+        max_request_bytes=t.integer("max_request_bytes", default=65536, low=1024, high=1024 * 1024),
+        read_timeout=_duration(t, "read_timeout", 30.0),
+        write_timeout=_duration(t, "write_timeout", 30.0),
+        handshake_timeout=_duration(t, "handshake_timeout", 10.0),
+        idle_timeout=_duration(t, "idle_timeout", 300.0),
+        requests_per_second=_rate(t, "requests_per_second", 20.0),
+        request_burst=t.integer("request_burst", default=40, low=1, high=1_000_000),
+        workers=t.integer("workers", default=4, low=1, high=64),
+    )
+    t.done()
+    return config if enabled else None
+
+
+def _default_shards(
+    communities: tuple[CommunityConfig, ...], relay: RelayConfig | None
+) -> tuple[int, ...]:
+    """The communities' shards and the shard of the relay's default topic (v1 topics of no
+    community land there)."""
+    shards = {community.shard for community in communities}
+    default_topic = relay.default_pubsub_topic if relay else GLOBAL_PUBSUB_TOPIC
+    tail = default_topic.rsplit("/", 1)[-1]
+    if default_topic.startswith("/waku/2/rs/") and tail.isdigit():
+        shards.add(int(tail))
+    return tuple(sorted(shards))
+
+
 def _parse_logging(top: ConfigTable) -> LoggingConfig:
     t = top.table("logging")
     level = t.string("level", default="info").lower()
@@ -576,11 +697,12 @@ def parse_config(
     admin = _parse_admin(top, base)
     logging_config = _parse_logging(top)
     logos_storage_url = parse_logos_storage(top, communities, origin)  # shared with the migration
+    libp2p = _parse_libp2p(top, base, _default_shards(communities, relay))
     top.done()
     return BridgeConfig(
         server=server, store=store, v1=v1, relay=relay, history=history, archive=archive,
         communities=communities, admin=admin, logging=logging_config, origin=origin,
-        base_dir=str(base), logos_storage_url=logos_storage_url,
+        base_dir=str(base), logos_storage_url=logos_storage_url, libp2p=libp2p,
     )  # fmt: skip
 
 

@@ -53,7 +53,7 @@ from waku_legacy.bridge.http_guard import (
     retry_after,
 )
 from waku_legacy.bridge.logs import fields
-from waku_legacy.bridge.metrics import CONTENT_TYPE, BridgeMetrics
+from waku_legacy.bridge.metrics import CONTENT_TYPE, BridgeMetrics, Snapshot
 from waku_legacy.bridge.status import StatusReport
 from waku_legacy.bridge.status_page import CONTENT_SECURITY_POLICY, render_status_page
 from waku_legacy.bridge.store_rest_server import (
@@ -79,6 +79,8 @@ JSON = "application/json"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID = web.RequestKey("request_id", str)
 NEXT_CURSOR = web.RequestKey("next_cursor", object)  # a store page's continuation key
+FORWARDED = web.RequestKey("forwarded", bool)  # answered by the primary (bridge.workers)
+PROCESS_HEADER = "X-Bridge-Process"  # which process answered, when there are several
 UNBUDGETED = frozenset({"/health", "/metrics"})  # constant work: probes and scrapes
 MAX_HEAD_LINE = 64 * 1024  # nwaku's REST server: request heads up to 64 KiB (then 431)
 DEGRADED = "Degraded"  # the one nodeHealth of ours that nwaku does not have
@@ -103,6 +105,7 @@ class BridgeBackend(Protocol):
     status_page: bool  # GET / and /debug/v1/status are served
 
     def health(self) -> tuple[str, list[dict[str, str]]]: ...
+    async def metric_snapshots(self) -> list[Snapshot]: ...  # other processes' metrics
     async def status_report(self) -> StatusReport: ...
     def info(self) -> dict[str, Any]: ...
     def communities_report(self) -> list[dict[str, Any]]: ...
@@ -194,7 +197,7 @@ class _Admission:
 
 
 def _make_middleware(
-    backend: BridgeBackend, limits: HttpLimits, refused: RefusalLog
+    backend: BridgeBackend, limits: HttpLimits, refused: RefusalLog, process: str | None = None
 ) -> Callable[..., Awaitable[web.StreamResponse]]:
     admission = _Admission(limits, refused)
 
@@ -215,6 +218,8 @@ def _make_middleware(
         except Exception as exc:
             response = _internal_error_response(request, exc, request_id)
         _record(backend.metrics, request, response, time.perf_counter() - started)
+        if process is not None:
+            response.headers[PROCESS_HEADER] = process
         return response
 
     return middleware
@@ -270,10 +275,12 @@ def _record(
     metrics: BridgeMetrics, request: web.Request, response: web.StreamResponse, elapsed: float
 ) -> None:
     """Count and time the answer, tag it with its request id, log it when it failed."""
+    request_id = request[REQUEST_ID]
+    if request.get(FORWARDED):
+        return  # the primary counted, timed and tagged it (bridge.workers)
     route = _route_name(request)
     metrics.http_requests.inc(1, route, request.method, str(response.status))
     metrics.http_latency.observe(elapsed, route)
-    request_id = request[REQUEST_ID]
     response.headers["X-Request-Id"] = request_id
     if response.status >= 400 or log.isEnabledFor(logging.DEBUG):
         log.log(
@@ -334,12 +341,21 @@ def _check_admin(request: web.Request, token: str | None) -> None:
 
 
 def make_runner(
-    backend: BridgeBackend, limits: HttpLimits, *, shutdown_timeout: float
+    backend: BridgeBackend,
+    limits: HttpLimits,
+    *,
+    shutdown_timeout: float,
+    forward: Handler | None = None,
+    process: str | None = None,
 ) -> web.AppRunner:
-    """The HTTP API behind its limits: connection caps, header/idle/body timeouts, budget."""
+    """The HTTP API behind its limits: connection caps, header/idle/body timeouts, budget.
+
+    ``forward`` (a worker process, :mod:`waku_legacy.bridge.workers`): the store routes are
+    served here, every other request is handed to ``forward``. ``process``: the value of the
+    ``X-Bridge-Process`` header on every answer (which process answered)."""
     refused = RefusalLog(backend.metrics)
     return GuardedRunner(
-        make_app(backend, limits=limits, refused=refused),
+        make_app(backend, limits=limits, refused=refused, forward=forward, process=process),
         guard=ConnectionGuard(limits, refused),
         handle_signals=False,
         access_log=None,
@@ -358,13 +374,19 @@ def make_app(
     *,
     limits: HttpLimits | None = None,
     refused: RefusalLog | None = None,
+    forward: Handler | None = None,
+    process: str | None = None,
 ) -> web.Application:
     limits = limits or HttpLimits()
     refused = refused or RefusalLog(backend.metrics)
     app = web.Application(
-        middlewares=[_make_middleware(backend, limits, refused)], client_max_size=64 * 1024
+        middlewares=[_make_middleware(backend, limits, refused, process)],
+        client_max_size=64 * 1024,
     )
     _add_store_routes(app, backend)
+    if forward is not None:
+        app.router.add_route("*", "/{tail:.*}", forward)
+        return app
     _add_operations_routes(app, backend)
     if backend.status_page:
         _add_status_routes(app, backend)
@@ -423,8 +445,9 @@ def _add_operations_routes(app: web.Application, backend: BridgeBackend) -> None
 
     async def metrics_page(request: web.Request) -> web.Response:
         metrics.pending_writes.set(store.pending_writes)
+        others = await backend.metric_snapshots()
         return web.Response(
-            body=metrics.registry.render().encode(), headers={"Content-Type": CONTENT_TYPE}
+            body=metrics.registry.render(others).encode(), headers={"Content-Type": CONTENT_TYPE}
         )
 
     app.router.add_get("/health", health)

@@ -3,6 +3,11 @@
 Hand-rolled (no dependency) and single-threaded by design: every update happens on the
 event loop, except :class:`Counter` increments from worker threads, which take a lock.
 Gauges may be backed by a callback that is read at scrape time (torrent peers, store size).
+
+Several processes, one service (``[server] workers``): :meth:`Registry.snapshot` gives a
+process's values as JSON-able data, and :meth:`Registry.render` adds other processes'
+snapshots to its own: counters and histograms are summed, gauges too (only the HTTP side's
+gauges are set in more than one process, and those add up: open connections).
 """
 
 from __future__ import annotations
@@ -11,12 +16,14 @@ import bisect
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["CONTENT_TYPE", "Counter", "Gauge", "Histogram", "Registry"]
+__all__ = ["CONTENT_TYPE", "Counter", "Gauge", "Histogram", "Registry", "Snapshot"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LabelValues = tuple[str, ...]
+# One process's values: metric name -> [[label values, value or histogram series], ...]
+Snapshot = dict[str, list[list[Any]]]
 
 
 def _escape_label(value: str) -> str:
@@ -60,7 +67,7 @@ class _Metric:
     def header(self) -> list[str]:
         return [f"# HELP {self.name} {_escape_help(self.help)}", f"# TYPE {self.name} {self.kind}"]
 
-    def samples(self) -> list[str]:
+    def samples(self, others: Sequence[list[list[Any]]] = ()) -> list[str]:
         raise NotImplementedError
 
 
@@ -82,9 +89,15 @@ class Counter(_Metric):
     def value(self, *labels: str) -> float:
         return self._values.get(self._key(labels), 0.0)
 
-    def samples(self) -> list[str]:
+    def snapshot(self) -> list[list[Any]]:
         with self._lock:
-            items = sorted(self._values.items())
+            return [[list(k), v] for k, v in self._values.items()]
+
+    def samples(self, others: Sequence[list[list[Any]]] = ()) -> list[str]:
+        with self._lock:
+            values = dict(self._values)
+        _add_scalars(values, others)
+        items = sorted(values.items())
         if not items and not self.labelnames:
             items = [((), 0.0)]
         return [f"{self.name}{_labels(self.labelnames, k)} {_format_value(v)}" for k, v in items]
@@ -111,13 +124,17 @@ class Gauge(_Metric):
     def value(self, *labels: str) -> float:
         return self._values.get(self._key(labels), 0.0)
 
-    def samples(self) -> list[str]:
+    def snapshot(self) -> list[list[Any]]:
+        return [[list(k), v] for k, v in self._values.items()]  # callbacks: primary only
+
+    def samples(self, others: Sequence[list[list[Any]]] = ()) -> list[str]:
         values = dict(self._values)
         if self._callback is not None:
             try:
                 values.update({tuple(map(str, k)): float(v) for k, v in self._callback()})
             except Exception:  # a failing probe must not break the whole scrape
                 pass
+        _add_scalars(values, others)
         items = sorted(values.items())
         if not items and not self.labelnames:
             items = [((), 0.0)]
@@ -157,10 +174,23 @@ class Histogram(_Metric):
         series = self._series.get(self._key(labels))
         return 0 if series is None else int(series[-1])
 
-    def samples(self) -> list[str]:
+    def snapshot(self) -> list[list[Any]]:
+        with self._lock:
+            return [[list(k), list(v)] for k, v in self._series.items()]
+
+    def samples(self, others: Sequence[list[list[Any]]] = ()) -> list[str]:
         out = []
         with self._lock:
-            items = sorted((k, list(v)) for k, v in self._series.items())
+            merged = {k: list(v) for k, v in self._series.items()}
+        width = len(self.buckets) + 2
+        for entries in others:
+            for labels, series in entries:
+                if len(series) != width:
+                    continue  # another build's buckets: not comparable
+                mine = merged.setdefault(tuple(map(str, labels)), [0.0] * width)
+                for i, n in enumerate(series):
+                    mine[i] += float(n)
+        items = sorted(merged.items())
         for key, series in items:
             cumulative = 0.0
             for bound, n in zip(self.buckets, series, strict=False):
@@ -182,6 +212,13 @@ class Histogram(_Metric):
                 f"{self.name}_count{_labels(self.labelnames, key)} {_format_value(series[-1])}"
             )
         return out
+
+
+def _add_scalars(values: dict[LabelValues, float], others: Sequence[list[list[Any]]]) -> None:
+    for entries in others:
+        for labels, value in entries:
+            key = tuple(map(str, labels))
+            values[key] = values.get(key, 0.0) + float(value)
 
 
 _M = TypeVar("_M", bound=_Metric)
@@ -222,11 +259,21 @@ class Registry:
     ) -> Histogram:
         return self._add(Histogram(name, help_text, labelnames, buckets=buckets))
 
-    def render(self) -> str:
+    def snapshot(self) -> Snapshot:
+        """This process's values (gauge callbacks left out), for another process to add."""
+        return {
+            name: entries
+            for name, metric in self._metrics.items()
+            if isinstance(metric, Counter | Gauge | Histogram) and (entries := metric.snapshot())
+        }
+
+    def render(self, others: Sequence[Snapshot] = ()) -> str:
+        """The text exposition of this registry plus ``others`` (other processes' snapshots;
+        names this registry lacks are ignored)."""
         lines: list[str] = []
-        for metric in self._metrics.values():
+        for name, metric in self._metrics.items():
             lines += metric.header()
-            lines += metric.samples()
+            lines += metric.samples([o[name] for o in others if name in o])
         return "\n".join(lines) + "\n"
 
 
@@ -320,6 +367,18 @@ class BridgeMetrics:
             p + "v1_refused_total",
             "Waku v1 connections, requests and live envelopes refused, by kind and reason",
             ("kind", "reason"),
+        )
+
+        self.processes = r.gauge(
+            p + "http_processes", "Processes serving the REST API (the primary and its workers)"
+        )
+        self.worker_restarts = r.counter(
+            p + "worker_restarts_total", "REST worker processes restarted after they exited"
+        )
+        self.leader = r.gauge(
+            p + "leader",
+            "1 while this instance holds the singleton role (archiving, seeding, publishing, "
+            "history pull; PostgreSQL advisory lock), else 0",
         )
 
     def count_v1_refusal(self, kind: str, reason: str) -> None:

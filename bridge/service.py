@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +36,12 @@ from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, See
 from waku_legacy.bridge.clock import Clock, SystemClock
 from waku_legacy.bridge.config import BridgeConfig
 from waku_legacy.bridge.history import HistoryPuller
-from waku_legacy.bridge.http_api import VERSION, health_document, make_runner
+from waku_legacy.bridge.http_api import VERSION, health_document, make_app, make_runner
 from waku_legacy.bridge.http_guard import HttpLimits
+from waku_legacy.bridge.leader import LeaderLock
 from waku_legacy.bridge.live import LiveBridge
 from waku_legacy.bridge.logs import fields
-from waku_legacy.bridge.metrics import BridgeMetrics
+from waku_legacy.bridge.metrics import BridgeMetrics, Snapshot
 from waku_legacy.bridge.relay import RelayPublisher
 from waku_legacy.bridge.status import (
     CommunityStatus,
@@ -53,6 +56,7 @@ from waku_legacy.bridge.status import (
 )
 from waku_legacy.bridge.store_rest_server import RestError
 from waku_legacy.bridge.store_threads import StoreAccess
+from waku_legacy.bridge.workers import WorkerPool, bind_listener
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 from waku_legacy.identity.topic_mapping import TopicMapping
@@ -71,8 +75,12 @@ class BridgeService:
         *,
         clock: Clock | None = None,
         seed: bool = True,
+        workers: int = 1,
     ) -> None:
         self.config = config
+        # Processes serving the REST API (bridge.workers): `serve` passes [server] workers;
+        # embedded (tests, library use) it is one unless asked.
+        self.workers = workers
         self.clock = clock or SystemClock()
         self.metrics = BridgeMetrics()
         self.admin_token = config.admin.token
@@ -89,7 +97,14 @@ class BridgeService:
         self.seeder: SeederHost | None = None
         self.archive: ArchiveScheduler | None = None
         self.history: HistoryPuller | None = None
+        self.p2p: Any = None  # the libp2p store listener (bridge.p2p), when [libp2p] is on
         self._runner: web.AppRunner | None = None
+        self._internal: web.AppRunner | None = None  # the primary's Unix socket for workers
+        self.pool: WorkerPool | None = None
+        self._listener: socket.socket | None = None  # bound here when there are workers
+        self.leader: LeaderLock | None = None  # PostgreSQL: who archives, seeds, publishes
+        self.is_leader = False
+        self._singletons: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -145,20 +160,7 @@ class BridgeService:
             StoreAccess, config.store.url, readers=config.server.reader_threads
         )
         self._session = aiohttp.ClientSession()
-        self._runner = make_runner(
-            self, HttpLimits.from_config(config.server),
-            shutdown_timeout=config.server.shutdown_timeout,
-        )  # fmt: skip
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, config.server.host, config.server.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise ConfigError(
-                f"[server] listen: cannot listen on {config.server.host}:{config.server.port}: "
-                f"{exc.strerror or exc}"
-            ) from None
-        self.rest_port = self._runner.addresses[0][1]  # the site's first socket
+        await self._start_http()
 
         if config.relay is not None:
             self.relay = RelayPublisher(config.relay, self.metrics, self._session)
@@ -173,7 +175,69 @@ class BridgeService:
         self.live.start()
         if v1 is not None:
             await self._start_mailserver()
+        if config.libp2p is not None:
+            await self._start_p2p()
 
+        if is_postgres_url(config.store.url):
+            # instances sharing the store take turns at the singletons (bridge.leader)
+            self.leader = LeaderLock(
+                config.store.url, interval=config.store.leader_interval,
+                on_acquired=self._start_singletons, on_lost=self._stop_singletons,
+            )  # fmt: skip
+            self._tasks.append(asyncio.create_task(self.leader.run(), name="leader-lock"))
+        else:
+            await self._start_singletons()  # SQLite: one instance per store, no lock
+        if self.workers > 1:
+            await self._start_workers()
+        self.state = "Ready"
+        log.info("bridge ready", extra=fields(**self.info()))
+
+    async def _start_http(self) -> None:
+        """The REST API: on its own socket, or (workers) on one this process binds for all."""
+        server = self.config.server
+        multi = self.workers > 1
+        self._runner = make_runner(
+            self, HttpLimits.from_config(server), shutdown_timeout=server.shutdown_timeout,
+            process=str(os.getpid()) if multi else None,
+        )  # fmt: skip
+        await self._runner.setup()
+        try:
+            if multi:
+                self._listener = bind_listener(server.host, server.port)
+                site: web.BaseSite = web.SockSite(self._runner, self._listener)
+            else:
+                site = web.TCPSite(self._runner, server.host, server.port)
+            await site.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"[server] listen: cannot listen on {server.host}:{server.port}: "
+                f"{exc.strerror or exc}"
+            ) from None
+        self.rest_port = self._runner.addresses[0][1]  # the site's first socket
+
+    async def _start_workers(self) -> None:
+        """The worker processes on the REST socket, and the Unix socket they forward
+        everything but the store routes to (no limits there: the worker applied them)."""
+        server = self.config.server
+        self.pool = WorkerPool(
+            self.config, self._listener, self.workers, self.metrics,
+            shutdown_timeout=server.shutdown_timeout,
+        )  # fmt: skip
+        internal = make_app(self, limits=HttpLimits(requests_per_second=0))
+        self._internal = web.AppRunner(
+            internal, handle_signals=False, access_log=None,
+            shutdown_timeout=server.shutdown_timeout,
+        )  # fmt: skip
+        await self._internal.setup()
+        await web.UnixSite(self._internal, str(self.pool.primary_socket)).start()
+        await self.pool.start()
+
+    async def _start_singletons(self) -> None:
+        """What one instance of a store does: archiving (build, seed, publish) and history
+        pulls. SQLite: at start; PostgreSQL: while this instance holds the leader lock."""
+        config = self.config
+        self.is_leader = True
+        self.metrics.leader.set(1)
         if config.archive is not None and config.communities:
             await self._start_archiving()
         if config.history is not None:
@@ -182,9 +246,34 @@ class BridgeService:
                 session=self._session, pubsub_topics=self._history_topics(),
                 state_dir=self._history_state_dir(), live=self.live,
             )  # fmt: skip
-            self._tasks.append(asyncio.create_task(self.history.run(), name="history"))
-        self.state = "Ready"
-        log.info("bridge ready", extra=fields(**self.info()))
+            self._singletons.append(asyncio.create_task(self.history.run(), name="history"))
+
+    async def _stop_singletons(self) -> None:
+        """The leader lock's session is gone: another instance may take the role now."""
+        self.is_leader = False
+        self.metrics.leader.set(0)
+        tasks, self._singletons = self._singletons, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.seeder is not None:
+            await self.seeder.close()
+        self.seeder = None
+        self.archive = None
+        self.history = None
+
+    async def _start_p2p(self) -> None:
+        """The libp2p listener (store v3, legacy store, metadata) on the same store threads'
+        connections as the REST API; this process only, never the REST workers."""
+        from waku_legacy.bridge.p2p import start_p2p_listener
+        from waku_legacy.store.legacy_query import LegacyCursorCache
+
+        assert self.config.libp2p is not None
+        self.p2p = await start_p2p_listener(
+            self.config.libp2p, self.store.stores, LegacyCursorCache()
+        )
 
     async def _start_mailserver(self) -> None:
         from waku_legacy.crypto.key_file import load_or_create_node_key
@@ -251,7 +340,7 @@ class BridgeService:
             for community in self.config.communities
         ]
         self.archive = ArchiveScheduler(archivers, clock=self.clock, seeder=self.seeder)
-        self._tasks.append(asyncio.create_task(self.archive.run(), name="archive-scheduler"))
+        self._singletons.append(asyncio.create_task(self.archive.run(), name="archive-scheduler"))
 
     def _history_topics(self) -> list[str]:
         history = self.config.history
@@ -282,17 +371,28 @@ class BridgeService:
         self.state = "Shutting Down"
         log.info("bridge stopping")
         timeout = self.config.server.shutdown_timeout
-        for task in self._tasks:
+        if self.pool is not None:
+            await self.pool.stop()  # workers finish their requests (forwarded ones need us)
+        for task in [*self._tasks, *self._singletons]:
             task.cancel()
-        for task in self._tasks:
+        for task in [*self._tasks, *self._singletons]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        self._singletons.clear()
         if self.mailserver is not None:
             await self.mailserver.close()
+        if self.p2p is not None:
+            await self.p2p.stop()  # bounded (ListenerLimits.stop_timeout)
         if self._runner is not None:
             await self._runner.cleanup()  # in-flight requests finish (shutdown_timeout)
             self._runner = None
+        if self._internal is not None:
+            await self._internal.cleanup()
+            self._internal = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         if self.live is not None:
             await self.live.close(timeout)  # buffered v1 envelopes reach the store
         if self.relay is not None:
@@ -330,6 +430,8 @@ class BridgeService:
         if self.config.relay is not None:
             protocols.append({"Relay publisher": "Ready" if self.relay else self.state})
         node = self.state
+        if self.leader is not None and not self.is_leader and self.config.communities:
+            protocols.append({"Archives": "Standby: another instance on this store archives"})
         if self.archive is not None:
             archives = "Ready" if self.seeder or not self.seed_enabled else self.state
             degraded = self.archive.degraded()
@@ -348,6 +450,8 @@ class BridgeService:
         if self.mailserver is not None and self.mailserver._server is not None:
             enode = str(self.mailserver.enode)
             listen.append(enode)
+        if self.p2p is not None:
+            listen.extend(self.p2p.multiaddrs)  # each ends in /p2p/<peer id>, as nwaku's
         return {
             "listenAddresses": listen,
             "enrUri": "",  # no Waku v2 (libp2p) identity: this node speaks v2 over REST only
@@ -355,7 +459,19 @@ class BridgeService:
             "enode": enode,
             "seedPort": self.seeder.port if self.seeder else None,
             "communities": [str(c.id) for c in self.config.communities],
-        }
+            # one service, several processes (bridge.workers), one leader per store
+            "processes": {"primary": os.getpid(), "workers": self.pool.pids() if self.pool else []},
+            "leader": self.is_leader,
+            "libp2p": None if self.p2p is None else {
+                "peerId": self.p2p.peer_id, "multiaddrs": self.p2p.multiaddrs,
+                "clusterId": self.p2p.metadata.cluster_id,
+                "shards": list(self.p2p.metadata.shards),
+            },
+        }  # fmt: skip
+
+    async def metric_snapshots(self) -> list[Snapshot]:
+        """The workers' metrics, added to this process's on ``/metrics``."""
+        return [] if self.pool is None else await self.pool.snapshots()
 
     def communities_report(self) -> list[dict[str, Any]]:
         if self.archive is None:
@@ -375,6 +491,11 @@ class BridgeService:
         return self._archiver(community).report()
 
     async def trigger_archive(self, community: str | None) -> list[dict[str, Any]]:
+        if self.archive is None and self.leader is not None and not self.is_leader:
+            raise RestError(
+                503, "another bridge instance on this store holds the archiving role (leader "
+                "lock); ask that one"
+            )  # fmt: skip
         if self.archive is None:
             raise RestError(404, "archiving is not configured (no [archive] and [[community]])")
         if community is not None:

@@ -36,8 +36,9 @@ class ThreadLocalStore(MessageStore):
     Hand it to synchronous code run from several threads (the mailserver's
     ``V2StoreSource`` queries from ``asyncio.to_thread``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         self.url = url
+        self.read_only = read_only  # every connection refuses writes (a worker process)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._instances: list[MessageStore] = []
@@ -49,6 +50,8 @@ class ThreadLocalStore(MessageStore):
             if self._closed:
                 raise RuntimeError("the store is closed")
             store = open_store(self.url)
+            if self.read_only:
+                store.make_read_only()
             self._local.store = store
             with self._lock:
                 self._instances.append(store)
@@ -101,9 +104,9 @@ class StoreAccess:
     hand-over: faster for SQLite pages that take well under a millisecond, but one slow
     query then holds up every other request)."""
 
-    def __init__(self, url: str, *, readers: int = 4) -> None:
+    def __init__(self, url: str, *, readers: int = 4, read_only: bool = False) -> None:
         self.url = url
-        self.stores = ThreadLocalStore(url)
+        self.stores = ThreadLocalStore(url, read_only=read_only)
         self.inline_reads = readers == 0
         self._readers = ThreadPoolExecutor(max(readers, 1), thread_name_prefix="store-read")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="store-write")

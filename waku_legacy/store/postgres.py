@@ -198,5 +198,10 @@ class PostgresMessageStore(SqlMessageStore):
     def _end_read(self) -> None:
         self._conn.rollback()  # end the read transaction
 
+    def make_read_only(self) -> None:
+        """Refuse every write on this connection from now on (a reader process)."""
+        self._conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        self._conn.commit()
+
     def close(self) -> None:
         self._conn.close()

@@ -209,5 +209,9 @@ class SqliteMessageStore(SqlMessageStore):
             self._db.execute("PRAGMA wal_autocheckpoint=1000")
             self._db.execute("PRAGMA cache_size=-2000")
 
+    def make_read_only(self) -> None:
+        """Refuse every write on this connection from now on (a reader process)."""
+        self._db.execute("PRAGMA query_only=ON")
+
     def close(self) -> None:
         self._db.close()

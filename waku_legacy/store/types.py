@@ -213,6 +213,10 @@ class MessageStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    def make_read_only(self) -> None:
+        """Refuse every write on this connection from now on (the bridge's worker
+        processes only read). Stores that cannot say so keep writing."""
+
     def __enter__(self) -> MessageStore:
         return self
 
