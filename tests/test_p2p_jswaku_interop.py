@@ -90,13 +90,16 @@ async def _json(http: aiohttp.ClientSession, path: str, **params: str) -> Any:
         return await response.json()
 
 
-async def _rest_pages(http, pubsub: str, topics: list[str]) -> list[list[dict[str, Any]]]:
-    """The REST API's pages for the same query (includeData, ascending, PAGE per page)."""
+async def _rest_pages(
+    http, pubsub: str, topics: list[str], ascending: bool = True
+) -> list[list[dict[str, Any]]]:
+    """The REST API's pages for the same query (includeData, PAGE per page)."""
     pages: list[list[dict[str, Any]]] = []
     cursor = None
     while True:
         params = {"pubsubTopic": pubsub, "contentTopics": ",".join(topics),
-                  "pageSize": str(PAGE), "ascending": "true", "includeData": "true"}  # fmt: skip
+                  "pageSize": str(PAGE), "ascending": str(ascending).lower(),
+                  "includeData": "true"}  # fmt: skip
         if cursor:
             params["cursor"] = cursor
         doc = await _json(http, "/store/v3/messages", **params)
@@ -106,13 +109,15 @@ async def _rest_pages(http, pubsub: str, topics: list[str]) -> list[list[dict[st
             return pages
 
 
-async def _client(node: str, addr: str, pubsub: str, topics: list[str], mode: str):
+async def _client(
+    node: str, addr: str, pubsub: str, topics: list[str], mode: str, direction: str = "forward"
+):
     """Run the js-waku client; (exit code, JSON lines, stderr)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NODE_ENV", "NODE_OPTIONS", "DEBUG")}
     proc = await asyncio.create_subprocess_exec(
         node, str(CLIENT), "--addr", addr, "--cluster", "16", "--pubsub", pubsub,
         "--content", ",".join(topics), "--page-size", str(PAGE), "--mode", mode,
-        "--timeout-ms", "15000",
+        "--direction", direction, "--timeout-ms", "15000",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
     try:
@@ -146,30 +151,35 @@ def _peer_line(lines: list[dict[str, Any]], addr: str) -> None:
     assert peer["shardInfo"] == {"clusterId": 16, "shards": [32, 128]}  # from metadata
 
 
-async def test_jswaku_pages_a_community_shard_exactly_once_with_rest_hashes(node_bin, bridge):
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+async def test_jswaku_pages_a_community_shard_exactly_once_with_rest_hashes(
+    node_bin, bridge, direction
+):
     addr, http, rows = bridge
     topics = CONTENT[:3]
-    code, lines, err = await _client(node_bin, addr, PUBSUB, topics, "pages")
+    code, lines, err = await _client(node_bin, addr, PUBSUB, topics, "pages", direction)
     assert code == 0, err
     _peer_line(lines, addr)
     pages = [line["messages"] for line in lines if line["kind"] == "page"]
+    count = sum(map(len, pages))
     assert lines[-1] == {"kind": "done", "mode": "pages", "pages": len(pages),
-                         "messages": sum(map(len, pages)), "distinct": sum(map(len, pages))}  # fmt: skip
+                         "messages": count, "distinct": count}  # fmt: skip
     expected = _expected(rows, PUBSUB, topics)
     assert len(expected) > 5 * PAGE  # several pages, timestamp ties across page borders
-    got = [m for page in pages for m in page]
+    # Backward: the newest page first, each page itself chronological (nwaku, REST).
+    got = [m for page in (pages if direction == "forward" else pages[::-1]) for m in page]
     # Every message exactly once, in the store's order; js-waku's hashes (computed from the
     # bodies it received) are the stored ones.
     assert [m["hash"] for m in got] == [r.message_hash.hex() for r in expected]
     for message, row in zip(got, expected, strict=True):
         _check_body(message, row)
     # The same pages, hashes and bodies as the REST API gives for the same query.
-    rest = await _rest_pages(http, PUBSUB, topics)
+    rest = await _rest_pages(http, PUBSUB, topics, ascending=direction == "forward")
     assert [[m["hash"] for m in page] for page in pages] == [
         [m["messageHash"][2:] for m in page] for page in rest if page
     ]
-    rest_payloads = [m["message"]["payload"] for page in rest for m in page]
-    assert [m["payload"] for m in got] == rest_payloads
+    rest_payloads = [[m["message"]["payload"] for m in page] for page in rest if page]
+    assert [[m["payload"] for m in page] for page in pages] == rest_payloads
 
 
 async def test_jswaku_hash_only_query_then_fetch_by_hash(node_bin, bridge):

@@ -2,7 +2,7 @@
 //
 // Usage: node query_store.mjs --addr <ws multiaddr with /p2p/> --cluster 16
 //          --pubsub /waku/2/rs/16/128 --content t1,t2 [--page-size 20]
-//          [--mode pages|hashes] [--timeout-ms 20000]
+//          [--mode pages|hashes] [--direction forward|backward] [--timeout-ms 20000]
 //
 // Prints one JSON object per line on stdout:
 //   {"kind":"peer", "peerId", "protocols", "shardInfo"}   once the node is usable as store peer
@@ -31,6 +31,7 @@ function parseArgs(argv) {
     content: "",
     "page-size": "20",
     mode: "pages",
+    direction: "forward",
     "timeout-ms": "20000",
   };
   for (let i = 0; i < argv.length; i += 2) {
@@ -45,6 +46,9 @@ function parseArgs(argv) {
   const contentTopics = out.content.split(",").filter(Boolean);
   if (!contentTopics.length) throw new Error("--content needs at least one content topic");
   if (!["pages", "hashes"].includes(out.mode)) throw new Error(`--mode ${out.mode}: pages or hashes`);
+  if (!["forward", "backward"].includes(out.direction)) {
+    throw new Error(`--direction ${out.direction}: forward or backward`);
+  }
   return {
     addr: out.addr,
     clusterId: Number(out.cluster),
@@ -52,6 +56,7 @@ function parseArgs(argv) {
     contentTopics,
     pageSize: Number(out["page-size"]),
     mode: out.mode,
+    forward: out.direction === "forward",
     timeoutMs: Number(out["timeout-ms"]),
   };
 }
@@ -123,7 +128,7 @@ async function queryPages(node, args, decoders) {
   const seen = new Set();
   for await (const page of node.store.queryGenerator(decoders, {
     paginationLimit: args.pageSize,
-    paginationForward: true,
+    paginationForward: args.forward,
   })) {
     const messages = (await Promise.all(page)).map((m) => {
       if (!m) throw new Error(`page ${index}: a message the decoders did not decode`);
@@ -198,7 +203,7 @@ async function queryHashes(node, args, peerId, decoders) {
       contentTopics: args.contentTopics,
       messageHashes: [],
       paginationCursor: cursor,
-      paginationForward: true,
+      paginationForward: args.forward,
       paginationLimit: BigInt(args.pageSize),
     });
     const page = response.messages.map((kv) => {
