@@ -99,11 +99,16 @@ def build_host(
     """A host with Noise, the given muxers, identify and ping. Listens on ``listen`` once
     run (``host.run(listen)``); ``websocket=True`` lets a host without listen addresses dial
     ``/ws`` addresses."""
+    # Watermarks 0 and an endless grace period switch off py-libp2p's auto-connector (it
+    # would dial every peer in the peer store, clients included, towards the watermarks'
+    # midpoint) and its pruner; max_connections is still enforced on accept, and the
+    # listener closes idle connections itself.
     config = ConnectionConfig(
         max_connections=limits.max_connections,
         min_connections=0,
         low_watermark=0,
-        high_watermark=limits.max_connections,
+        high_watermark=0,
+        grace_period=1e9,
         max_connections_per_peer=limits.max_connections_per_peer,
         dial_timeout=limits.dial_timeout,
         inbound_upgrade_timeout=limits.handshake_timeout,

@@ -1,0 +1,357 @@
+"""The libp2p listener (waku_legacy.p2p) over real loopback sockets, without the store:
+transports and muxers, identify, 66/WAKU2-METADATA checked against protobuf's own encoder,
+the key file, and hostile peers (garbage after the Noise handshake, oversize frames, idle
+and surplus streams, a request flood, half-open connections); after each the listener
+still answers."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import trio
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from libp2p.custom_types import TProtocol
+from libp2p.host.exceptions import StreamFailure
+from libp2p.identity.identify.pb.identify_pb2 import Identify
+from libp2p.network.stream.exceptions import StreamError
+from libp2p.peer.id import ID
+from libp2p.transport.tcp.tcp import TCP
+from libp2p.transport.upgrader import TransportUpgrader
+from multiaddr import Multiaddr
+
+from waku_legacy.errors import ConfigError, DecodeError, LimitExceeded
+from waku_legacy.p2p.client import P2PClient, request_once
+from waku_legacy.p2p.errors import P2PError
+from waku_legacy.p2p.host import HostLimits, muxer_options, security_options
+from waku_legacy.p2p.keys import ephemeral_key_pair, load_key_pair, peer_id_of
+from waku_legacy.p2p.listener import ListenerLimits, P2PListener
+from waku_legacy.p2p.metadata import (
+    METADATA_CODEC,
+    Metadata,
+    decode_metadata,
+    encode_metadata,
+)
+from waku_legacy.p2p.streams import encode_varint, read_frame
+
+pytestmark = pytest.mark.network
+
+ECHO = "/test/echo/1.0.0"
+SLOW = "/test/slow/1.0.0"
+
+
+def _refuse(request: bytes, reason: str) -> bytes:
+    return b"refused:" + reason.encode()
+
+
+def _slow(request: bytes) -> bytes:
+    time.sleep(0.3)
+    return b"slow:" + request
+
+
+def listening(limits: ListenerLimits | None = None) -> P2PListener:
+    listener = P2PListener(
+        ephemeral_key_pair(),
+        ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"],
+        {ECHO: (lambda body: b"echo:" + body, _refuse), SLOW: (_slow, None)},
+        cluster_id=16,
+        shards=[128, 32],
+        limits=limits or ListenerLimits(),
+    )
+    listener.start_blocking()
+    return listener
+
+
+@pytest.fixture
+def make_listener() -> Iterator[Callable[..., P2PListener]]:
+    started: list[P2PListener] = []
+
+    def make(limits: ListenerLimits | None = None) -> P2PListener:
+        listener = listening(limits)
+        started.append(listener)
+        return listener
+
+    yield make
+    for listener in started:
+        assert listener.stop_blocking(), "the listener did not stop within stop_timeout"
+
+
+def tcp_addr(listener: P2PListener) -> str:
+    return next(a for a in listener.multiaddrs if "/ws/" not in a)
+
+
+def ws_addr(listener: P2PListener) -> str:
+    return next(a for a in listener.multiaddrs if "/ws/" in a)
+
+
+def still_answers(listener: P2PListener) -> None:
+    assert request_once(tcp_addr(listener), ECHO, b"ok?") == b"echo:ok?"
+
+
+# -- 66/WAKU2-METADATA against protobuf's own encoder ------------------------------------------
+
+
+def _reference_metadata_class() -> type:
+    """WakuMetadataResponse built from a descriptor (nwaku's rpc.nim fields), so protobuf
+    itself encodes and decodes the reference bytes."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="ref_metadata.proto", package="ref", syntax="proto3"
+    )
+    msg = file.message_type.add(name="WakuMetadataResponse")
+    msg.field.add(name="cluster_id", number=1, type=13, label=1, proto3_optional=True,
+                  oneof_index=0)  # fmt: skip
+    msg.field.add(name="shards", number=2, type=13, label=3)  # proto3: packed by default
+    msg.oneof_decl.add(name="_cluster_id")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("ref.WakuMetadataResponse"))
+
+
+def test_metadata_codec_matches_protobuf() -> None:
+    reference = _reference_metadata_class()
+    for cluster, shards in ((16, (32, 128, 1023)), (0, ()), (None, (5,)), (16, ())):
+        ours = encode_metadata(Metadata(cluster, shards))
+        ref = reference(shards=list(shards))
+        if cluster is not None:
+            ref.cluster_id = cluster
+        assert ours == ref.SerializeToString()
+        back = decode_metadata(ours)
+        assert back == Metadata(cluster, shards)
+    # unpacked shards (a proto2 writer) and unknown fields are read too
+    unpacked = b"\x08\x10" + b"\x10\x80\x01" + b"\x10\x20" + b"\x1a\x02hi" + b"\x25abcd"
+    assert decode_metadata(unpacked) == Metadata(16, (128, 32))
+    for bad in (b"\x08", b"\x12\x05\x01", b"\x08\xff\xff\xff\xff\x1f", b"\x0b"):
+        with pytest.raises(DecodeError):
+            decode_metadata(bad)
+    with pytest.raises(LimitExceeded):
+        decode_metadata(b"\x12\x80\x10" + b"\x01" * 2048)
+
+
+# -- the key file -------------------------------------------------------------------------------
+
+
+def test_key_file_created_0600_and_reused(tmp_path) -> None:
+    path = tmp_path / "libp2p.key"
+    pair, created = load_key_pair(path)
+    assert created and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    again, created_again = load_key_pair(path)
+    assert not created_again and peer_id_of(again) == peer_id_of(pair)
+    assert peer_id_of(pair).startswith("16Uiu2")  # secp256k1, as nwaku's peer ids
+    # the peer id is the libp2p one of the public key (identity multihash of its protobuf)
+    assert ID.from_base58(peer_id_of(pair)).extract_public_key() == pair.public_key
+    for content in (b"not a key\n", b"00" * 32 + b"\n", b"zz" * 32):
+        path.write_bytes(content)
+        with pytest.raises(ConfigError, match="key"):
+            load_key_pair(path)
+    with pytest.raises(ConfigError):
+        load_key_pair(tmp_path / "missing.key", create=False)
+
+
+# -- transports, muxers, identify ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("muxer", ["yamux", "mplex"])
+@pytest.mark.parametrize("transport", ["tcp", "ws"])
+def test_request_metadata_identify(make_listener, transport: str, muxer: str) -> None:
+    listener = make_listener()
+    address = tcp_addr(listener) if transport == "tcp" else ws_addr(listener)
+    assert address.endswith("/p2p/" + listener.peer_id)
+
+    async def main() -> tuple[bytes, bytes, Identify]:
+        async with P2PClient.dial(address, muxers=(muxer,)) as client:
+            echo = await client.request(ECHO, b"hello")
+            meta = await client.request(METADATA_CODEC, encode_metadata(Metadata(16, ())))
+            stream = await client.host.new_stream(client.peer, [TProtocol("/ipfs/id/1.0.0")])
+            identify = Identify()
+            identify.ParseFromString(await read_frame(stream, 65536))
+            return echo, meta, identify
+
+    echo, meta, identify = trio.run(main)
+    assert echo == b"echo:hello"
+    assert decode_metadata(meta) == Metadata(16, (32, 128))
+    assert {ECHO, SLOW, METADATA_CODEC, "/ipfs/id/1.0.0", "/ipfs/ping/1.0.0"} <= set(
+        identify.protocols
+    )
+    assert identify.public_key == listener.pair.public_key.serialize()
+    assert listener.stats()["metadata_answered"] == 1
+
+
+def test_bad_listen_address_is_a_typed_error() -> None:
+    with pytest.raises(ConfigError):
+        P2PListener(ephemeral_key_pair(), ["not a multiaddr"], {}, cluster_id=16, shards=[])
+    taken = listening()
+    try:
+        port = tcp_addr(taken).split("/tcp/")[1].split("/")[0]
+        second = P2PListener(
+            ephemeral_key_pair(), [f"/ip4/127.0.0.1/tcp/{port}"], {}, cluster_id=16, shards=[]
+        )
+        with pytest.raises(P2PError):
+            second.start_blocking(timeout=10)
+    finally:
+        taken.stop_blocking()
+
+
+# -- hostile peers --------------------------------------------------------------------------------
+
+
+async def _secure_conn(address: str):  # -> ISecureConn
+    """A raw TCP connection through multistream-select and the Noise handshake, nothing
+    more: the bytes after it are ours to choose."""
+    target = Multiaddr(address)
+    peer = ID.from_base58(target.value_for_protocol("p2p"))
+    raw = await TCP().dial(target.decapsulate(Multiaddr(f"/p2p/{peer}")))
+    pair = ephemeral_key_pair()
+    upgrader = TransportUpgrader(security_options(pair), muxer_options())
+    return await upgrader.upgrade_security(raw, True, peer)
+
+
+def test_garbage_after_noise_handshake(make_listener) -> None:
+    listener = make_listener(ListenerLimits(host=HostLimits(handshake_timeout=2.0)))
+
+    async def main() -> None:
+        for garbage in (os.urandom(4096), b"\x13/multistream/1.0.0\n" + os.urandom(300)):
+            conn = await _secure_conn(tcp_addr(listener))
+            await conn.write(garbage)
+            with trio.move_on_after(5):
+                try:
+                    while await conn.read(65536):
+                        pass
+                except Exception:
+                    pass  # closed by the listener: what we expect
+            await conn.close()
+        # garbage inside an agreed muxer: yamux frames of nonsense
+        conn = await _secure_conn(tcp_addr(listener))
+        upgrader = TransportUpgrader(security_options(ephemeral_key_pair()), muxer_options())
+        muxed = await upgrader.muxer_multistream.select_transport(conn)
+        assert muxed is not None
+        await conn.write(b"\x00\x00\x00\x02" + os.urandom(2000))
+        await conn.close()
+
+    trio.run(main)
+    still_answers(listener)
+
+
+def test_oversize_frame_resets_stream(make_listener) -> None:
+    listener = make_listener(ListenerLimits(max_request_bytes=1024))
+
+    async def main() -> None:
+        async with P2PClient.dial(tcp_addr(listener)) as client:
+            stream = await client.host.new_stream(client.peer, [TProtocol(ECHO)])
+            await stream.write(encode_varint(10 * 1024 * 1024) + b"x" * 2048)
+            with pytest.raises((P2PError, StreamError)), trio.fail_after(5):
+                await read_frame(stream, 65536)
+            # under the cap is fine, on the same connection
+            assert await client.request(ECHO, b"y" * 1000) == b"echo:" + b"y" * 1000
+
+    trio.run(main)
+    assert listener.stats()["request_too_large"] == 1
+    still_answers(listener)
+
+
+def test_idle_and_surplus_streams(make_listener) -> None:
+    limits = ListenerLimits(read_timeout=1.0, max_streams_per_connection=16)
+    listener = make_listener(limits)
+
+    async def main() -> float:
+        async with P2PClient.dial(tcp_addr(listener), timeout=30) as client:
+            streams, refused = [], 0
+            for _ in range(200):  # negotiate the protocol, then send nothing
+                try:
+                    streams.append(await client.host.new_stream(client.peer, [TProtocol(ECHO)]))
+                except StreamFailure:
+                    refused += 1  # reset by the listener before the negotiation ended
+            started = trio.current_time()
+            ended = 0
+            with trio.fail_after(15):
+                for stream in streams:
+                    try:
+                        data = await stream.read(10)
+                    except Exception:
+                        data = b""
+                    ended += data == b""
+            assert ended == len(streams)
+            return trio.current_time() - started
+
+    waited = trio.run(main)
+    stats = listener.stats()
+    # every stream ended: over the cap reset at once, the others after read_timeout
+    # (opening 200 streams takes longer than 1 s, so some slots free up meanwhile)
+    assert stats["stream_refused"] + stats["stream_timeout"] == 200
+    assert stats["stream_refused"] >= 100 and stats["stream_timeout"] >= 16
+    assert waited < 10
+    still_answers(listener)
+
+
+def test_request_rate_refused_in_protocol_terms(make_listener) -> None:
+    listener = make_listener(ListenerLimits(request_rate=1.0, request_burst=3))
+
+    async def main() -> list[bytes]:
+        async with P2PClient.dial(tcp_addr(listener)) as client:
+            return [await client.request(ECHO, b"%d" % i) for i in range(6)]
+
+    answers = trio.run(main)
+    assert answers[:3] == [b"echo:0", b"echo:1", b"echo:2"]
+    assert all(a.startswith(b"refused:") for a in answers[3:5])
+    assert listener.stats()["request_rate_limited"] >= 2
+
+
+def test_connections_per_address_and_idle_connections(make_listener) -> None:
+    limits = ListenerLimits(max_connections_per_address=3, idle_timeout=1.0)
+    listener = make_listener(limits)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            done = trio.Event()
+
+            async def hold() -> None:
+                try:
+                    async with P2PClient.dial(tcp_addr(listener)) as client:
+                        await client.request(ECHO, b"x")
+                        await done.wait()
+                except Exception:
+                    pass  # refused: closed by the listener
+
+            for _ in range(6):
+                nursery.start_soon(hold)
+            await trio.sleep(3)
+            done.set()
+
+    trio.run(main)
+    stats = listener.stats()
+    assert stats["connection_refused"] >= 3
+    assert stats.get("connections_idle_closed", 0) >= 1
+    still_answers(listener)
+
+
+def test_slow_handlers_run_off_the_trio_thread(make_listener) -> None:
+    listener = make_listener(ListenerLimits(workers=4))
+
+    async def main() -> float:
+        async with P2PClient.dial(tcp_addr(listener)) as client:
+            started = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                for i in range(4):
+                    nursery.start_soon(client.request, SLOW, b"%d" % i)
+                # the echo protocol answers while four handlers sleep
+                assert await client.request(ECHO, b"fast") == b"echo:fast"
+                fast = trio.current_time() - started
+            return fast
+
+    assert trio.run(main) < 0.3
+
+
+def test_stop_is_bounded_with_connections_open(make_listener) -> None:
+    listener = listening(ListenerLimits(stop_timeout=5.0))
+
+    async def main() -> None:
+        async with P2PClient.dial(tcp_addr(listener)) as client:
+            await client.request(ECHO, b"x")
+            await client.host.new_stream(client.peer, [TProtocol(ECHO)])  # left idle
+            started = time.monotonic()
+            assert await trio.to_thread.run_sync(listener.stop_blocking)
+            assert time.monotonic() - started < 5.0
+
+    trio.run(main)
