@@ -219,6 +219,7 @@ class BridgeService:
         """The worker processes on the REST socket, and the Unix socket they forward
         everything but the store routes to (no limits there: the worker applied them)."""
         server = self.config.server
+        assert self._listener is not None  # bound by _start_http
         self.pool = WorkerPool(
             self.config, self._listener, self.workers, self.metrics,
             shutdown_timeout=server.shutdown_timeout,
@@ -236,6 +237,7 @@ class BridgeService:
         """What one instance of a store does: archiving (build, seed, publish) and history
         pulls. SQLite: at start; PostgreSQL: while this instance holds the leader lock."""
         config = self.config
+        assert self._session is not None  # made in start()
         self.is_leader = True
         self.metrics.leader.set(1)
         if config.archive is not None and config.communities:

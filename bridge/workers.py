@@ -55,7 +55,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from aiohttp import web
@@ -140,6 +140,9 @@ class WorkerPool:
     def primary_socket(self) -> Path:
         return self.run_dir / PRIMARY_SOCKET
 
+    def stopping(self) -> bool:
+        return self._stopping
+
     def pids(self) -> list[int]:
         return sorted(p.pid for p in self.processes.values() if p.returncode is None)
 
@@ -181,7 +184,7 @@ class WorkerPool:
             )
             await asyncio.sleep(delay)
             delay = min(delay * 2, RESTART_DELAY_MAX)
-            if self._stopping:
+            if self.stopping():  # SIGTERM came while we waited
                 return
             self.metrics.worker_restarts.inc()
             await self._spawn(slot)
@@ -312,7 +315,7 @@ class WorkerProcess:
         return self._session
 
     async def run(self) -> None:
-        from waku_legacy.bridge.http_api import make_runner
+        from waku_legacy.bridge.http_api import BridgeBackend, make_runner
         from waku_legacy.bridge.http_guard import HttpLimits
         from waku_legacy.bridge.store_threads import StoreAccess
 
@@ -328,8 +331,11 @@ class WorkerProcess:
             connector=aiohttp.UnixConnector(path=str(self.run_dir / PRIMARY_SOCKET), limit=64),
             timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT),
         )
+        # Only the store routes run here (the rest is forwarded): they use the store and
+        # the metrics, which is all a worker has of the BridgeBackend interface.
         runner = make_runner(
-            self, HttpLimits.from_config(server), shutdown_timeout=server.shutdown_timeout,
+            cast("BridgeBackend", self), HttpLimits.from_config(server),
+            shutdown_timeout=server.shutdown_timeout,
             forward=forwarding_handler(self.session), process=str(os.getpid()),
         )  # fmt: skip
         await runner.setup()
