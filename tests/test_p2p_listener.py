@@ -94,16 +94,18 @@ def still_answers(listener: P2PListener) -> None:
 # -- 66/WAKU2-METADATA against protobuf's own encoder ------------------------------------------
 
 
-def _reference_metadata_class() -> type:
+def _reference_metadata_class(packed: bool) -> type:
     """WakuMetadataResponse built from a descriptor (nwaku's rpc.nim fields), so protobuf
     itself encodes and decodes the reference bytes."""
     file = descriptor_pb2.FileDescriptorProto(
-        name="ref_metadata.proto", package="ref", syntax="proto3"
+        name=f"ref_metadata_{packed}.proto", package="ref", syntax="proto3"
     )
     msg = file.message_type.add(name="WakuMetadataResponse")
     msg.field.add(name="cluster_id", number=1, type=13, label=1, proto3_optional=True,
                   oneof_index=0)  # fmt: skip
-    msg.field.add(name="shards", number=2, type=13, label=3)  # proto3: packed by default
+    msg.field.add(name="shards", number=2, type=13, label=3)
+    if not packed:  # proto3 packs by default; js-waku (protons) writes and reads unpacked
+        msg.field[-1].options.packed = False
     msg.oneof_decl.add(name="_cluster_id")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
@@ -111,18 +113,22 @@ def _reference_metadata_class() -> type:
 
 
 def test_metadata_codec_matches_protobuf() -> None:
-    reference = _reference_metadata_class()
+    unpacked, packed = _reference_metadata_class(False), _reference_metadata_class(True)
     for cluster, shards in ((16, (32, 128, 1023)), (0, ()), (None, (5,)), (16, ())):
         ours = encode_metadata(Metadata(cluster, shards))
-        ref = reference(shards=list(shards))
-        if cluster is not None:
-            ref.cluster_id = cluster
-        assert ours == ref.SerializeToString()
-        back = decode_metadata(ours)
-        assert back == Metadata(cluster, shards)
-    # unpacked shards (a proto2 writer) and unknown fields are read too
-    unpacked = b"\x08\x10" + b"\x10\x80\x01" + b"\x10\x20" + b"\x1a\x02hi" + b"\x25abcd"
-    assert decode_metadata(unpacked) == Metadata(16, (128, 32))
+        refs = [cls(shards=list(shards)) for cls in (unpacked, packed)]
+        for ref in refs:
+            if cluster is not None:
+                ref.cluster_id = cluster
+        assert ours == refs[0].SerializeToString()  # js-waku's form
+        assert decode_metadata(ours) == Metadata(cluster, shards)
+        # nwaku's packed form reads too, and protobuf reads ours
+        assert decode_metadata(refs[1].SerializeToString()) == Metadata(cluster, shards)
+        assert list(packed.FromString(ours).shards) == list(shards)
+    # js-waku's own request bytes (protons: cluster 16, no shards) and unknown fields
+    assert decode_metadata(b"\x08\x10") == Metadata(16, ())
+    mixed = b"\x08\x10" + b"\x10\x80\x01" + b"\x10\x20" + b"\x1a\x02hi" + b"\x25abcd"
+    assert decode_metadata(mixed) == Metadata(16, (128, 32))
     for bad in (b"\x08", b"\x12\x05\x01", b"\x08\xff\xff\xff\xff\x1f", b"\x0b"):
         with pytest.raises(DecodeError):
             decode_metadata(bad)

@@ -3,7 +3,15 @@
 ``WakuMetadataRequest`` and ``WakuMetadataResponse`` have the same fields::
 
     optional uint32 cluster_id = 1;
-    repeated uint32 shards = 2;   // packed
+    repeated uint32 shards = 2;
+
+Encoded with ``shards`` *unpacked* (one field-2 varint per shard), as js-waku writes it: its
+protons decoder reads one varint per field-2 tag whatever the wire type, so nwaku's packed
+encoding of ``[32, 128]`` reads there as ``[3]`` (the packed length) and js-waku then refuses
+the peer for every shard (seen with @waku/sdk 0.0.36 against this listener). protobuf-go
+(go-waku, status-go) reads both forms. nim-libp2p's ``getPackedRepeatedField`` (nwaku) reads
+only the packed form, so an nwaku node dialling the bridge sees no shards; nwaku is not a
+client of the bridge's store. The decoder here reads both forms.
 
 Exchange (nwaku ``waku/waku_metadata/protocol.nim``; js-waku
 ``packages/core/src/lib/metadata/metadata.ts``): the dialler writes one length-prefixed
@@ -65,13 +73,12 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def encode_metadata(meta: Metadata) -> bytes:
-    """The protobuf body (request or response: same fields)."""
+    """The protobuf body (request or response: same fields), shards unpacked."""
     out = bytearray()
     if meta.cluster_id is not None:
         out += b"\x08" + _varint(meta.cluster_id)
-    if meta.shards:
-        packed = b"".join(_varint(shard) for shard in meta.shards)
-        out += b"\x12" + _varint(len(packed)) + packed
+    for shard in meta.shards:
+        out += b"\x10" + _varint(shard)  # unpacked: see the module docstring
     return bytes(out)
 
 
