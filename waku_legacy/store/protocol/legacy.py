@@ -28,7 +28,12 @@ from waku_legacy.proto import store_v2beta4_pb2
 from waku_legacy.proto.codec import parse_message
 from waku_legacy.store.legacy_query import LegacyCursor, LegacyQuery
 from waku_legacy.store.protocol.framing import encode_varint
-from waku_legacy.store.protocol.store_v3 import MAX_REQUEST_SIZE, has_request_id, waku_message_of
+from waku_legacy.store.protocol.store_v3 import (
+    MAX_REQUEST_SIZE,
+    has_request_id,
+    length_delimited,
+    waku_message_bytes,
+)
 from waku_legacy.store.query import MAX_CONTENT_TOPICS, clamp_page_size
 from waku_legacy.store.types import HASH_SIZE, StoredMessage
 
@@ -119,11 +124,6 @@ def _query_of(q: store_v2beta4_pb2.HistoryQuery) -> LegacyQuery:
     )
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
-
-
 def encode_history_response(
     request_id: str,
     messages: Sequence[StoredMessage] = (),
@@ -132,8 +132,6 @@ def encode_history_response(
 ) -> bytes:
     """``HistoryRPC{request_id, response}`` (see the module notes)."""
     response = _PB.HistoryResponse()
-    for m in messages:
-        response.messages.append(waku_message_of(m))
     if cursor is not None:
         index = response.paging_info.cursor
         index.digest = cursor.digest
@@ -141,8 +139,9 @@ def encode_history_response(
         index.sender_time = cursor.sender_time
         index.pubsub_topic = cursor.pubsub_topic
     # error = 4 (varint), written even when NONE
-    inner = response.SerializeToString() + b"\x20" + encode_varint(int(error))
-    return _field(1, request_id.encode()) + _field(3, inner)
+    inner = b"".join(length_delimited(2, waku_message_bytes(m)) for m in messages)
+    inner += response.SerializeToString() + b"\x20" + encode_varint(int(error))
+    return length_delimited(1, request_id.encode()) + length_delimited(3, inner)
 
 
 def too_many_requests() -> bytes:

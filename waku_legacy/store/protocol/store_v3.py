@@ -14,7 +14,8 @@ decoder requires the field); ``status_code``/``status_desc``; one ``WakuMessageK
 per message with its hash and pubsub topic, and the message when ``include_data`` was
 asked (nwaku leaves the pubsub topic out of hash-only answers; we send it, as the issue
 asks: a client learns where each hash lives without a second query); ``pagination_cursor``
-when more messages follow.
+when more messages follow. A message's ``payload`` and ``content_topic`` are written even
+when empty (nwaku's ``WakuMessage.decode`` requires both fields).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from waku_legacy.errors import DecodeError
 from waku_legacy.proto import store_v3_pb2, waku_message_pb2
 from waku_legacy.proto.codec import parse_message
+from waku_legacy.store.protocol.framing import encode_varint
 from waku_legacy.store.query import clamp_page_size
 from waku_legacy.store.rest_json import MAX_HASHES_PER_QUERY
 from waku_legacy.store.types import HASH_SIZE, StoredMessage, StoreQuery
@@ -148,13 +150,30 @@ def decode_request(body: bytes) -> V3Request:
 
 def waku_message_of(m: StoredMessage) -> waku_message_pb2.WakuMessage:
     """A stored message as the 14/WAKU2-MESSAGE protobuf (version and timestamp always
-    written, as nwaku does; meta only when there is one)."""
+    set, as nwaku writes them; meta only when there is one)."""
     out = waku_message_pb2.WakuMessage(
         payload=m.payload, content_topic=m.content_topic, version=m.version, timestamp=m.timestamp
     )
     if m.meta:
         out.meta = m.meta
     return out
+
+
+def waku_message_bytes(m: StoredMessage) -> bytes:
+    """:func:`waku_message_of` serialized, with ``payload`` and ``content_topic`` written
+    even when empty: nwaku's decoder (``waku_core/message/codec.nim``) requires both fields
+    and proto3 would leave an empty one out."""
+    body = waku_message_of(m).SerializeToString()
+    if not m.content_topic:
+        body = b"\x12\x00" + body
+    if not m.payload:
+        body = b"\x0a\x00" + body
+    return body
+
+
+def length_delimited(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field."""
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
 
 
 def encode_response(
@@ -167,21 +186,19 @@ def encode_response(
     cursor: bytes | None = None,
 ) -> bytes:
     """One ``StoreQueryResponse`` (see the module notes for what each entry holds)."""
-    out = store_v3_pb2.StoreQueryResponse(
-        request_id=request_id, status_code=int(status), status_desc=description
-    )
-    for m in messages:
-        entry = out.messages.add(message_hash=m.message_hash)
-        if m.pubsub_topic or include_data:
-            entry.pubsub_topic = m.pubsub_topic
-        if include_data:
-            entry.message.CopyFrom(waku_message_of(m))
+    out = store_v3_pb2.StoreQueryResponse(status_code=int(status), status_desc=description)
     if cursor is not None:
         out.pagination_cursor = cursor
-    body = out.SerializeToString()
-    if not request_id:  # proto3 leaves an empty string out; nwaku's decoder requires it
-        body = b"\x0a\x00" + body
-    return body
+    # proto3 leaves an empty request id out; nwaku's decoder requires the field
+    parts = [length_delimited(1, request_id.encode()), out.SerializeToString()]
+    for m in messages:  # WakuMessageKeyValue, by hand for waku_message_bytes
+        entry = length_delimited(1, m.message_hash)
+        if include_data:
+            entry += length_delimited(2, waku_message_bytes(m))
+        if include_data or m.pubsub_topic:
+            entry += length_delimited(3, m.pubsub_topic.encode())
+        parts.append(length_delimited(20, entry))
+    return b"".join(parts)
 
 
 def too_many_requests() -> bytes:
