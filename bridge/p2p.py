@@ -1,0 +1,119 @@
+"""The bridge's libp2p listener: the store protocols for Waku v2 clients that do not speak
+REST (js-waku over WebSocket, go-waku and status-go over TCP).
+
+``[libp2p]`` (:class:`~waku_legacy.bridge.config.Libp2pConfig`) configures it. It answers
+store v3 (``/vac/waku/store-query/3.0.0``) and the legacy store
+(``/vac/waku/store/2.0.0-beta4``) with :mod:`waku_legacy.store.protocol`, from the same v2
+store connections (:class:`~waku_legacy.bridge.store_threads.ThreadLocalStore`) and the
+same query code as the REST API, plus metadata, identify and ping. The listener runs in its
+own trio thread (:mod:`waku_legacy.p2p.listener` says why and how); only the main process
+runs it (REST worker processes do not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from waku_legacy.bridge.config import Libp2pConfig
+from waku_legacy.bridge.logs import fields
+from waku_legacy.bridge.store_threads import ThreadLocalStore
+from waku_legacy.p2p.host import HostLimits
+from waku_legacy.p2p.keys import load_key_pair
+from waku_legacy.p2p.listener import ListenerLimits, P2PListener, Refusal, RequestHandler
+
+__all__ = ["listener_limits", "start_p2p_listener", "store_protocols"]
+
+log = logging.getLogger("waku_legacy.bridge")
+
+
+def listener_limits(config: Libp2pConfig) -> ListenerLimits:
+    return ListenerLimits(
+        host=HostLimits(
+            max_connections=config.max_connections,
+            max_connections_per_peer=config.max_connections_per_peer,
+            handshake_timeout=config.handshake_timeout,
+            negotiation_timeout=config.handshake_timeout,
+        ),
+        max_connections_per_address=config.max_connections_per_address,
+        max_streams_per_connection=config.max_streams_per_connection,
+        max_request_bytes=config.max_request_bytes,
+        read_timeout=config.read_timeout,
+        write_timeout=config.write_timeout,
+        request_rate=config.requests_per_second,
+        request_burst=float(config.request_burst),
+        idle_timeout=config.idle_timeout,
+        workers=config.workers,
+    )
+
+
+def store_protocols(
+    stores: ThreadLocalStore, cursor_cache: Any
+) -> dict[str, tuple[RequestHandler, Refusal | None]]:
+    """Store v3 and the legacy store, answered by the shared store protocol code (an answer
+    that carries an error is logged here, on the worker thread)."""
+    from waku_legacy.store.protocol import (
+        LEGACY_STORE_CODEC,
+        STORE_V3_CODEC,
+        legacy_store_too_many_requests,
+        serve_legacy_store,
+        serve_store_v3,
+        store_v3_too_many_requests,
+    )
+
+    def logged(protocol: str, answer: Any) -> bytes:
+        if answer.error is not None:
+            log.warning(
+                "libp2p store query failed",
+                extra=fields(
+                    protocol=protocol, status=answer.status, request_id=answer.request_id,
+                    error=str(answer.error), error_type=type(answer.error).__name__,
+                ),
+            )  # fmt: skip
+        body: bytes = answer.body
+        return body
+
+    def v3(request: bytes) -> bytes:
+        return logged(STORE_V3_CODEC, serve_store_v3(request, stores))
+
+    def legacy(request: bytes) -> bytes:
+        return logged(LEGACY_STORE_CODEC, serve_legacy_store(request, stores, cursor_cache))
+
+    def v3_refused(request: bytes, reason: str) -> bytes:
+        body: bytes = store_v3_too_many_requests()
+        return body
+
+    def legacy_refused(request: bytes, reason: str) -> bytes:
+        body: bytes = legacy_store_too_many_requests()
+        return body
+
+    return {STORE_V3_CODEC: (v3, v3_refused), LEGACY_STORE_CODEC: (legacy, legacy_refused)}
+
+
+async def start_p2p_listener(
+    config: Libp2pConfig, stores: ThreadLocalStore, cursor_cache: Any
+) -> P2PListener:
+    """Load (or create) the key, start listening, log the multiaddrs."""
+    pair, created = await asyncio.to_thread(load_key_pair, config.key_file)
+    listener = P2PListener(
+        pair,
+        config.listen,
+        store_protocols(stores, cursor_cache),
+        cluster_id=config.cluster_id,
+        shards=config.shards,
+        limits=listener_limits(config),
+        logger=log,
+        extra=fields,
+    )
+    if created:
+        log.info("created a libp2p key", extra=fields(path=config.key_file))
+    await listener.start()
+    log.info(
+        "libp2p listening",
+        extra=fields(
+            peer_id=listener.peer_id, multiaddrs=listener.multiaddrs,
+            cluster_id=config.cluster_id, shards=list(config.shards),
+        ),
+    )  # fmt: skip
+    return listener
