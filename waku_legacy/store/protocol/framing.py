@@ -74,10 +74,11 @@ class FrameReader:
         at = 0
         while at < len(view):
             if self._need is None:
-                at = self._read_prefix(view, at)
-                if self._need == 0:
+                at, length = self._read_prefix(view, at)
+                if length == 0:
                     frames.append(b"")
-                    self._need = None
+                elif length is not None:
+                    self._need = length
                 continue
             take = min(self._need - len(self._body), len(view) - at)
             self._body += view[at : at + take]
@@ -89,8 +90,9 @@ class FrameReader:
                 self._need = None
         return frames
 
-    def _read_prefix(self, view: memoryview, at: int) -> int:
-        """Consume prefix bytes from ``view[at:]``; sets ``_need`` when the prefix ends."""
+    def _read_prefix(self, view: memoryview, at: int) -> tuple[int, int | None]:
+        """Consume prefix bytes from ``view[at:]``: the new offset and the frame length
+        when the prefix ended (None while it goes on)."""
         while at < len(view):
             byte = view[at]
             at += 1
@@ -109,9 +111,8 @@ class FrameReader:
                 self._fail(FrameTooLarge, "frame", reason)
             self.offset += len(self._prefix)
             self._prefix.clear()
-            self._need = length
-            return at
-        return at
+            return at, length
+        return at, None
 
     def _fail(self, kind: type[FrameError], what: str, reason: str) -> NoReturn:
         self._failed = kind(what, reason, offset=self.offset)
