@@ -269,11 +269,20 @@ class P2PListener:
         text = str(addr)
         return text if "/p2p/" in text else f"{text}/p2p/{self.peer_id}"
 
-    def _note(self, kind: str, key: str, error: BaseException | str, **values: Any) -> None:
+    def _note(
+        self,
+        kind: str,
+        key: str,
+        error: BaseException | str,
+        *,
+        level: int = logging.WARNING,
+        **values: Any,
+    ) -> None:
         """Count a refusal or failure; log it at most once per kind and key per 10 s."""
         self.shared.count(kind)
         if self._throttle.should_log((kind, key), time.monotonic()):
-            self.log.warning(
+            self.log.log(
+                level,
                 "libp2p " + kind.replace("_", " "),
                 extra=self._extra(
                     error=str(error), error_type=type(error).__name__, peer=key, **values
@@ -401,7 +410,9 @@ class P2PListener:
         elif isinstance(exc, P2PTimeout):
             self._note("stream_timeout", peer, exc, protocol=name)
         elif isinstance(exc, (WakuLegacyError, OSError, EOFError)) or _is_libp2p_io(exc):
-            self._note("stream_error", peer, exc, protocol=name)
+            # a peer that resets or closes a stream it opened (js-waku does so with the
+            # streams it pre-opened when it stops) is ordinary: info, not warning
+            self._note("stream_error", peer, exc, protocol=name, level=logging.INFO)
         elif isinstance(exc, Exception):
             self.shared.count("internal_errors")
             self.log.error(
