@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +57,12 @@ def rows(tmp_path_factory) -> tuple[Path, list[StoredMessage]]:
     return path, messages
 
 
-@pytest.fixture
-async def bridge(rows, tmp_path):
+@contextlib.asynccontextmanager
+async def serving(
+    rows: tuple[Path, list[StoredMessage]], tmp_path: Path, **libp2p: Any
+) -> AsyncIterator[tuple[str, aiohttp.ClientSession, list[StoredMessage]]]:
+    """The bridge with its libp2p listener on loopback WebSocket: (its announced WS
+    multiaddr, an HTTP session on its REST port, the stored rows)."""
     path, messages = rows
     config = bridge_config(
         tmp_path,
@@ -66,6 +72,7 @@ async def bridge(rows, tmp_path):
             "key_file": str(tmp_path / "libp2p.key"),
             "cluster_id": 16,
             "shards": [32, 128],
+            **libp2p,
         },
     )
     service = BridgeService(config)
@@ -75,6 +82,12 @@ async def bridge(rows, tmp_path):
             yield _ws_multiaddr(await _json(http, "/debug/v1/info")), http, messages
     finally:
         await service.stop()
+
+
+@pytest.fixture
+async def bridge(rows, tmp_path):
+    async with serving(rows, tmp_path) as served:
+        yield served
 
 
 def _ws_multiaddr(info: dict[str, Any]) -> str:
@@ -110,14 +123,20 @@ async def _rest_pages(
 
 
 async def _client(
-    node: str, addr: str, pubsub: str, topics: list[str], mode: str, direction: str = "forward"
+    node: str,
+    addr: str,
+    pubsub: str,
+    topics: list[str],
+    mode: str,
+    direction: str = "forward",
+    delay_ms: int = 0,
 ):
     """Run the js-waku client; (exit code, JSON lines, stderr)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NODE_ENV", "NODE_OPTIONS", "DEBUG")}
     proc = await asyncio.create_subprocess_exec(
         node, str(CLIENT), "--addr", addr, "--cluster", "16", "--pubsub", pubsub,
         "--content", ",".join(topics), "--page-size", str(PAGE), "--mode", mode,
-        "--direction", direction, "--timeout-ms", "15000",
+        "--direction", direction, "--timeout-ms", "15000", "--delay-ms", str(delay_ms),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
     try:
@@ -216,3 +235,19 @@ async def test_jswaku_refuses_the_bridge_for_a_shard_it_does_not_announce(node_b
     assert code == 1
     assert "does not select" in err and "/waku/2/rs/16/200" in err, err
     assert [line["kind"] for line in lines] == ["peer"]
+
+
+async def test_jswaku_queries_after_the_bridge_timed_out_its_idle_pre_opened_streams(
+    node_bin, rows, tmp_path, caplog
+):
+    """js-waku opens a store stream as soon as identify lists the codec and leaves it idle
+    until the app queries; the bridge resets a stream that sends no request within
+    read_timeout. A query made after that still gets every message (js-waku sees the reset
+    stream and opens a new one)."""
+    async with serving(rows, tmp_path, read_timeout="1s") as (addr, _http, messages):
+        topics = CONTENT[:2]
+        code, lines, err = await _client(node_bin, addr, PUBSUB, topics, "pages", delay_ms=3000)
+    assert code == 0, err
+    assert any("stream timeout" in r.getMessage() for r in caplog.records)  # it did reset
+    got = [m["hash"] for line in lines if line["kind"] == "page" for m in line["messages"]]
+    assert got == [r.message_hash.hex() for r in _expected(messages, PUBSUB, topics)]

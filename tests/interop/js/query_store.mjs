@@ -3,6 +3,7 @@
 // Usage: node query_store.mjs --addr <ws multiaddr with /p2p/> --cluster 16
 //          --pubsub /waku/2/rs/16/128 --content t1,t2 [--page-size 20]
 //          [--mode pages|hashes] [--direction forward|backward] [--timeout-ms 20000]
+//          [--delay-ms 0]   (wait this long between "peer usable" and the first query)
 //
 // Prints one JSON object per line on stdout:
 //   {"kind":"peer", "peerId", "protocols", "shardInfo"}   once the node is usable as store peer
@@ -33,6 +34,7 @@ function parseArgs(argv) {
     mode: "pages",
     direction: "forward",
     "timeout-ms": "20000",
+    "delay-ms": "0",
   };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, "");
@@ -58,6 +60,7 @@ function parseArgs(argv) {
     mode: out.mode,
     forward: out.direction === "forward",
     timeoutMs: Number(out["timeout-ms"]),
+    delayMs: Number(out["delay-ms"]),
   };
 }
 
@@ -248,6 +251,8 @@ async function main() {
   });
   try {
     const peerId = await usableStorePeer(node, args);
+    // A web app queries when its user asks, with the streams js-waku pre-opened idle since.
+    if (args.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, args.delayMs));
     const decoders = args.contentTopics.map((t) => new RawDecoder(t, args.pubsubTopic));
     if (args.mode === "pages") await withTimeout(queryPages(node, args, decoders), args.timeoutMs * 3, "paged query");
     else await withTimeout(queryHashes(node, args, peerId, decoders), args.timeoutMs * 3, "hash query");
