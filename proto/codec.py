@@ -12,6 +12,7 @@ catches most bytes that are not the message at all.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import TypeVar
 
 from google.protobuf import unknown_fields
@@ -69,6 +70,60 @@ def unknown_field_path(message: Message, prefix: str = "") -> str | None:
     return None
 
 
+def _varint(data: bytes, at: int) -> tuple[int, int] | None:
+    """(value, next offset) of the varint at ``at``; None when it runs off the end."""
+    value = shift = 0
+    while at < len(data) and shift < 64:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+    return None
+
+
+def wire_fault(data: bytes, string_fields: Mapping[int, str]) -> str | None:
+    """Why the top level of ``data`` is not valid protobuf wire format, in words.
+
+    The runtime's own parse errors say only "Error parsing message" (upb); this walk names
+    the field and offset of a truncated or corrupt field and of a string that is not UTF-8
+    (``string_fields``: the message's string fields, number to name).
+    """
+    at = 0
+    while at < len(data):
+        start = at
+        key = _varint(data, at)
+        if key is None:
+            return f"corrupt: truncated field key at byte {start}"
+        tag, at = key
+        number, wire_type = tag >> 3, tag & 7
+        if number == 0 or wire_type in (3, 4, 6, 7):
+            return f"corrupt: field {number} has wire type {wire_type} at byte {start}"
+        if wire_type == 0:
+            value = _varint(data, at)
+            if value is None:
+                return f"corrupt: truncated varint in field {number} at byte {start}"
+            at = value[1]
+            continue
+        if wire_type in (1, 5):
+            at += 8 if wire_type == 1 else 4
+            if at > len(data):
+                return f"corrupt: truncated fixed-width field {number} at byte {start}"
+            continue
+        length = _varint(data, at)
+        if length is None or length[1] + length[0] > len(data):
+            return f"corrupt: length-delimited field {number} runs past the end at byte {start}"
+        body = data[length[1] : length[1] + length[0]]
+        at = length[1] + length[0]
+        if number in string_fields:
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                return f"bad UTF-8 in string field {string_fields[number]} at byte {start}"
+    return None
+
+
 def parse_message(
     cls: type[M],
     data: bytes | bytearray | memoryview,
@@ -88,7 +143,10 @@ def parse_message(
             warnings.simplefilter("error")
             message.ParseFromString(bytes(data))
     except _ProtobufDecodeError as exc:
-        reason = str(exc).split(": ", 1)[-1] if ": " in str(exc) else str(exc)
+        strings = {
+            f.number: f.name for f in cls.DESCRIPTOR.fields if f.type == FieldDescriptor.TYPE_STRING
+        }
+        reason = wire_fault(bytes(data), strings) or str(exc)
         raise ProtobufDecodeError(
             what, f"not a valid {cls.DESCRIPTOR.full_name} protobuf: {reason}"
         ) from None
