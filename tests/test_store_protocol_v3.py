@@ -433,13 +433,15 @@ def test_random_bytes_never_raise(store: MessageStore) -> None:
         assert read_response(answer.body).status == answer.status
 
 
-def test_over_100_hashes_are_refused_with_a_reason(store: MessageStore) -> None:
-    hashes = tuple(hashlib.sha256(b"%d" % i).digest() for i in range(101))
-    resp = read_response(answer_store_v3(hand_request("h", hashes=hashes), store))
+def test_over_1000_hashes_are_refused_with_a_reason(store: MessageStore) -> None:
+    unknown = [hashlib.sha256(b"%d" % i).digest() for i in range(1001)]
+    resp = read_response(answer_store_v3(hand_request("h", hashes=tuple(unknown)), store))
     assert resp.status == 400 and resp.request_id == b"h"
-    assert resp.desc == "BAD_REQUEST: 101 message hashes in one query; at most 100"
-    ok = read_response(answer_store_v3(hand_request("h", hashes=hashes[:100]), store))
-    assert ok.status == 200 and ok.entries == []
+    assert resp.desc == "BAD_REQUEST: 1001 message hashes in one query; at most 1000"
+    # 1000 hashes (every stored one among them) are looked up at once, paged as usual
+    asked = tuple(unknown[: 1000 - len(ROWS)] + [r.message_hash for r in ROWS])
+    seen, pages = page_through(store, hashes=asked, forward=True, limit=100)
+    assert seen == model() and pages == 3
 
 
 def test_a_topic_no_store_can_hold_is_a_bad_request(store: MessageStore) -> None:

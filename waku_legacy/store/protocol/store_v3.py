@@ -29,10 +29,10 @@ from waku_legacy.proto import store_v3_pb2, waku_message_pb2
 from waku_legacy.proto.codec import parse_message
 from waku_legacy.store.protocol.framing import encode_varint
 from waku_legacy.store.query import clamp_page_size
-from waku_legacy.store.rest_json import MAX_HASHES_PER_QUERY
 from waku_legacy.store.types import HASH_SIZE, StoredMessage, StoreQuery
 
 __all__ = [
+    "MAX_HASHES_PER_REQUEST",
     "MAX_REQUEST_SIZE",
     "STORE_V3_CODEC",
     "StatusCode",
@@ -44,8 +44,12 @@ __all__ = [
 ]
 
 STORE_V3_CODEC = "/vac/waku/store-query/3.0.0"
-# The largest request frame we read: 100 hashes take 3.4 KB, ten long topics a few more.
+# The largest request frame we read: 1000 hashes take 34 KB, ten long topics a few more.
 MAX_REQUEST_SIZE = 64 * 1024
+# Hashes one request may look up (nwaku has no cap; js-waku sends every hash it wants in one
+# request, so a hash-only page of 100 and more is fetched at once): primary-key lookups in
+# one SQL list, bounded by this.
+MAX_HASHES_PER_REQUEST = 1000
 
 
 class StatusCode(enum.IntEnum):
@@ -126,11 +130,11 @@ def decode_request(body: bytes) -> V3Request:
     )
     if not msg.request_id and not has_request_id(bytes(body)):
         raise DecodeError("store v3 request", "MissingRequiredField request_id")
-    if len(msg.message_hashes) > MAX_HASHES_PER_QUERY:
+    if len(msg.message_hashes) > MAX_HASHES_PER_REQUEST:
         refused = StoreRequestRefused(
             "store v3 request",
             f"{len(msg.message_hashes)} message hashes in one query; at most "
-            f"{MAX_HASHES_PER_QUERY}",
+            f"{MAX_HASHES_PER_REQUEST}",
         )
         refused.request_id = msg.request_id
         raise refused
