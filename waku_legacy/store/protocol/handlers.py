@@ -6,7 +6,8 @@ of the response frame, the status, and the typed error worth a log line. They ne
 bytes that do not decode, over-limit queries, forged cursors, a store that fails, even a
 bug, all become answers (nwaku's codes and texts; see :mod:`.store_v3` and :mod:`.legacy`).
 The work per request is bounded: at most 10 content topics (one indexed page read each),
-1000 hashes (primary-key lookups), pages of at most 100 messages, a legacy cursor search of at most 500 rows.
+1000 hashes (primary-key lookups), pages of at most 100 messages, a legacy cursor search
+of at most 500 rows.
 
 The store calls are synchronous: run these on a thread (the bridge passes
 ``StoreAccess.stores``, a store per thread). :func:`answer_store_v3` and
