@@ -507,3 +507,45 @@ def test_generated_classes_read_our_responses(store: MessageStore) -> None:
     assert [m.message_hash for m in resp.messages] == model()[:5]
     assert resp.pagination_cursor == model()[4]
     assert all(m.HasField("message") and m.pubsub_topic for m in resp.messages)
+
+
+@pytest.mark.parametrize("forward", [True, False])
+def test_paging_the_way_js_waku_does_stops_at_an_empty_page(
+    store: MessageStore, forward: bool
+) -> None:
+    """js-waku (packages/core/src/lib/store/store.ts) ignores pagination_cursor: it sends
+    the last (forward) or first (backward) hash of each page and stops at an empty page."""
+    seen: list[bytes] = []
+    cursor = None
+    while True:
+        resp = read_response(
+            answer_store_v3(
+                hand_request(include_data=True, pubsub=PUBSUB[1], topics=(TOPICS[1], TOPICS[3]),
+                             cursor=cursor, forward=forward, limit=30),
+                store,
+            )
+        )  # fmt: skip
+        assert resp.status == 200
+        if not resp.entries:
+            break
+        hashes = [e.message_hash for e in resp.entries]
+        seen += hashes if forward else list(reversed(hashes))
+        cursor = hashes[-1] if forward else hashes[0]
+    assert seen == model(pubsub=PUBSUB[1], topics=(TOPICS[1], TOPICS[3]), asc=forward)
+
+
+def test_one_stream_sans_io_frames_in_and_out(store: MessageStore) -> None:
+    """A request arriving in odd pieces, answered, and read back through the framing."""
+    from waku_legacy.store.protocol import MAX_REQUEST_SIZE, FrameReader, encode_frame
+
+    wire = encode_frame(hand_request("s", include_data=True, limit=7, forward=True))
+    server = FrameReader(MAX_REQUEST_SIZE)
+    frames: list[bytes] = []
+    for at in range(0, len(wire), 3):
+        frames += server.feed(wire[at : at + 3])
+    server.finish()
+    assert len(frames) == 1
+    client = FrameReader(4 * 1024 * 1024)
+    (reply,) = client.feed(encode_frame(answer_store_v3(frames[0], store)))
+    resp = read_response(reply)
+    assert resp.request_id == b"s" and [e.message_hash for e in resp.entries] == model()[:7]
