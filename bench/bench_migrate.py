@@ -1,27 +1,34 @@
 """Migration benchmark: N envelopes in a legacy status-go PostgreSQL mailserver database,
-migrated end to end on Spark, beside a plain single-process Python loop doing the same
-per-envelope work in the same run.
+migrated end to end on Spark, beside the floor (the same work on every core with plain
+library calls, no framework) and a plain single-process Python loop, in the same run.
 
     .venv/bin/python bench/bench_migrate.py                    # N = 1,000,000
-    .venv/bin/python bench/bench_migrate.py --n 200000 --json
+    .venv/bin/python bench/bench_migrate.py --n 200000 --stages --json
     .venv/bin/python bench/bench_migrate.py --n 4000000 --skip-loop   # driver memory at 4M
 
 Data: one community with 4 channels (10% of the envelopes: real AES-GCM encrypted and
 signed 26/WAKU-PAYLOADs, a pool of distinct payloads reused with distinct envelopes) and
 public-chat traffic on other topics, spread over a year; loaded with COPY into a database
-``waku_legacy_bench`` on the local server (127.0.0.1:5432) or an embedded one. The database
-is reused while it holds the same N and seed (``--regenerate`` forces a reload).
+``waku_legacy_bench_<N>`` on the local server (127.0.0.1:5432) or an embedded one. The
+database is reused while it holds the same N and seed (``--regenerate`` forces a reload).
 
-Both contenders run in their own fresh process, so each peak RSS is its own:
+Each contender runs in its own fresh process, so each peak RSS is its own:
 
-- spark: ``run_migration`` (PostgreSQL source in parallel id ranges, decode/convert/dedup on
-  executors, sorted Parquet, SQLite store written by the driver, archives encoded per window);
-  JVM start is measured and reported apart from the pipeline time.
-- loop: one process reads the table in id order and, per envelope, calls the same per-record
-  functions (decode_record, dedup by key in a dict, SQLite store in batches, archive_fields),
-  then builds the community's archives with the archive module's one-call build.
+- floor: ``multiprocessing`` over every core, each process reading an id range with
+  PostgreSQL binary COPY and calling, per envelope, only the library functions that do the
+  work (RLP decode, the v1 -> v2 conversion, SHA-256 message hash, keccak envelope hash;
+  AES-GCM + keccak + public-key recovery via ``archive_fields`` for channel messages);
+  hash-sorted runs merged into one bulk SQLite write; the archive module's one-call build.
+- spark: ``run_migration`` (PostgreSQL source in parallel id ranges, read+decode in one
+  Python worker, dedup on executors, sorted Parquet, SQLite store written by the driver,
+  archives encoded per window); JVM start is measured and reported apart.
+- loop: one process reads the table in id order and, per envelope, calls the migration's
+  per-record functions (``decode_record``, dedup in a set, ``archive_fields``), keeps the
+  store rows as hash-sorted runs, one bulk SQLite write, the one-call archive build.
 
-The two results are checked to be the same (store row count, archive bytes).
+The script checks that all three give the same store rows (a digest of both tables in key
+order) and the same archive bytes, and exits 1 otherwise. ``--stages`` adds where Spark's
+time goes (see :func:`spark_breakdown`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -197,19 +205,115 @@ def _bench_config(dsn: str, out: Path, master: str, partitions: int, seed: int) 
     return parse_config(data, base_dir=out)
 
 
+def _timed_read(tasks: list[Any], spent: Any) -> Any:
+    """A mapInArrow function: the pipeline's read of each task, the Python time it takes
+    (PostgreSQL fetch, RAW batches built) added to the accumulator ``spent``."""
+    from waku_legacy.migrate.sources import read_task
+
+    def read(batches: Any) -> Any:
+        for batch in batches:
+            for task_id in batch.column(0).to_pylist():
+                reader = read_task(tasks[task_id])
+                while True:
+                    started = time.perf_counter()
+                    raw = next(reader, None)
+                    spent.add(time.perf_counter() - started)
+                    if raw is None:
+                        break
+                    yield raw
+
+    return read
+
+
+def _timed_decode(mapping: Any, spent: dict[str, Any]) -> Any:
+    """A mapInArrow function doing what :func:`decode_batch` does, each part timed: Arrow to
+    Python lists, the per-record decode, Python lists back to Arrow."""
+    import pyarrow as pa
+
+    from waku_legacy.migrate.decode import _RAW_NAMES, decode_record
+    from waku_legacy.migrate.records import MESSAGE_SCHEMA
+
+    def decode(batches: Any) -> Any:
+        for batch in batches:
+            t0 = time.perf_counter()
+            columns = [batch.column(name).to_pylist() for name in _RAW_NAMES]
+            t1 = time.perf_counter()
+            rows = [decode_record(dict(zip(_RAW_NAMES, v, strict=True)), mapping)
+                    for v in zip(*columns, strict=True)]  # fmt: skip
+            t2 = time.perf_counter()
+            out = pa.RecordBatch.from_arrays(
+                [pa.array([r[f.name] for r in rows], f.type) for f in MESSAGE_SCHEMA],
+                schema=MESSAGE_SCHEMA,
+            )
+            t3 = time.perf_counter()
+            spent["arrow_to_python"].add(t1 - t0)
+            spent["decode_records"].add(t2 - t1)
+            spent["python_to_arrow"].add(t3 - t2)
+            yield out
+
+    return decode
+
+
+def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
+    """Where the first step's time goes: the same read, decode and dedup run as separate
+    jobs (each ending in Spark's no-op sink), with the Python time inside the tasks summed
+    over the cores by accumulators. Wall seconds per job and Python seconds per part."""
+    from waku_legacy.identity.topic_mapping import TopicMapping
+    from waku_legacy.migrate.dedup import deduplicate
+    from waku_legacy.migrate.pipeline import message_partitions
+    from waku_legacy.migrate.records import MESSAGE_SCHEMA, RAW_SCHEMA, spark_ddl
+    from waku_legacy.migrate.sources import plan_source
+
+    sc = spark.sparkContext
+    mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
+    parts = max(2, sc.defaultParallelism)
+    tasks = [t for s in config.sources for t in plan_source(s, parts, config.output.work_dir)]
+    ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
+    spent = {k: sc.accumulator(0.0) for k in ("read", "arrow_to_python", "decode_records",
+                                              "python_to_arrow")}  # fmt: skip
+    raw = ids.mapInArrow(_timed_read(tasks, spent["read"]), spark_ddl(RAW_SCHEMA))
+    decoded = raw.mapInArrow(_timed_decode(mapping, spent), spark_ddl(MESSAGE_SCHEMA))
+    deduplicated = deduplicate(
+        decoded.repartition(message_partitions(config, spark), "dedup_key")
+    )
+    out: dict[str, float] = {}
+    for name, frame in (("read", raw), ("read_decode", decoded), ("read_decode_dedup",
+                                                                   deduplicated)):  # fmt: skip
+        for acc in spent.values():
+            acc.value = 0.0
+        started = time.monotonic()
+        frame.write.format("noop").mode("overwrite").save()
+        out[f"job.{name}"] = round(time.monotonic() - started, 2)
+        for part, acc in spent.items():
+            out[f"python.{name}.{part}"] = round(acc.value, 2)
+    return out
+
+
 def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     from waku_legacy.migrate.pipeline import run_migration, start_spark
 
     out = Path(args.out)
     config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
     spark, jvm = start_spark(config)
+    breakdown = spark_breakdown(spark, config) if args.stages else {}
     started = time.monotonic()
     report = run_migration(config, spark=spark)
     seconds = time.monotonic() - started
+    if args.stages:  # the driver's store step without SQLite: the Parquet read and merge
+        from waku_legacy.migrate.sinks import iter_kept_sorted
+
+        read_started = time.monotonic()
+        for _ in iter_kept_sorted(Path(config.output.work_dir) / "messages"):
+            pass
+        breakdown["store.parquet_read_merge"] = round(time.monotonic() - read_started, 2)
     result = {
         "jvm_start_s": round(jvm, 2),
         "seconds": round(seconds, 2),
-        "stages": report.timing,
+        "stages": {
+            **report.timing,
+            **{f"archives.{k}": v for c in report.communities for k, v in c["timing"].items()},
+            **breakdown,
+        },
         "messages": report.totals["messages"],
         "archives": report.totals["archives_added"],
         "driver_python_peak_rss_mb": round(_rss_mb(), 1),
@@ -219,51 +323,38 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
-    from waku_legacy.archive import ArchiveMessage
-    from waku_legacy.archive.build import build_community_archives
-    from waku_legacy.identity.topic_mapping import TopicMapping
-    from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
+RUN_ROWS = 100_000  # store rows per sorted run file (loop and floor)
+ARCHIVE_FIELDS = ("timestamp", "hash", "topic", "payload", "sig", "padding")  # ArchiveMessage
+STORE_FIELDS = ("message_hash", "pubsub_topic", "content_topic", "payload", "version",
+                "timestamp", "meta", "envelope", "db_key")  # fmt: skip
+
+
+def _loop_decode(dsn: str, mapping: Any, keys: dict[str, bytes], runs: Path) -> tuple[Any, ...]:
+    """The loop's pass over the source: per envelope the migration's ``decode_record``, dedup
+    in a set, ``archive_fields`` for channel messages; store rows kept as hash-sorted runs
+    of RUN_ROWS (inserting them in read order, i.e. random hash order, into SQLite's
+    primary-key B-trees is what made the loop slow down with N). Returns (run files,
+    archive messages)."""
     from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
     from waku_legacy.migrate.archives import archive_fields
     from waku_legacy.migrate.decode import decode_record
-    from waku_legacy.store import open_store
 
-    out = Path(args.out)
-    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
-    c = config.communities[0]
-    mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
-    keys = {
-        v1_topic_to_content_topic(t): symmetric_key_for_chat(c.id.channel_chat_id(ch))
-        for t, ch in c.channel_topics().items()
-    }
-    started = time.monotonic()
     seen: set[bytes] = set()
-    archive_messages: list[ArchiveMessage] = []
-    store = open_store(config.output.store)
-    batch: list[tuple[Any, ...]] = []
-    with store.bulk_load(), PostgresEnvelopeStore(args.dsn) as source:
+    archived: list[tuple[Any, ...]] = []
+    paths: list[str] = []
+    rows: list[tuple[Any, ...]] = []
+    with PostgresEnvelopeStore(dsn) as source:
         for key, data in source.iter_id_range():
-            row = decode_record(
-                {
-                    "source": "pg",
-                    "kind": "mailserver-postgres",
-                    "location": "id=0x" + key.hex(),
-                    "rank": 1,
-                    "format": "v1-envelope",
-                    "data": data,
-                },
-                mapping,
-            )
+            raw = {"source": "pg", "kind": "mailserver-postgres", "location": "id=0x" + key.hex(),
+                   "rank": 1, "format": "v1-envelope", "data": data}  # fmt: skip
+            row = decode_record(raw, mapping)
             if row["quarantined"] or row["dedup_key"] in seen:
                 continue
             seen.add(row["dedup_key"])
-            batch.append(tuple(row[k] for k in ("message_hash", "pubsub_topic", "content_topic",
-                                                 "payload", "version", "timestamp", "meta",
-                                                 "envelope", "db_key")))  # fmt: skip
-            if len(batch) >= 20_000:
-                store.insert_messages(batch, batch_size=20_000)
-                batch = []
+            rows.append(tuple(row[k] for k in STORE_FIELDS))
+            if len(rows) >= RUN_ROWS:
+                paths.append(_write_run(rows, runs / f"run-{len(paths):04d}"))
+                rows = []
             if row["community"] is not None:
                 f = archive_fields(
                     message_hash=row["message_hash"], content_topic=row["content_topic"],
@@ -271,32 +362,224 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
                     db_key=row["db_key"], symmetric_key=keys[row["content_topic"]],
                 )  # fmt: skip
                 if f["ok"]:
-                    archive_messages.append(
-                        ArchiveMessage(
-                            f["timestamp"],
-                            f["hash"],
-                            f["topic"],
-                            f["payload"],
-                            f["sig"],
-                            f["padding"],
-                        )
-                    )
-        if batch:
-            store.insert_messages(batch, batch_size=20_000)
-    messages = store.count()
-    store.close()
-    built = build_community_archives(
-        config.output.archive_dir, config.output.torrent_dir, c.id,
-        sorted(c.channel_topics()), archive_messages, now=config.pipeline.now,
-        clock_ms=config.pipeline.now * 1000,
-        archive_topics=c.archive_topics,  # as the migration encodes them (issue 12)
-    )  # fmt: skip
+                    archived.append(tuple(f[k] for k in ARCHIVE_FIELDS))
+    paths.append(_write_run(rows, runs / f"run-{len(paths):04d}"))
+    return paths, archived
+
+
+def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
+    from waku_legacy.identity.topic_mapping import TopicMapping
+    from waku_legacy.store import open_store
+
+    out = Path(args.out)
+    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
+    c = config.communities[0]
+    mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
+    keys = _channel_keys(c)
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    paths, archived = _loop_decode(args.dsn, mapping, keys, runs)
+    decoded = time.monotonic()
+    with open_store(config.output.store) as store:
+        with store.bulk_load():
+            store.insert_messages(_merged(paths), batch_size=20_000)
+        messages = store.count()
+    stored = time.monotonic()
+    built = _build_archives(config, archived)
+    seconds = time.monotonic() - started
     return {
-        "seconds": round(time.monotonic() - started, 2),
+        "seconds": round(seconds, 2),
+        "stages": {
+            "read_decode_decrypt": round(decoded - started, 2),
+            "store": round(stored - decoded, 2),
+            "archives": round(started + seconds - stored, 2),
+        },
         "messages": messages,
         "archives": built.archives_added,
         "peak_rss_mb": round(_rss_mb(), 1),
     }
+
+
+def _build_archives(config: Any, archived: list[tuple[Any, ...]]) -> Any:
+    """The archive module's one-call build over every archive message, as the migration
+    encodes them (the community's archive_topics, issue 12)."""
+    from waku_legacy.archive import ArchiveMessage
+    from waku_legacy.archive.build import build_community_archives
+
+    c = config.communities[0]
+    return build_community_archives(
+        config.output.archive_dir, config.output.torrent_dir, c.id,
+        sorted(c.channel_topics()), [ArchiveMessage(*m) for m in archived],
+        now=config.pipeline.now, clock_ms=config.pipeline.now * 1000,
+        archive_topics=c.archive_topics,
+    )  # fmt: skip
+
+
+def _write_run(rows: list[tuple[Any, ...]], path: Path) -> str:
+    """``rows`` sorted by hash into ``path`` as pickled chunks (read by :func:`_run_rows`)."""
+    import pickle
+
+    rows.sort(key=lambda r: r[0])
+    with open(path, "wb") as fh:
+        for i in range(0, len(rows), 5000):
+            pickle.dump(rows[i : i + 5000], fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return str(path)
+
+
+def _run_rows(path: str) -> Any:
+    import pickle
+
+    with open(path, "rb") as fh:
+        while True:
+            try:
+                yield from pickle.load(fh)
+            except EOFError:
+                return
+
+
+def _merged(paths: list[str]) -> Any:
+    """Every run file's rows in hash order, one copy per hash (runs are in read order, so
+    the first copy read wins, as the migration keeps the copy with the lowest location)."""
+    import heapq
+
+    last = None
+    for row in heapq.merge(*(_run_rows(p) for p in paths), key=lambda r: r[0]):
+        if row[0] != last:
+            last = row[0]
+            yield row
+
+
+# -- the floor: plain library calls over every core, no framework -----------------------------
+
+
+def _floor_plan(dsn: str, parts: int) -> list[tuple[bytes | None, bytes | None]]:
+    from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
+
+    with PostgresEnvelopeStore(dsn) as db:
+        return db.plan_splits(parts)
+
+
+def _floor_task(job: tuple[Any, ...]) -> tuple[str, int, list[tuple[Any, ...]], int]:
+    """One id range: binary COPY out of PostgreSQL, per record the plain decode and hash
+    calls (and decrypt + recover for channel messages), store rows sorted by hash written
+    to a run file in pickled chunks. Returns (run file, rows, archive messages, rejected)."""
+
+    import psycopg
+    from psycopg import sql
+
+    from waku_legacy.errors import WakuLegacyError
+    from waku_legacy.identity.message_hash import deterministic_hash, envelope_hash
+    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+    from waku_legacy.mailserver_compat.wire.envelope import Envelope
+    from waku_legacy.migrate.archives import archive_fields
+
+    dsn, start, stop, mapping, keys, path = job
+    where = [sql.SQL("TRUE")]
+    if start is not None:
+        where.append(sql.SQL("id >= {}").format(sql.Literal(start)))
+    if stop is not None:
+        where.append(sql.SQL("id < {}").format(sql.Literal(stop)))
+    query = sql.SQL("COPY (SELECT id, data FROM envelopes WHERE {}) TO STDOUT (FORMAT BINARY)")
+    rows: list[tuple[Any, ...]] = []
+    archived: list[tuple[Any, ...]] = []
+    rejected = 0
+    with psycopg.connect(dsn) as conn, conn.cursor() as cur:
+        with cur.copy(query.format(sql.SQL(" AND ").join(where))) as copy:
+            copy.set_types(["bytea", "bytea"])
+            for _, data in copy.rows():
+                try:
+                    env = Envelope.decode(data)
+                    msg = envelope_to_waku_message(env)
+                except WakuLegacyError:
+                    rejected += 1
+                    continue
+                content, payload, ts = msg.content_topic, msg.payload, msg.timestamp
+                pubsub = mapping.pubsub_for(content)
+                h = deterministic_hash(pubsub, payload, content, b"", ts)
+                db_key = env.sent_time.to_bytes(4, "big") + envelope_hash(data) + env.topic
+                rows.append((h, pubsub, content, payload, 1, ts, None, data, db_key))
+                key = keys.get(content)
+                if key is not None:
+                    f = archive_fields(message_hash=h, content_topic=content, payload=payload,
+                                       version=1, timestamp_ns=ts, db_key=db_key,
+                                       symmetric_key=key)  # fmt: skip
+                    if f["ok"]:
+                        archived.append(tuple(f[k] for k in ARCHIVE_FIELDS))
+    return _write_run(rows, Path(path)), len(rows), archived, rejected
+
+
+def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
+    import multiprocessing
+
+    from waku_legacy.identity.topic_mapping import TopicMapping
+    from waku_legacy.store import open_store
+
+    out = Path(args.out)
+    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
+    c = config.communities[0]
+    mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
+    keys = _channel_keys(c)
+    cores = os.cpu_count() or 1
+    started = time.monotonic()
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    splits = _floor_plan(args.dsn, max(4 * cores, args.n // 100_000))
+    jobs = [(args.dsn, a, b, mapping, keys, str(runs / f"run-{i:04d}")) for i, (a, b)
+            in enumerate(splits)]  # fmt: skip
+    with multiprocessing.get_context("fork").Pool(cores) as pool:
+        done = pool.map(_floor_task, jobs, chunksize=1)
+    decoded = time.monotonic()
+    with open_store(config.output.store) as store:
+        with store.bulk_load():
+            store.insert_messages(_merged([d[0] for d in done]), batch_size=20_000)
+        messages = store.count()
+    stored = time.monotonic()
+    built = _build_archives(config, [m for d in done for m in d[2]])
+    seconds = time.monotonic() - started
+    return {
+        "seconds": round(seconds, 2),
+        "stages": {
+            "read_decode_decrypt": round(decoded - started, 2),
+            "store": round(stored - decoded, 2),
+            "archives": round(started + seconds - stored, 2),
+        },
+        "processes": cores,
+        "messages": messages,
+        "archives": built.archives_added,
+        "peak_rss_mb": round(_rss_mb(), 1),
+        "workers_peak_rss_mb": round(_children_rss_mb(), 1),
+    }
+
+
+def _channel_keys(c: Any) -> dict[str, bytes]:
+    """Content topic -> symmetric key of each channel of community ``c``."""
+    from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
+
+    return {
+        v1_topic_to_content_topic(t): symmetric_key_for_chat(c.id.channel_chat_id(ch))
+        for t, ch in c.channel_topics().items()
+    }
+
+
+def _children_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+# -- checking the three results ------------------------------------------------------------
+
+
+def _store_digest(out: Path) -> str:
+    """SHA-256 over every row of the store's two tables in key order (the row set)."""
+    import sqlite3
+
+    h = hashlib.sha256()
+    with sqlite3.connect(out / "store.sqlite3") as db:
+        for table in ("Message", "v1_envelopes"):
+            h.update(table.encode())
+            for row in db.execute(f"SELECT * FROM {table} ORDER BY messageHash"):
+                h.update(repr(row).encode())
+    return h.hexdigest()
 
 
 def _archive_digest(out: Path) -> str:
@@ -310,11 +593,51 @@ def _archive_digest(out: Path) -> str:
 def _child(phase: str, args: argparse.Namespace, dsn: str, out: Path) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--phase", phase, "--dsn", dsn, "--out", str(out),
            "--master", args.master, "--partitions", str(args.partitions), "--seed",
-           str(args.seed), "--n", str(args.n)]  # fmt: skip
+           str(args.seed), "--n", str(args.n)] + (["--stages"] if args.stages else [])  # fmt: skip
+    load = os.getloadavg()[0]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         raise SystemExit(f"{phase} phase failed:\n{run.stderr[-4000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    result["load_before"] = round(load, 2)
+    result["store_digest"] = _store_digest(out)
+    result["archive_digest"] = _archive_digest(out)
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+SPARK_STEPS = ("read_decode_dedup", "count", "quarantine", "store", "archives")
+PHASES = {"floor": phase_floor, "spark": phase_spark, "loop": phase_loop}
+
+
+def _rss_text(name: str, r: dict[str, Any]) -> str:
+    if name == "spark":
+        return (f"driver peak RSS {r['driver_python_peak_rss_mb']:.0f} MB Python + "
+                f"{r['driver_jvm_peak_rss_mb']:.0f} MB JVM (JVM start {r['jvm_start_s']:.1f} s, "
+                "excluded)")  # fmt: skip
+    text = f"peak RSS {r['peak_rss_mb']:.0f} MB"
+    if name == "floor":
+        text += f" (each worker at most {r['workers_peak_rss_mb']:.0f} MB)"
+    return text
+
+
+def _print(result: dict[str, Any], stages: bool) -> None:
+    n = result["n"]
+    print(f"migration of {n:,} envelopes from a legacy PostgreSQL mailserver ({result['master']}, "
+          f"{os.cpu_count()} cores)")  # fmt: skip
+    for name in PHASES:
+        r = result[name]
+        if r is None:
+            continue
+        print(f"  {name:6}: {r['seconds']:8.1f} s  {n / r['seconds']:10,.0f} envelopes/s  "
+              f"load {r['load_before']:.1f}  {_rss_text(name, r)}")  # fmt: skip
+        shown = r["stages"].items()
+        if name == "spark" and not stages:
+            shown = [(k, v) for k, v in shown if k in SPARK_STEPS]
+        print("          stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in shown))
+    ratios = "  ".join(f"{k} {v:.2f}x" for k, v in result["ratios"].items())
+    same = result["same_output"]
+    print(f"  speed ratios: {ratios}   same store rows and archive bytes: {same}")
 
 
 def main() -> int:
@@ -327,54 +650,49 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dsn", help="PostgreSQL admin DSN (default: local server, else embedded)")
     parser.add_argument("--regenerate", action="store_true", help="reload the bench database")
-    parser.add_argument("--skip-loop", action="store_true", help="only the Spark run")
+    parser.add_argument("--skip-loop", action="store_true", help="no single-process loop")
+    parser.add_argument("--skip-floor", action="store_true", help="no multiprocessing floor")
+    parser.add_argument("--stages", action="store_true", help="Spark's time per step")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--phase", choices=["spark", "loop"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.phase:
-        result = phase_spark(args) if args.phase == "spark" else phase_loop(args)
-        print(json.dumps(result))
+        print(json.dumps(PHASES[args.phase](args)))
         return 0
 
+    skip = {"floor": args.skip_floor, "loop": args.skip_loop, "spark": False}
     admin, embedded = server_dsn(args)
+    result: dict[str, Any] = {"n": args.n, "master": args.master}
     try:
         dsn = ensure_database(admin, args.n, args.seed, args.regenerate)
         with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
-            spark_out, loop_out = Path(tmp) / "spark", Path(tmp) / "loop"
-            spark = _child("spark", args, dsn, spark_out)
-            loop = None if args.skip_loop else _child("loop", args, dsn, loop_out)
-            same = None
-            if loop is not None:
-                same = (spark["messages"] == loop["messages"]
-                        and _archive_digest(spark_out) == _archive_digest(loop_out))  # fmt: skip
+            for name in PHASES:
+                result[name] = None if skip[name] else _child(name, args, dsn, Path(tmp) / name)
     finally:
         if embedded is not None:
             embedded.cleanup()
-    result = {"n": args.n, "master": args.master, "spark": spark, "loop": loop, "same_output": same}
-    n = args.n
-    spark_rate = n / spark["seconds"]
-    result["spark_envelopes_per_s"] = round(spark_rate)
-    if loop is not None:
-        result["loop_envelopes_per_s"] = round(n / loop["seconds"])
-        result["speedup"] = round(loop["seconds"] / spark["seconds"], 2)
+    ran = [result[k] for k in PHASES if result[k] is not None]
+    result["same_output"] = all(
+        (r["messages"], r["store_digest"], r["archive_digest"])
+        == (ran[0]["messages"], ran[0]["store_digest"], ran[0]["archive_digest"])
+        for r in ran
+    )
+    for name in PHASES:
+        if result[name] is not None:
+            result[f"{name}_envelopes_per_s"] = round(args.n / result[name]["seconds"])
+    spark_s = result["spark"]["seconds"]
+    result["ratios"] = {
+        f"spark/{k}": round(result[k]["seconds"] / spark_s, 2)
+        for k in ("floor", "loop")
+        if result[k] is not None
+    }
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
-    print(f"migration of {n:,} envelopes from a legacy PostgreSQL mailserver ({args.master})")
-    print(f"  spark  : {spark['seconds']:8.1f} s  {spark_rate:10,.0f} envelopes/s  "
-          f"(JVM start {spark['jvm_start_s']:.1f} s, excluded)  driver peak RSS "
-          f"{spark['driver_python_peak_rss_mb']:.0f} MB Python + "
-          f"{spark['driver_jvm_peak_rss_mb']:.0f} MB JVM")  # fmt: skip
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in spark["stages"].items()
-                       if k in ("read_decode_dedup", "count", "store", "archives"))  # fmt: skip
-    print(f"           stages: {stages}")
-    if loop is not None:
-        print(f"  loop   : {loop['seconds']:8.1f} s  {n / loop['seconds']:10,.0f} envelopes/s  "
-              f"peak RSS {loop['peak_rss_mb']:.0f} MB")  # fmt: skip
-        print(f"  spark / loop speed: {result['speedup']:.2f}x   same output: {same}")
-    return 0
+    else:
+        _print(result, args.stages)
+    return 0 if result["same_output"] else 1
 
 
 if __name__ == "__main__":
