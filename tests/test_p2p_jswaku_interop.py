@@ -130,6 +130,7 @@ async def _client(
     mode: str,
     direction: str = "forward",
     delay_ms: int = 0,
+    connect: str = "dial",
 ):
     """Run the js-waku client; (exit code, JSON lines, stderr)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NODE_ENV", "NODE_OPTIONS", "DEBUG")}
@@ -137,6 +138,7 @@ async def _client(
         node, str(CLIENT), "--addr", addr, "--cluster", "16", "--pubsub", pubsub,
         "--content", ",".join(topics), "--page-size", str(PAGE), "--mode", mode,
         "--direction", direction, "--timeout-ms", "15000", "--delay-ms", str(delay_ms),
+        "--connect", connect,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
     try:
@@ -204,7 +206,10 @@ async def test_jswaku_pages_a_community_shard_exactly_once_with_rest_hashes(
 async def test_jswaku_hash_only_query_then_fetch_by_hash(node_bin, bridge):
     addr, http, rows = bridge
     topics = [CONTENT[1], CONTENT[3]]
-    code, lines, err = await _client(node_bin, addr, OTHER_PUBSUB, topics, "hashes")
+    # Connected the way a web app names its store node: createLightNode({store: {peers}}).
+    code, lines, err = await _client(
+        node_bin, addr, OTHER_PUBSUB, topics, "hashes", connect="config"
+    )
     assert code == 0, err
     _peer_line(lines, addr)
     expected = _expected(rows, OTHER_PUBSUB, topics)

@@ -4,6 +4,8 @@
 //          --pubsub /waku/2/rs/16/128 --content t1,t2 [--page-size 20]
 //          [--mode pages|hashes] [--direction forward|backward] [--timeout-ms 20000]
 //          [--delay-ms 0]   (wait this long between "peer usable" and the first query)
+//          [--connect dial|config]  dial: node.dial(addr); config: the address given as
+//            createLightNode({store: {peers: [addr]}}), which the sdk dials by itself
 //
 // Prints one JSON object per line on stdout:
 //   {"kind":"peer", "peerId", "protocols", "shardInfo"}   once the node is usable as store peer
@@ -35,6 +37,7 @@ function parseArgs(argv) {
     direction: "forward",
     "timeout-ms": "20000",
     "delay-ms": "0",
+    connect: "dial",
   };
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, "");
@@ -48,6 +51,7 @@ function parseArgs(argv) {
   const contentTopics = out.content.split(",").filter(Boolean);
   if (!contentTopics.length) throw new Error("--content needs at least one content topic");
   if (!["pages", "hashes"].includes(out.mode)) throw new Error(`--mode ${out.mode}: pages or hashes`);
+  if (!["dial", "config"].includes(out.connect)) throw new Error(`--connect ${out.connect}: dial or config`);
   if (!["forward", "backward"].includes(out.direction)) {
     throw new Error(`--direction ${out.direction}: forward or backward`);
   }
@@ -61,6 +65,7 @@ function parseArgs(argv) {
     forward: out.direction === "forward",
     timeoutMs: Number(out["timeout-ms"]),
     delayMs: Number(out["delay-ms"]),
+    connect: out.connect,
   };
 }
 
@@ -111,7 +116,9 @@ async function usableStorePeer(node, args) {
   // Wait as the sdk documents (identify lists the store codec + the metadata handshake),
   // registered before dialing so the identify event cannot be missed.
   const ready = node.waitForPeers([Protocols.Store], args.timeoutMs);
-  await withTimeout(node.dial(ma, [Protocols.Store]), args.timeoutMs, `dialing ${args.addr}`);
+  if (args.connect === "dial") {
+    await withTimeout(node.dial(ma, [Protocols.Store]), args.timeoutMs, `dialing ${args.addr}`);
+  }
   await ready;
   const peer = await node.libp2p.peerStore.get(node.libp2p.getPeers().find((p) => p.toString() === peerIdStr));
   const shardBytes = peer.metadata.get("shardInfo");
@@ -248,6 +255,9 @@ async function main() {
     networkConfig: { clusterId: args.clusterId },
     // Node, loopback, plain ws: the sdk's default filter dials only wss.
     libp2p: { filterMultiaddrs: false, hideWebSocketInfo: true },
+    // --connect config: how a web app names its store node (the sdk's bootstrap discovery
+    // hands it to its dialer; Store prefers it when it picks a peer).
+    ...(args.connect === "config" ? { store: { peers: [args.addr] } } : {}),
   });
   try {
     const peerId = await usableStorePeer(node, args);
