@@ -2,13 +2,16 @@
 
     waku-legacy serve --config bridge.toml      # [server] workers = N (default: the cores)
 
-One socket, N processes. The primary (the process ``serve`` started) binds the listening
-socket itself and hands it to N - 1 worker processes (inherited file descriptor, see
-:class:`WorkerPool`); every process accepts from it and the kernel gives each connection to
-whichever process accepts first, so an idle process takes the next connection and a worker
-that dies loses no queued connection (with SO_REUSEPORT each process would have its own
-accept queue: connections hashed to a busy or dying process wait or are reset, and a port 0
-listener could not be shared). aiohttp serves an already bound socket through ``SockSite``.
+One port, N processes, each with its own listening socket bound with SO_REUSEPORT (the
+primary binds first, port 0 included; the workers bind the port it got). The kernel spreads
+new connections evenly over the sockets by their addresses. The alternative, one socket
+bound by the primary and inherited by the workers, balances badly under asyncio: the
+process whose event loop wakes first accepts every pending connection in one go (asyncio
+accepts up to the backlog per wake-up), so a burst of keep-alive clients lands on one
+process and stays there (200 keep-alive connections opened at once on two processes:
+131/69 with one inherited socket, 101/99 with SO_REUSEPORT). The price of
+SO_REUSEPORT: connections queued on a worker that dies are reset, and a busy process still
+gets its share of new connections. aiohttp serves a bound socket through ``SockSite``.
 
 Who does what:
 
@@ -82,9 +85,9 @@ RESPONSE_HEADERS = (
 
 
 def bind_listener(host: str, port: int, backlog: int = 1024) -> socket.socket:
-    """The REST API's listening socket, bound by the primary for every process."""
+    """One process's REST listening socket, sharing its port with the others'."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=backlog)
+    return socket.create_server((host, port), family=family, backlog=backlog, reuse_port=True)
 
 
 def worker_socket(run_dir: Path, pid: int) -> Path:
@@ -154,13 +157,12 @@ class WorkerPool:
         self._count_processes()
 
     async def _spawn(self, slot: int) -> None:
-        fd = self.listener.fileno()
+        host, port = self.listener.getsockname()[:2]
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "waku_legacy.bridge.workers",
-            stdin=asyncio.subprocess.PIPE, pass_fds=(fd,),
-        )  # fmt: skip
-        header = pickle.dumps({"config": self.config, "fd": fd, "run_dir": str(self.run_dir),
-                               "slot": slot, "primary": os.getpid()})  # fmt: skip
+            sys.executable, "-m", "waku_legacy.bridge.workers", stdin=asyncio.subprocess.PIPE
+        )
+        header = pickle.dumps({"config": self.config, "host": host, "port": port,
+                               "run_dir": str(self.run_dir), "slot": slot})  # fmt: skip
         assert process.stdin is not None
         process.stdin.write(struct.pack(">I", len(header)) + header)
         await process.stdin.drain()  # stdin stays open: its end tells the worker we died
@@ -297,7 +299,8 @@ class WorkerProcess:
 
     def __init__(self, header: dict[str, Any]) -> None:
         self.config = header["config"]
-        self.fd: int = header["fd"]
+        self.host: str = header["host"]
+        self.port: int = header["port"]
         self.run_dir = Path(header["run_dir"])
         self.slot: int = header["slot"]
         self.metrics = BridgeMetrics()
@@ -339,7 +342,7 @@ class WorkerProcess:
             forward=forwarding_handler(self.session), process=str(os.getpid()),
         )  # fmt: skip
         await runner.setup()
-        listener = socket.socket(fileno=self.fd)
+        listener = bind_listener(self.host, self.port)  # the primary's port (SO_REUSEPORT)
         await web.SockSite(runner, listener).start()
         private = web.AppRunner(metrics_site(self.metrics), handle_signals=False)
         await private.setup()
