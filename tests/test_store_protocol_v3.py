@@ -549,3 +549,25 @@ def test_one_stream_sans_io_frames_in_and_out(store: MessageStore) -> None:
     (reply,) = client.feed(encode_frame(answer_store_v3(frames[0], store)))
     resp = read_response(reply)
     assert resp.request_id == b"s" and [e.message_hash for e in resp.entries] == model()[:7]
+
+
+@pytest.mark.parametrize(
+    "m",
+    [
+        StoredMessage(b"\x01" * 32, "/p", "/a/1/b/c", b"x" * 300, 0, 0),
+        StoredMessage(b"\x02" * 32, "/p", "/a/1/b/c", b"", 1, -1_000, b"m" * 64),
+        StoredMessage(b"\x03" * 32, "/p", "", b"y", (1 << 32) - 1, (1 << 63) - 1),
+        StoredMessage(b"\x04" * 32, "/p", "t" * 20000, b"z" * 70000, 2, -(1 << 63)),
+    ],
+)
+def test_hand_written_messages_parse_as_the_published_proto(m: StoredMessage) -> None:
+    from waku_legacy.proto import waku_message_pb2
+    from waku_legacy.store.protocol.store_v3 import waku_message_bytes
+
+    raw = waku_message_bytes(m)
+    got = waku_message_pb2.WakuMessage.FromString(raw)
+    assert (got.payload, got.content_topic, got.version, got.timestamp) == (
+        m.payload, m.content_topic, m.version, m.timestamp,
+    )  # fmt: skip
+    assert got.meta == (m.meta or b"") and not got.HasField("ephemeral")
+    assert w.first(raw, 1) == m.payload and w.first(raw, 2) == m.content_topic.encode()
