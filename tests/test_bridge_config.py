@@ -144,6 +144,8 @@ def test_deploy_example_config_is_valid(tmp_path):
     config = parse_config(data, base_dir=tmp_path)
     assert config.server.port == 8645 and config.v1 is not None and config.archive is not None
     assert config.history is not None and config.history.nodes == ("http://127.0.0.1:8646",)
+    assert config.libp2p is not None and config.libp2p.cluster_id == 16
+    assert config.libp2p.listen == ("/ip4/0.0.0.0/tcp/60000", "/ip4/0.0.0.0/tcp/8000/ws")
     unit = (REPO_ROOT / "deploy" / "waku-legacy-bridge.service").read_text()
     assert "waku-legacy serve --config /etc/waku-legacy/bridge.toml" in unit
 

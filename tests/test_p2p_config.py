@@ -1,0 +1,56 @@
+"""``[libp2p]`` in the bridge config: defaults, shards from the communities, and values
+refused with the key named."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_bridge_support import bridge_config
+from waku_legacy.errors import ConfigError
+
+
+def test_absent_or_disabled_means_no_listener(tmp_path) -> None:
+    assert bridge_config(tmp_path, "s.db").libp2p is None
+    assert bridge_config(tmp_path, "s.db", libp2p={"enabled": False}).libp2p is None
+
+
+def test_defaults(tmp_path) -> None:
+    config = bridge_config(tmp_path, "s.db", libp2p={}).libp2p
+    assert config is not None
+    assert config.listen == ("/ip4/0.0.0.0/tcp/60000", "/ip4/0.0.0.0/tcp/8000/ws")
+    assert config.key_file == str(tmp_path / "libp2p.key")
+    assert (config.cluster_id, config.shards) == (16, (32,))  # the relay default topic's shard
+    assert config.max_request_bytes == 65536 and config.read_timeout == 30.0
+    relay = {"url": "http://127.0.0.1:1", "default_pubsub_topic": "/waku/2/rs/16/64"}
+    config = bridge_config(tmp_path, "s.db", libp2p={}, relay=relay).libp2p
+    assert config is not None and config.shards == (64,)
+
+
+def test_explicit_values(tmp_path) -> None:
+    config = bridge_config(
+        tmp_path, "s.db",
+        libp2p={"listen": ["/ip4/127.0.0.1/tcp/0/ws"], "shards": [128, 32, 128],
+                "cluster_id": 1, "read_timeout": "45s", "requests_per_second": 0},
+    ).libp2p  # fmt: skip
+    assert config is not None
+    assert config.shards == (32, 128) and config.cluster_id == 1
+    assert config.read_timeout == 45.0 and config.requests_per_second == 0.0
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ({"listen": ["127.0.0.1:60000"]}, "listen"),
+        ({"listen": ["/ip4/0.0.0.0/udp/60000/quic-v1"]}, "listen"),
+        ({"shards": [1024]}, "shards"),
+        ({"shards": "128"}, "shards"),
+        ({"cluster_id": -1}, "cluster_id"),
+        ({"max_request_bytes": 10}, "max_request_bytes"),
+        ({"read_timeout": "soon"}, "read_timeout"),
+        ({"enabled": "yes"}, "enabled"),
+        ({"listne": []}, "listne"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path, table, key) -> None:
+    with pytest.raises(ConfigError, match=key):
+        bridge_config(tmp_path, "s.db", libp2p=table)
