@@ -94,40 +94,84 @@ def still_answers(listener: P2PListener) -> None:
 # -- 66/WAKU2-METADATA against protobuf's own encoder ------------------------------------------
 
 
-def _reference_metadata_class(packed: bool) -> type:
-    """WakuMetadataResponse built from a descriptor (nwaku's rpc.nim fields), so protobuf
-    itself encodes and decodes the reference bytes."""
+def _reference_class(name: str, fields: list[tuple[str, int, bool]]) -> type:
+    """A WakuMetadataResponse built from a descriptor: cluster_id = 1 and the given
+    ``(name, number, packed)`` repeated uint32 fields, so protobuf itself encodes and
+    decodes the reference bytes."""
     file = descriptor_pb2.FileDescriptorProto(
-        name=f"ref_metadata_{packed}.proto", package="ref", syntax="proto3"
+        name=f"ref_{name}.proto", package=f"ref_{name}", syntax="proto3"
     )
     msg = file.message_type.add(name="WakuMetadataResponse")
     msg.field.add(name="cluster_id", number=1, type=13, label=1, proto3_optional=True,
                   oneof_index=0)  # fmt: skip
-    msg.field.add(name="shards", number=2, type=13, label=3)
-    if not packed:  # proto3 packs by default; js-waku (protons) writes and reads unpacked
-        msg.field[-1].options.packed = False
+    for field_name, number, packed in fields:
+        msg.field.add(name=field_name, number=number, type=13, label=3)
+        msg.field[-1].options.packed = packed
     msg.oneof_decl.add(name="_cluster_id")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("ref.WakuMetadataResponse"))
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"ref_{name}.WakuMetadataResponse")
+    )
 
 
-def test_metadata_codec_matches_protobuf() -> None:
-    unpacked, packed = _reference_metadata_class(False), _reference_metadata_class(True)
+# The spec's schema (waku-proto), js-waku's reading of it (protons writes field 2 unpacked),
+# and go-waku's current one (pb/waku_metadata.pb.go at 84a4b1be: shards = 3 packed,
+# shards_deprecated = 2 unpacked).
+SPEC = _reference_class("spec", [("shards", 2, True)])
+GO_WAKU = _reference_class("go", [("shards_deprecated", 2, False), ("shards", 3, True)])
+
+
+def _protons_shards(data: bytes) -> list[int]:
+    """What js-waku's generated decoder (protons) makes of field 2: one varint per field-2
+    tag whatever its wire type; other fields skipped by wire type."""
+
+    def varint(at: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, at
+
+    shards, at = [], 0
+    while at < len(data):
+        tag, at = varint(at)
+        if tag >> 3 == 2:
+            value, at = varint(at)
+            shards.append(value)
+        elif tag & 7 == 0:
+            _, at = varint(at)
+        elif tag & 7 == 2:
+            length, at = varint(at)
+            at += length
+        else:
+            raise AssertionError(f"wire type {tag & 7}")
+    return shards
+
+
+def test_metadata_codec_reads_as_every_client_reads_it() -> None:
     for cluster, shards in ((16, (32, 128, 1023)), (0, ()), (None, (5,)), (16, ())):
         ours = encode_metadata(Metadata(cluster, shards))
-        refs = [cls(shards=list(shards)) for cls in (unpacked, packed)]
-        for ref in refs:
+        go = GO_WAKU(shards=list(shards), shards_deprecated=list(shards))
+        spec = SPEC(shards=list(shards))
+        for ref in (go, spec):
             if cluster is not None:
                 ref.cluster_id = cluster
-        assert ours == refs[0].SerializeToString()  # js-waku's form
+        assert ours == go.SerializeToString()  # byte for byte what go-waku writes
+        assert list(GO_WAKU.FromString(ours).shards) == list(shards)  # go-waku: field 3
+        assert _protons_shards(ours) == list(shards)  # js-waku: field 2 unpacked
+        assert list(SPEC.FromString(ours).shards) == list(shards)  # the spec's schema
         assert decode_metadata(ours) == Metadata(cluster, shards)
-        # nwaku's packed form reads too, and protobuf reads ours
-        assert decode_metadata(refs[1].SerializeToString()) == Metadata(cluster, shards)
-        assert list(packed.FromString(ours).shards) == list(shards)
+        # the spec's packed field 2 (older nwaku) reads too
+        assert decode_metadata(spec.SerializeToString()) == Metadata(cluster, shards)
+    # a packed field 2 is what js-waku misreads: the packed length comes out as a shard
+    assert _protons_shards(SPEC(cluster_id=16, shards=[32, 128]).SerializeToString()) == [3]
     # js-waku's own request bytes (protons: cluster 16, no shards) and unknown fields
     assert decode_metadata(b"\x08\x10") == Metadata(16, ())
-    mixed = b"\x08\x10" + b"\x10\x80\x01" + b"\x10\x20" + b"\x1a\x02hi" + b"\x25abcd"
+    mixed = b"\x08\x10" + b"\x10\x80\x01" + b"\x10\x20" + b"\x22\x02hi" + b"\x2dabcd"
     assert decode_metadata(mixed) == Metadata(16, (128, 32))
     for bad in (b"\x08", b"\x12\x05\x01", b"\x08\xff\xff\xff\xff\x1f", b"\x0b"):
         with pytest.raises(DecodeError):

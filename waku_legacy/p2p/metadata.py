@@ -1,27 +1,31 @@
 """66/WAKU2-METADATA (``/vac/waku/metadata/1.0.0``), sans-IO.
 
-``WakuMetadataRequest`` and ``WakuMetadataResponse`` have the same fields::
+``WakuMetadataRequest`` and ``WakuMetadataResponse`` have the same fields. The spec's schema
+(waku-org/waku-proto ``waku/metadata/v1/waku_metadata.proto``) is::
 
     optional uint32 cluster_id = 1;
     repeated uint32 shards = 2;
 
-Encoded with ``shards`` *unpacked* (one field-2 varint per shard), as js-waku writes it: its
-protons decoder reads one varint per field-2 tag whatever the wire type, so nwaku's packed
-encoding of ``[32, 128]`` reads there as ``[3]`` (the packed length) and js-waku then refuses
-the peer for every shard (seen with @waku/sdk 0.0.36 against this listener). protobuf-go
-(go-waku, status-go) reads both forms. nim-libp2p's ``getPackedRepeatedField`` (nwaku) reads
-only the packed form, so an nwaku node dialling the bridge sees no shards; nwaku is not a
-client of the bridge's store. The decoder here reads both forms.
+and the clients read the shards in different places:
+
+- js-waku (@waku/sdk 0.0.36, protons) reads field 2 *unpacked* only: one varint per field-2
+  tag whatever the wire type, so a packed ``[32, 128]`` reads as ``[3]`` (the packed length)
+  and js-waku then refuses the peer for every shard (seen against this listener);
+- go-waku (status-go; ``waku/v2/protocol/metadata/pb``, current ``84a4b1be``) declares
+  ``shards = 3`` packed and ``shards_deprecated = 2``, and reads field 3, falling back to
+  field 2 when it is empty; it disconnects a peer whose answer has no cluster id or another
+  cluster;
+- go-waku and nwaku write both fields (field 2 unpacked, field 3 packed).
+
+So the encoder writes field 1, field 2 unpacked and field 3 packed, which every one of them
+reads; the decoder takes field 3 when present, else field 2 (packed or not).
 
 Exchange (nwaku ``waku/waku_metadata/protocol.nim``; js-waku
-``packages/core/src/lib/metadata/metadata.ts``): the dialler writes one length-prefixed
-request carrying its own cluster and shards and closes its write side; the listener answers
-one length-prefixed response with its cluster and shards and closes the stream. nwaku reads
-at most 1024 bytes (``RpcResponseMaxBytes``); the listener never hangs up because of the
-dialler's cluster (nwaku's peer manager drops a peer on another cluster when *it* dials;
-js-waku keeps the answer in its peer store and picks a store peer only when the cluster is its
-own and ``shards`` holds the queried pubsub topic's shard, so the answer must list every
-shard the store serves).
+``packages/core/src/lib/metadata/metadata.ts``; go-waku ``waku_metadata.go``): the dialler
+writes one length-prefixed request carrying its own cluster and shards (js-waku then closes
+its write side; go-waku does not) and the listener answers one length-prefixed response with
+its cluster and shards and closes the stream. nwaku reads at most 1024 bytes
+(``RpcResponseMaxBytes``). The listener never hangs up because of the dialler's cluster.
 """
 
 from __future__ import annotations
@@ -73,12 +77,15 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def encode_metadata(meta: Metadata) -> bytes:
-    """The protobuf body (request or response: same fields), shards unpacked."""
+    """The protobuf body (request or response: same fields), shards in fields 2 and 3."""
     out = bytearray()
     if meta.cluster_id is not None:
         out += b"\x08" + _varint(meta.cluster_id)
     for shard in meta.shards:
-        out += b"\x10" + _varint(shard)  # unpacked: see the module docstring
+        out += b"\x10" + _varint(shard)  # field 2 unpacked (js-waku)
+    if meta.shards:
+        packed = b"".join(_varint(shard) for shard in meta.shards)
+        out += b"\x1a" + _varint(len(packed)) + packed  # field 3 packed (go-waku)
     return bytes(out)
 
 
@@ -93,7 +100,8 @@ def decode_metadata(data: bytes) -> Metadata:
     if len(data) > METADATA_MAX_BYTES:
         raise LimitExceeded("waku metadata", f"{len(data)} bytes, over {METADATA_MAX_BYTES}")
     cluster: int | None = None
-    shards: list[int] = []
+    shards: list[int] = []  # field 2
+    shards3: list[int] = []  # field 3 (go-waku)
     pos = 0
     while pos < len(data):
         at = pos
@@ -103,17 +111,18 @@ def decode_metadata(data: bytes) -> Metadata:
             value, pos = _read_varint(data, pos)
             if field == 1:
                 cluster = _uint32(value, at)
-            elif field == 2:
-                shards.append(_uint32(value, at))
+            elif field in (2, 3):
+                (shards if field == 2 else shards3).append(_uint32(value, at))
         elif wire == 2:
             length, pos = _read_varint(data, pos)
             end = pos + length
             if end > len(data):
                 raise DecodeError("waku metadata", "field runs past the end", offset=at)
-            if field == 2:
+            if field in (2, 3):
+                into = shards if field == 2 else shards3
                 while pos < end:
                     value, pos = _read_varint(data, pos)
-                    shards.append(_uint32(value, at))
+                    into.append(_uint32(value, at))
                 if pos != end:
                     raise DecodeError("waku metadata", "packed shards overrun", offset=at)
             pos = end
@@ -125,6 +134,6 @@ def decode_metadata(data: bytes) -> Metadata:
             raise DecodeError("waku metadata", f"wire type {wire} of field {field}", offset=at)
         if pos > len(data):
             raise DecodeError("waku metadata", "field runs past the end", offset=at)
-        if len(shards) > _MAX_SHARDS:
+        if len(shards) > _MAX_SHARDS or len(shards3) > _MAX_SHARDS:
             raise LimitExceeded("waku metadata", f"over {_MAX_SHARDS} shards")
-    return Metadata(cluster, tuple(shards))
+    return Metadata(cluster, tuple(shards3 or shards))
