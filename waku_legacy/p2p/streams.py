@@ -2,8 +2,10 @@
 
 Every Waku request-response protocol (store, metadata) and identify send one protobuf per
 frame: an unsigned varint length, then that many bytes (nwaku ``writeLp``/``readLp``,
-js-waku ``it-length-prefixed``). :func:`read_frame` refuses a length over the caller's cap
-before reading the body, so an oversize frame costs the listener at most 10 bytes of reading.
+js-waku ``it-length-prefixed``, go-waku ``pbio``). The frame format has one owner,
+:mod:`waku_legacy.store.protocol.framing` (sans-IO: :func:`encode_frame`,
+:class:`FrameReader`); this module only feeds it what a stream delivers. A declared length
+over the caller's cap is refused as soon as the prefix is complete, before the body is read.
 """
 
 from __future__ import annotations
@@ -13,59 +15,48 @@ from libp2p.network.stream.exceptions import StreamEOF
 
 from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PStreamError
+from waku_legacy.store.protocol.framing import FrameReader, encode_frame
 
 __all__ = ["encode_varint", "frame", "read_all", "read_frame"]
 
-_MAX_VARINT = 10
+_CHUNK = 65536
 
 
 def encode_varint(value: int) -> bytes:
+    """An unsigned varint (what tests need to write a bare length prefix)."""
     out = bytearray()
-    while True:
-        byte = value & 0x7F
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
         value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    out.append(value)
+    return bytes(out)
 
 
 def frame(body: bytes) -> bytes:
     """``body`` with its varint length in front."""
-    return encode_varint(len(body)) + body
-
-
-async def _read_exact(stream: INetStream, size: int, what: str) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        try:
-            data = await stream.read(size - len(chunks))
-        except StreamEOF:
-            data = b""
-        if not data:
-            raise P2PStreamError(f"{what}: stream closed after {len(chunks)} of {size} bytes")
-        chunks += data
-    return bytes(chunks)
+    return encode_frame(body)
 
 
 async def read_frame(stream: INetStream, max_bytes: int, *, what: str = "frame") -> bytes:
-    """One length-prefixed body of at most ``max_bytes`` bytes.
+    """One length-prefixed body of at most ``max_bytes`` bytes (a peer sends one per stream;
+    anything after it is not read).
 
-    Raises :class:`LimitExceeded` for a longer declared length (nothing more is read),
-    :class:`P2PStreamError` for a stream that ends early or a varint over 10 bytes."""
-    length = shift = 0
-    for _ in range(_MAX_VARINT):
-        byte = (await _read_exact(stream, 1, f"{what} length"))[0]
-        length |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    else:
-        raise P2PStreamError(f"{what}: length prefix longer than {_MAX_VARINT} bytes")
-    if length > max_bytes:
-        raise LimitExceeded(what, f"declared length {length} bytes, over the cap of {max_bytes}")
-    return await _read_exact(stream, length, what)
+    Raises :class:`~waku_legacy.store.protocol.framing.FrameTooLarge` (a
+    :class:`LimitExceeded`) for a longer declared length and
+    :class:`~waku_legacy.store.protocol.framing.FrameError` for a malformed prefix or a stream
+    that ends mid-frame."""
+    reader = FrameReader(max_bytes)
+    while True:
+        try:
+            data = await stream.read(_CHUNK)
+        except StreamEOF:
+            data = b""
+        if not data:
+            reader.finish()  # raises FrameError when the stream ended mid-frame
+            raise P2PStreamError(f"{what}: the stream ended before a frame")
+        frames = reader.feed(data)
+        if frames:
+            return frames[0]
 
 
 async def read_all(stream: INetStream, max_bytes: int, *, what: str = "response") -> bytes:
