@@ -333,6 +333,12 @@ class BridgeMetrics:
         self.v1_requests = r.gauge(
             p + "v1_mailserver_events", "Waku v1 mailserver counters", ("event",)
         )
+        self.libp2p_events = r.gauge(
+            p + "libp2p_events",
+            "libp2p store listener counters: connections, requests answered, refusals and "
+            "failures by kind",
+            ("event",),
+        )
         self.pending_writes = r.gauge(p + "store_pending_writes", "Store writes in flight")
         self.http_refused = r.counter(
             p + "http_refused_total",

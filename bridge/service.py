@@ -148,6 +148,10 @@ class BridgeService:
 
         self.metrics.v1_peers._callback = peers
         self.metrics.v1_requests._callback = mailserver_stats
+        self.metrics.libp2p_events._callback = lambda: [
+            ((event,), float(count))
+            for event, count in (self.p2p.stats() if self.p2p is not None else {}).items()
+        ]
         self.metrics.torrent_peers._callback = torrents("peers")
         self.metrics.torrent_uploaded._callback = torrents("uploaded")
 

@@ -319,3 +319,17 @@ async def test_cli_store_query(rows, bridge) -> None:
         timeout=60,
     )
     assert table.returncode == 0 and b"page 1: status 200 OK" in table.stdout
+
+
+async def test_metrics_count_libp2p_events(bridge) -> None:
+    service, http = bridge
+    args = StoreQueryArgs(pubsub_topic=PUBSUB, content_topics=[CONTENT[0]], page_size=5)
+    body = await asyncio.to_thread(
+        request_once, _addr(service, "tcp"), STORE_V3_CODEC, build_request(args)
+    )
+    assert decode_response(body).status_code == 200
+    async with http.get("/metrics") as response:
+        text = await response.text()
+    lines = [line for line in text.splitlines() if line.startswith("waku_legacy_libp2p_events{")]
+    counts = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in lines}
+    assert counts["requests_answered"] >= 1 and counts["connections_accepted"] >= 1
