@@ -47,6 +47,27 @@ def _summary(config: Any, service: Any) -> dict[str, Any]:
             for c in config.communities
         ],
         "admin_api": config.admin.token is not None,
+        "libp2p": _libp2p_summary(config),
+    }
+
+
+def _libp2p_summary(config: Any) -> dict[str, Any] | None:
+    """``[libp2p]`` as it would run; a key file that is there must hold a key (its peer id
+    is shown); a missing one is created at start."""
+    if config.libp2p is None:
+        return None
+    from pathlib import Path
+
+    from waku_legacy.p2p.keys import load_key_pair, peer_id_of
+
+    p2p = config.libp2p
+    exists = Path(p2p.key_file).exists()
+    return {
+        "listen": list(p2p.listen),
+        "cluster_id": p2p.cluster_id,
+        "shards": list(p2p.shards),
+        "key_file": p2p.key_file,
+        "peer_id": peer_id_of(load_key_pair(p2p.key_file, create=False)[0]) if exists else None,
     }
 
 

@@ -54,3 +54,22 @@ def test_explicit_values(tmp_path) -> None:
 def test_bad_values_name_the_key(tmp_path, table, key) -> None:
     with pytest.raises(ConfigError, match=key):
         bridge_config(tmp_path, "s.db", libp2p=table)
+
+
+def test_serve_check_shows_libp2p_and_refuses_a_bad_key(tmp_path, capsys) -> None:
+    import json
+
+    from waku_legacy.cli import main
+    from waku_legacy.p2p.keys import load_key_pair, peer_id_of
+
+    path = tmp_path / "bridge.toml"
+    path.write_text('[store]\nurl = "s.db"\n[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/0"]\n')
+    assert main(["serve", "--config", str(path), "--check"]) == 0
+    shown = json.loads(capsys.readouterr().out)["libp2p"]
+    assert shown["peer_id"] is None and shown["listen"] == ["/ip4/127.0.0.1/tcp/0"]
+    pair, _ = load_key_pair(tmp_path / "libp2p.key")
+    assert main(["serve", "--config", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["libp2p"]["peer_id"] == peer_id_of(pair)
+    (tmp_path / "libp2p.key").write_text("not a key\n")
+    assert main(["serve", "--config", str(path), "--check"]) == 2
+    assert "libp2p.key" in capsys.readouterr().err
