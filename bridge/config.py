@@ -95,6 +95,9 @@
     [libp2p]                                 # optional: Waku v2 clients (js-waku, go-waku,
     enabled = true                           #   status-go) query the store over libp2p:
     listen = ["/ip4/0.0.0.0/tcp/60000", "/ip4/0.0.0.0/tcp/8000/ws"]   # store v3 and legacy
+    announce = ["/dns4/bridge.example.org/tcp/8000/ws"]   # what peers are told (identify,
+                                             #   /debug/v1/info) instead of the listen
+                                             #   addresses, as nwaku's --ext-multiaddr
     key_file = "libp2p.key"                  # secp256k1 as nwaku's --nodekey; created when
                                              #   missing (mode 0600); the peer id comes from it
     cluster_id = 16                          # answered on /vac/waku/metadata/1.0.0; js-waku
@@ -288,6 +291,7 @@ class Libp2pConfig:
     key_file: str
     cluster_id: int
     shards: tuple[int, ...]
+    announce: tuple[str, ...] = ()
     max_connections: int = 200
     max_connections_per_peer: int = 4
     max_connections_per_address: int = 32
@@ -617,6 +621,12 @@ def _parse_libp2p(
     for address in listen:
         if not address.startswith(("/ip4/", "/ip6/")) or "/tcp/" not in address:
             raise t.error("listen", "TCP multiaddrs such as /ip4/0.0.0.0/tcp/60000[/ws]", address)
+    announce = t.strings("announce")
+    for address in announce:
+        if not address.startswith(("/ip4/", "/ip6/", "/dns4/", "/dns6/", "/dns/")) or (
+            "/tcp/" not in address
+        ):
+            raise t.error("announce", "TCP multiaddrs such as /dns4/host/tcp/8000/wss", address)
     key_file = resolve_path(base, t.string("key_file", default="libp2p.key"))
     assert key_file is not None
     shards_value = t.raw("shards")
@@ -630,6 +640,7 @@ def _parse_libp2p(
         raise t.error("shards", "a list of shard numbers 0..1023", shards_value)
     config = Libp2pConfig(
         listen=tuple(listen),
+        announce=tuple(announce),
         key_file=key_file,
         cluster_id=t.integer("cluster_id", default=STATUS_CLUSTER_ID, low=0, high=0xFFFF),
         shards=shards,

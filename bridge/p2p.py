@@ -103,6 +103,7 @@ async def start_p2p_listener(
         cluster_id=config.cluster_id,
         shards=config.shards,
         limits=listener_limits(config),
+        announce=config.announce,
         logger=log,
         extra=fields,
     )

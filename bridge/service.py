@@ -226,7 +226,7 @@ class BridgeService:
         assert self._listener is not None  # bound by _start_http
         self.pool = WorkerPool(
             self.config, self._listener, self.workers, self.metrics,
-            shutdown_timeout=server.shutdown_timeout,
+            shutdown_timeout=server.shutdown_timeout, libp2p_listen=self._p2p_listen(),
         )  # fmt: skip
         internal = make_app(self, limits=HttpLimits(requests_per_second=0))
         self._internal = web.AppRunner(
@@ -236,6 +236,13 @@ class BridgeService:
         await self._internal.setup()
         await web.UnixSite(self._internal, str(self.pool.primary_socket)).start()
         await self.pool.start()
+
+    def _p2p_listen(self) -> tuple[str, ...]:
+        """The libp2p listener's addresses as bound (ports resolved, no /p2p/ suffix), for
+        the workers to listen on as well; () without one."""
+        if self.p2p is None:
+            return ()
+        return tuple(dict.fromkeys(a.split("/p2p/")[0] for a in self.p2p.multiaddrs))
 
     async def _start_singletons(self) -> None:
         """What one instance of a store does: archiving (build, seed, publish) and history
@@ -272,7 +279,7 @@ class BridgeService:
 
     async def _start_p2p(self) -> None:
         """The libp2p listener (store v3, legacy store, metadata) on the same store threads'
-        connections as the REST API; this process only, never the REST workers."""
+        connections as the REST API (the REST workers listen on the same ports)."""
         from waku_legacy.bridge.p2p import start_p2p_listener
         from waku_legacy.store.legacy_query import LegacyCursorCache
 
@@ -470,6 +477,7 @@ class BridgeService:
             "leader": self.is_leader,
             "libp2p": None if self.p2p is None else {
                 "peerId": self.p2p.peer_id, "multiaddrs": self.p2p.multiaddrs,
+                "listening": self.p2p.bound,
                 "clusterId": self.p2p.metadata.cluster_id,
                 "shards": list(self.p2p.metadata.shards),
             },

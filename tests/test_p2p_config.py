@@ -35,6 +35,10 @@ def test_explicit_values(tmp_path) -> None:
     assert config is not None
     assert config.shards == (32, 128) and config.cluster_id == 1
     assert config.read_timeout == 45.0 and config.requests_per_second == 0.0
+    assert config.announce == ()
+    wss = "/dns4/bridge.example.org/tcp/443/wss"
+    config = bridge_config(tmp_path, "s.db", libp2p={"announce": [wss]}).libp2p
+    assert config is not None and config.announce == (wss,)
 
 
 @pytest.mark.parametrize(
@@ -49,6 +53,7 @@ def test_explicit_values(tmp_path) -> None:
         ({"read_timeout": "soon"}, "read_timeout"),
         ({"enabled": "yes"}, "enabled"),
         ({"listne": []}, "listne"),
+        ({"announce": ["bridge.example.org:8000"]}, "announce"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path, table, key) -> None:

@@ -405,3 +405,27 @@ def test_stop_is_bounded_with_connections_open(make_listener) -> None:
             assert time.monotonic() - started < 5.0
 
     trio.run(main)
+
+
+def test_announced_addresses_replace_the_listen_addresses() -> None:
+    announce = ["/dns4/bridge.example.org/tcp/443/wss", "/ip4/203.0.113.7/tcp/60000"]
+    listener = P2PListener(
+        ephemeral_key_pair(), ["/ip4/127.0.0.1/tcp/0"], {ECHO: (lambda b: b, None)},
+        cluster_id=16, shards=[128], announce=announce,
+    )  # fmt: skip
+    listener.start_blocking()
+    try:
+        assert listener.multiaddrs == [f"{a}/p2p/{listener.peer_id}" for a in announce]
+        (bound,) = listener.bound  # still listening where configured (port resolved)
+        assert bound.startswith("/ip4/127.0.0.1/tcp/") and not bound.endswith("/tcp/0")
+
+        async def main() -> list[str]:
+            async with P2PClient.dial(f"{bound}/p2p/{listener.peer_id}") as client:
+                stream = await client.host.new_stream(client.peer, [TProtocol("/ipfs/id/1.0.0")])
+                identify = Identify()
+                identify.ParseFromString(await read_frame(stream, 65536))
+                return [str(Multiaddr(a)) for a in identify.listen_addrs]
+
+        assert sorted(trio.run(main)) == sorted(announce)
+    finally:
+        listener.stop_blocking()

@@ -213,6 +213,7 @@ async def test_announced_in_info_and_log(bridge, caplog) -> None:
     assert all(a.endswith("/p2p/" + libp2p["peerId"]) for a in libp2p["multiaddrs"])
     assert set(libp2p["multiaddrs"]) <= set(info["listenAddresses"])
     assert {("/ws/" in a) for a in libp2p["multiaddrs"]} == {True, False}
+    assert sorted(libp2p["listening"]) == sorted(a.split("/p2p/")[0] for a in libp2p["multiaddrs"])
 
 
 async def test_peer_id_persists_across_restarts(rows, tmp_path) -> None:

@@ -95,10 +95,12 @@ def build_host(
     limits: HostLimits = HostLimits(),
     muxers: Sequence[str] = MUXERS,
     websocket: bool = False,
+    announce: Sequence[multiaddr.Multiaddr] = (),
 ) -> IHost:
     """A host with Noise, the given muxers, identify and ping. Listens on ``listen`` once
     run (``host.run(listen)``); ``websocket=True`` lets a host without listen addresses dial
-    ``/ws`` addresses."""
+    ``/ws`` addresses; ``announce`` replaces the listen addresses in what the host tells
+    peers (identify) and reports (``get_addrs``), as nwaku's ``--ext-multiaddr``."""
     # Watermarks 0 and an endless grace period switch off py-libp2p's auto-connector (it
     # would dial every peer in the peer store, clients included, towards the watermarks'
     # midpoint) and its pruner; max_connections is still enforced on accept, and the
@@ -125,4 +127,5 @@ def build_host(
         connection_config=config,
         enable_tcp=True,
         enable_websocket=websocket or has_ws,
+        announce_addrs=list(announce) or None,
     )

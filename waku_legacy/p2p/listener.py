@@ -154,6 +154,7 @@ class P2PListener:
         cluster_id: int,
         shards: Sequence[int],
         limits: ListenerLimits = ListenerLimits(),
+        announce: Sequence[str] = (),
         logger: logging.Logger | None = None,
         extra: Callable[..., Mapping[str, Any]] = _default_extra,
     ) -> None:
@@ -162,6 +163,7 @@ class P2PListener:
         self.pair = pair
         self.peer_id = peer_id_of(pair)
         self.listen = tuple(parse_multiaddr(a, what="libp2p listen address") for a in listen)
+        self.announce = tuple(parse_multiaddr(a, what="libp2p announce address") for a in announce)
         self.protocols = {name: _Protocol(*handlers) for name, handlers in protocols.items()}
         self.metadata = Metadata(cluster_id, tuple(sorted(set(shards))))
         self.limits = limits
@@ -169,6 +171,8 @@ class P2PListener:
         self._extra = extra
         self.shared = _Shared()
         self._addrs: list[str] = []
+        #: where the sockets listen (ports resolved), without /p2p/
+        self.bound: list[str] = []
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -184,7 +188,8 @@ class P2PListener:
 
     @property
     def multiaddrs(self) -> list[str]:
-        """Where the listener listens, each ending in ``/p2p/<peer id>``."""
+        """What the listener announces (``announce``, else where it listens), each ending
+        in ``/p2p/<peer id>``."""
         return list(self._addrs)
 
     def stats(self) -> dict[str, int]:
@@ -249,7 +254,7 @@ class P2PListener:
             self._ready.set()
 
     async def _main(self) -> None:
-        host = build_host(self.pair, self.listen, limits=self.limits.host)
+        host = build_host(self.pair, self.listen, limits=self.limits.host, announce=self.announce)
         host.get_network().register_notifee(_Notifee(self))
         host.set_stream_handler(TProtocol(METADATA_CODEC), self._serve_metadata)
         for name, protocol in self.protocols.items():
@@ -259,6 +264,7 @@ class P2PListener:
             self._scope = scope
             async with host.run(listen_addrs=list(self.listen)), trio.open_nursery() as nursery:
                 self._addrs = [self._with_peer_id(addr) for addr in host.get_addrs()]
+                self.bound = [str(addr) for addr in host.get_transport_addrs()]
                 if not self._addrs:
                     raise P2PError("the libp2p host listens on no address")
                 nursery.start_soon(self._reap_idle, host)
