@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -383,11 +383,14 @@ def build_archives(
     community_key: PrivateKey | None = None,
     logos_storage_url: str | None = None,
     store_url: str | None = None,
+    store_written: Callable[[], None] = lambda: None,
 ) -> CommunityResult:
     """Archive one community's channel messages from ``messages`` (kept MESSAGE rows).
 
     ``store_url``: the output v2 store, also read for the archive-link clocks the community
-    already used (it may hold links and descriptions earlier runs or the bridge stored)."""
+    already used (it may hold links and descriptions earlier runs or the bridge stored).
+    ``store_written``: returns once that store is complete (it may be written meanwhile);
+    called before the link is made."""
     from pyspark.sql import functions as F
 
     from waku_legacy.archive import WEEK_SECONDS
@@ -421,6 +424,8 @@ def build_archives(
             _append_windows(run, windows, start)
     finally:
         archived.unpersist()
+    with run.step("wait_store", "waiting for the store"):
+        store_written()
     with run.step("link", "publishing the archive link"):
         _publish_link(run, community_key, logos_storage_url, store_url)
     run.result.seconds = time.monotonic() - started

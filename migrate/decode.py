@@ -26,9 +26,12 @@ from typing import Any
 import pyarrow as pa
 
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.identity.message_hash import deterministic_hash
+from waku_legacy.identity.message_hash import deterministic_hash, envelope_hash
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import is_v1_content_topic
+from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
+from waku_legacy.mailserver_compat.wire.cursor import DBKey
+from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.migrate.records import (
     FORMAT_V1,
     FORMAT_V2_JSON,
@@ -118,11 +121,6 @@ def _message_row(
 
 
 def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
-    from waku_legacy.identity.message_hash import envelope_hash
-    from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
-    from waku_legacy.mailserver_compat.wire.cursor import DBKey
-    from waku_legacy.mailserver_compat.wire.envelope import Envelope
-
     data = raw["data"]
     envelope = Envelope.decode(data)
     message = envelope_to_waku_message(envelope)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import resource
 import shutil
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,6 @@ from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import MigrateConfig
 from waku_legacy.migrate.progress import Progress
-from waku_legacy.migrate.records import MESSAGE_SCHEMA, spark_ddl
 from waku_legacy.migrate.report import RunReport, SourceReport, WeekRow, write_report_json
 from waku_legacy.migrate.steps import MigrationError, spark_failure, timed_step
 
@@ -71,13 +72,11 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def decode_and_deduplicate(raw: DataFrame, mapping: TopicMapping, partitions: int) -> DataFrame:
-    """RAW -> MESSAGE rows with a ``duplicate`` flag (the pipeline's core transform), in
+def deduplicate_decoded(decoded: DataFrame, partitions: int) -> DataFrame:
+    """MESSAGE rows -> the same with a ``duplicate`` flag (the pipeline's core transform), in
     exactly ``partitions`` partitions (by dedup key)."""
-    from waku_legacy.migrate.decode import decode_batches
     from waku_legacy.migrate.dedup import deduplicate
 
-    decoded = raw.mapInArrow(lambda it: decode_batches(it, mapping), spark_ddl(MESSAGE_SCHEMA))
     # An explicit count (adaptive execution does not change it): the driver merges one file
     # per partition, so this bounds its memory whatever the data size.
     return deduplicate(decoded.repartition(partitions, "dedup_key"))
@@ -140,11 +139,7 @@ def run_migration(
         _count(run, messages, tasks)
     with run.step("quarantine", "writing the quarantine"):
         _quarantine(run, messages)
-    with run.step("store", "writing the store"):
-        _store(run, messages, store_batch_size)
-    with run.step("archives", "building the archives"):
-        if archives:
-            _archives(run, messages, keys)
+    _store_beside_archives(run, messages, keys, archives, store_batch_size)
 
     run.report.weeks = sorted(run.weeks.values(), key=lambda w: (w.week, w.community, w.source))
     run.report.totals = _totals(run.report)
@@ -178,9 +173,12 @@ def _read_decode_dedup(run: _Run) -> list[Task]:
     from waku_legacy.migrate.sources import read_sources
 
     spark = run.spark
-    raw, tasks = read_sources(spark, run.config.sources, work_dir=str(run.work))
+    # Read and decoded in the same Python worker: the raw records never enter the JVM.
+    decoded, tasks = read_sources(
+        spark, run.config.sources, work_dir=str(run.work), mapping=run.mapping
+    )
     with run.progress.spark_step(spark, "read, decode, deduplicate"):
-        ranked = decode_and_deduplicate(raw, run.mapping, message_partitions(run.config, spark))
+        ranked = deduplicate_decoded(decoded, message_partitions(run.config, spark))
         # Small row groups: the driver streams these files back (store write) and holds
         # one decoded row group per file at a time, so this bounds its memory.
         (
@@ -266,6 +264,43 @@ def _quarantine(run: _Run, messages: DataFrame) -> None:
     run.report.quarantine = {"count": quarantined, "path": quarantine_dir, "reasons": reasons}
 
 
+def _store_beside_archives(
+    run: _Run,
+    messages: DataFrame,
+    keys: dict[str, PrivateKey | None],
+    archives: bool,
+    batch_size: int,
+) -> None:
+    """Steps 4 and 5 side by side: the driver writes the store (one core: SQLite is one
+    writer) in a thread while the executors decrypt and encode the archives; each archive
+    link is published only once the store is complete (its clock reads the store). A
+    failure of either is raised once both have stopped, the store's first."""
+    errors: list[BaseException] = []
+
+    def write_store() -> None:
+        try:
+            with run.step("store", "writing the store"):
+                _store(run, messages, batch_size)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    writer = threading.Thread(target=write_store, name="store-writer", daemon=True)
+    writer.start()
+
+    def store_written() -> None:
+        writer.join()
+        if errors:
+            raise errors[0]
+
+    try:
+        with run.step("archives", "building the archives"):
+            if archives:
+                _archives(run, messages, keys, store_written)
+    finally:
+        writer.join()
+    store_written()
+
+
 def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
     """Step 4: the kept messages into the v2 store (none configured: nothing)."""
     from pyspark.sql import functions as F
@@ -302,8 +337,14 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
         }
 
 
-def _archives(run: _Run, messages: DataFrame, keys: dict[str, PrivateKey | None]) -> None:
-    """Step 5: the archives, one community at a time; their late messages join the weeks."""
+def _archives(
+    run: _Run,
+    messages: DataFrame,
+    keys: dict[str, PrivateKey | None],
+    store_written: Callable[[], None],
+) -> None:
+    """Step 5: the archives, one community at a time; their late messages join the weeks.
+    ``store_written`` returns once the store is complete (called before a link is made)."""
     from pyspark.sql import functions as F
 
     from waku_legacy.migrate.archives import build_archives
@@ -323,6 +364,7 @@ def _archives(run: _Run, messages: DataFrame, keys: dict[str, PrivateKey | None]
                     fault=run.fault, community_key=keys[str(community.id)],
                     logos_storage_url=config.logos_storage_url,
                     store_url=config.output.store,  # also read for used link clocks
+                    store_written=store_written,
                 )  # fmt: skip
         except WakuLegacyError:
             raise

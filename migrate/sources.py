@@ -48,6 +48,7 @@ from waku_legacy.migrate.records import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.store.rest_client import RestPage
 
 __all__ = [
@@ -416,20 +417,29 @@ def read_sources(
     *,
     work_dir: str,
     parts: int | None = None,
+    mapping: TopicMapping | None = None,
 ) -> tuple[DataFrame, list[Task]]:
-    """The RAW DataFrame of every source (one partition per read task) and the tasks."""
+    """The RAW DataFrame of every source (one partition per read task) and the tasks.
+
+    With a topic ``mapping``, the MESSAGE DataFrame instead: each task's RAW batches are
+    decoded (:func:`~waku_legacy.migrate.decode.decode_batches`) in the Python worker that
+    read them, so the raw records never cross into the JVM and back."""
+    from waku_legacy.migrate.decode import decode_batches
+    from waku_legacy.migrate.records import MESSAGE_SCHEMA
+
     default_parts = parts or max(2, spark.sparkContext.defaultParallelism)
     tasks: list[Task] = []
     for source in sources:
         tasks.extend(plan_source(source, default_parts, work_dir))
+    schema = spark_ddl(RAW_SCHEMA if mapping is None else MESSAGE_SCHEMA)
     if not tasks:
-        empty = spark.createDataFrame([], spark_ddl(RAW_SCHEMA))
-        return empty, tasks
+        return spark.createDataFrame([], schema), tasks
 
     def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                yield from read_task(tasks[task_id])
+                raw = read_task(tasks[task_id])
+                yield from (raw if mapping is None else decode_batches(raw, mapping))
 
     ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
-    return ids.mapInArrow(read_partition, spark_ddl(RAW_SCHEMA)), tasks
+    return ids.mapInArrow(read_partition, schema), tasks

@@ -216,7 +216,11 @@ class PostgresEnvelopeStore:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id"
         try:
-            with self._conn.transaction(), self._conn.cursor(name="envelope_range") as cur:
+            # Binary results: bytea arrives as its bytes, not as hex text to parse.
+            with (
+                self._conn.transaction(),
+                self._conn.cursor(name="envelope_range", binary=True) as cur,
+            ):
                 cur.itersize = batch_size
                 cur.execute(sql, args)
                 while True:
