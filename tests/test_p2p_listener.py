@@ -429,3 +429,31 @@ def test_announced_addresses_replace_the_listen_addresses() -> None:
         assert sorted(trio.run(main)) == sorted(announce)
     finally:
         listener.stop_blocking()
+
+
+def test_streams_that_never_name_a_protocol_are_closed(make_listener) -> None:
+    """300 muxer streams opened and left silent (no multistream-select): the listener's
+    negotiation timeout ends every one, and it answers meanwhile."""
+    listener = make_listener(ListenerLimits(host=HostLimits(negotiation_timeout=2.0)))
+
+    async def main() -> int:
+        async with P2PClient.dial(tcp_addr(listener)) as client:
+            conn = client.host.get_network().get_connections(client.peer)[0]
+            silent = [await conn.muxed_conn.open_stream() for _ in range(300)]
+            assert await client.request(ECHO, b"meanwhile") == b"echo:meanwhile"
+            await trio.sleep(3)
+            ended = 0
+            for stream in silent:
+                try:
+                    with trio.fail_after(1):
+                        while await stream.read(1024):  # the listener's multistream header
+                            pass
+                except trio.TooSlowError:
+                    raise  # still open: the listener did not end it
+                except Exception:
+                    pass  # reset by the listener
+                ended += 1
+            assert await client.request(ECHO, b"after") == b"echo:after"
+            return ended
+
+    assert trio.run(main) == 300
