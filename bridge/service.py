@@ -242,7 +242,14 @@ class BridgeService:
         the workers to listen on as well; () without one."""
         if self.p2p is None:
             return ()
-        return tuple(dict.fromkeys(a.split("/p2p/")[0] for a in self.p2p.multiaddrs))
+        listen = tuple(dict.fromkeys(a.split("/p2p/")[0] for a in self.p2p.multiaddrs))
+        ports = [a.split("/tcp/")[1].split("/")[0] for a in listen if "/tcp/" in a]
+        if len(set(ports)) < len(ports):
+            # TCP and WebSocket on one port share one socket (py-libp2p's demultiplexer),
+            # bound without SO_REUSEPORT: a second process cannot listen there
+            log.info("libp2p: TCP and WebSocket share a port; only the primary serves libp2p")
+            return ()
+        return listen
 
     async def _start_singletons(self) -> None:
         """What one instance of a store does: archiving (build, seed, publish) and history

@@ -65,6 +65,7 @@ from aiohttp import web
 
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics, Snapshot
+from waku_legacy.errors import WakuLegacyError
 
 __all__ = ["WorkerPool", "bind_listener", "forwarding_handler", "main", "metrics_site"]
 
@@ -126,8 +127,11 @@ class WorkerPool:
         metrics: BridgeMetrics,
         *,
         shutdown_timeout: float,
+        libp2p_listen: tuple[str, ...] = (),
     ) -> None:
         self.config = config
+        # the primary's libp2p listen addresses, ports resolved: workers listen there too
+        self.libp2p_listen = libp2p_listen
         self.listener = listener
         self.count = count
         self.metrics = metrics
@@ -162,7 +166,8 @@ class WorkerPool:
             sys.executable, "-m", "waku_legacy.bridge.workers", stdin=asyncio.subprocess.PIPE
         )
         header = pickle.dumps({"config": self.config, "host": host, "port": port,
-                               "run_dir": str(self.run_dir), "slot": slot})  # fmt: skip
+                               "run_dir": str(self.run_dir), "slot": slot,
+                               "libp2p_listen": self.libp2p_listen})  # fmt: skip
         assert process.stdin is not None
         process.stdin.write(struct.pack(">I", len(header)) + header)
         await process.stdin.drain()  # stdin stays open: its end tells the worker we died
@@ -283,11 +288,11 @@ def forwarding_handler(
     return forward
 
 
-def metrics_site(runner_metrics: BridgeMetrics) -> web.Application:
+def metrics_site(values: Callable[[], Snapshot]) -> web.Application:
     """A worker's private app (its own Unix socket): its metric values for the primary."""
 
     async def snapshot(request: web.Request) -> web.Response:
-        return web.json_response(runner_metrics.registry.snapshot())
+        return web.json_response(values())
 
     app = web.Application()
     app.router.add_get("/snapshot", snapshot)
@@ -307,6 +312,8 @@ class WorkerProcess:
         self.admin_token = None
         self.status_page = False
         self.store: Any = None
+        self.p2p: Any = None  # the libp2p store listener, when the primary runs one
+        self.libp2p_listen: tuple[str, ...] = tuple(header.get("libp2p_listen", ()))
         self._session: aiohttp.ClientSession | None = None
         self.orphaned = False
 
@@ -344,7 +351,9 @@ class WorkerProcess:
         await runner.setup()
         listener = bind_listener(self.host, self.port)  # the primary's port (SO_REUSEPORT)
         await web.SockSite(runner, listener).start()
-        private = web.AppRunner(metrics_site(self.metrics), handle_signals=False)
+        if self.libp2p_listen:
+            await self._start_p2p()
+        private = web.AppRunner(metrics_site(self.snapshot), handle_signals=False)
         await private.setup()
         await web.UnixSite(private, str(worker_socket(self.run_dir, os.getpid()))).start()
         watchers = [
@@ -358,14 +367,35 @@ class WorkerProcess:
             for task in watchers:
                 task.cancel()
             await runner.cleanup()  # in-flight requests finish (shutdown_timeout)
-            _write_snapshot(
-                snapshot_file(self.run_dir, os.getpid()), self.metrics.registry.snapshot()
-            )
+            if self.p2p is not None:
+                await self.p2p.stop()
+            _write_snapshot(snapshot_file(self.run_dir, os.getpid()), self.snapshot())
             await private.cleanup()
             await self._session.close()
             await self.store.close(timeout=server.shutdown_timeout)
             if self.orphaned:
                 shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    async def _start_p2p(self) -> None:
+        """The libp2p store on the primary's ports (py-libp2p binds with SO_REUSEPORT), the
+        same key (one peer id), this worker's read-only store connections."""
+        from dataclasses import replace
+
+        from waku_legacy.bridge.p2p import start_p2p_listener
+        from waku_legacy.store.legacy_query import LegacyCursorCache
+
+        libp2p = replace(self.config.libp2p, listen=self.libp2p_listen)
+        try:
+            self.p2p = await start_p2p_listener(libp2p, self.store.stores, LegacyCursorCache())
+        except WakuLegacyError as exc:  # the REST side still serves; the primary's libp2p too
+            log.error("libp2p listener not started in this worker", extra=fields(error=str(exc)))
+
+    def snapshot(self) -> Snapshot:
+        """This worker's metric values, its libp2p listener's counters included."""
+        if self.p2p is not None:
+            for event, count in self.p2p.stats().items():
+                self.metrics.libp2p_events.set(count, event)
+        return self.metrics.registry.snapshot()
 
     async def _parent_gone(self, stop: asyncio.Event) -> None:
         """The primary holds our stdin open; its end (the primary exited) stops us."""
@@ -382,7 +412,7 @@ class WorkerProcess:
         path = snapshot_file(self.run_dir, os.getpid())
         while not stop.is_set():
             with contextlib.suppress(OSError):
-                _write_snapshot(path, self.metrics.registry.snapshot())
+                _write_snapshot(path, self.snapshot())
             await asyncio.sleep(SNAPSHOT_EVERY)
 
 

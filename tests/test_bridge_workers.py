@@ -77,7 +77,7 @@ def wait_for(condition: Any, what: str, timeout: float = 20.0) -> Any:
 class Served:
     """``waku-legacy serve`` with two REST processes on a small SQLite store."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, extra: str = "") -> None:
         tmp_path.mkdir(parents=True, exist_ok=True)
         store = tmp_path / "store.sqlite3"
         with open_store(f"sqlite:///{store}") as opened:
@@ -88,12 +88,12 @@ class Served:
         config.write_text(
             f'[server]\nlisten = "127.0.0.1:{self.port}"\nworkers = 2\nshutdown_timeout = "5s"\n'
             f"requests_per_second = 0\n"
-            f'[store]\nurl = "sqlite:///{store}"\n[logging]\nlevel = "warning"\n'
+            f'[store]\nurl = "sqlite:///{store}"\n[logging]\nlevel = "warning"\n{extra}'
         )
         self.process = subprocess.Popen(
             [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=(tmp_path / "bridge.log").open("wb"),
         )
 
     def info(self) -> dict[str, Any]:
@@ -266,3 +266,64 @@ def test_worker_store_connections_refuse_writes(tmp_path: Path) -> None:
         assert reader.count() == 10
     finally:
         reader.close()
+
+
+def listening_pids(port: int) -> set[int]:
+    """The processes holding a TCP socket that listens on ``port`` (Linux /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # LISTEN
+                inodes.add(fields[9])
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (entry / "fd").iterdir()}
+        except OSError:
+            continue
+        if any(f"socket:[{inode}]" in links for inode in inodes):
+            pids.add(int(entry.name))
+    return pids
+
+
+@pytest.mark.network
+def test_the_libp2p_store_is_served_by_the_workers_too(tmp_path: Path) -> None:
+    import trio
+
+    from waku_legacy.p2p.client import P2PClient
+    from waku_legacy.p2p.store_client import StoreQueryArgs, query_pages
+
+    served = Served(
+        tmp_path,
+        '[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/0"]\nkey_file = "libp2p.key"\nshards = [128]\n',
+    )
+    try:
+        wait_for(lambda: get(served.base, "/health")[0] == 200, "the bridge to answer")
+        [worker] = wait_for(served.workers, "the worker to start")
+        served.answering_pids({served.process.pid, worker})  # the worker is up
+        [address] = served.info()["libp2p"]["multiaddrs"]
+        port = int(address.split("/tcp/")[1].split("/")[0])
+        # one peer id, one port, two listening processes (SO_REUSEPORT; the worker's
+        # libp2p listener starts after its REST side)
+        both = {served.process.pid, worker}
+        wait_for(lambda: listening_pids(port) == both, "both processes to listen on libp2p")
+
+        async def query(times: int) -> list[int]:
+            counts = []
+            for _ in range(times):  # a new connection each time: either process may take it
+                async with P2PClient.dial(address) as client:
+                    args = StoreQueryArgs(pubsub_topic=PUBSUB, page_size=7)
+                    pages = [page async for page in query_pages(client, args, max_pages=1)]
+                    counts.append(len(pages[0].messages))
+            return counts
+
+        assert trio.run(query, 16) == [7] * 16
+        _, _, body = get(served.base, "/metrics")
+        text = body.decode()
+        # both processes' listeners counted on one scrape
+        assert metric(text, 'waku_legacy_libp2p_events{event="requests_answered"}') == 16
+    finally:
+        served.stop()
