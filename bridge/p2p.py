@@ -113,7 +113,7 @@ async def start_p2p_listener(
     log.info(
         "libp2p listening",
         extra=fields(
-            peer_id=listener.peer_id, multiaddrs=listener.multiaddrs,
+            peer_id=listener.peer_id, multiaddrs=listener.multiaddrs, enr=listener.enr,
             cluster_id=config.cluster_id, shards=list(config.shards),
         ),
     )  # fmt: skip

@@ -474,7 +474,8 @@ class BridgeService:
             listen.extend(self.p2p.multiaddrs)  # each ends in /p2p/<peer id>, as nwaku's
         return {
             "listenAddresses": listen,
-            "enrUri": "",  # no Waku v2 (libp2p) identity: this node speaks v2 over REST only
+            # 31/WAKU2-ENR of the libp2p listener ("" without one, or nothing dialable)
+            "enrUri": (self.p2p.enr or "") if self.p2p is not None else "",
             "version": VERSION,
             "enode": enode,
             "seedPort": self.seeder.port if self.seeder else None,

@@ -18,13 +18,17 @@ from pathlib import Path
 import aiohttp
 import pytest
 import trio
+from libp2p.crypto.secp256k1 import Secp256k1PublicKey
 from libp2p.custom_types import TProtocol
 from libp2p.network.stream.exceptions import StreamError
+from libp2p.peer.id import ID
+from multiaddr import Multiaddr
 
 from tests.test_bridge_support import CONTENT, OTHER_PUBSUB, PUBSUB, bridge_config, make_rows, order
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.identity.message_hash import deterministic_hash
 from waku_legacy.p2p.client import P2PClient, request_once
+from waku_legacy.p2p.enr import decode_enr, decode_multiaddrs, decode_relay_shards
 from waku_legacy.p2p.errors import P2PError
 from waku_legacy.p2p.store_client import (
     STORE_V3_CODEC,
@@ -214,6 +218,18 @@ async def test_announced_in_info_and_log(bridge, caplog) -> None:
     assert set(libp2p["multiaddrs"]) <= set(info["listenAddresses"])
     assert {("/ws/" in a) for a in libp2p["multiaddrs"]} == {True, False}
     assert sorted(libp2p["listening"]) == sorted(a.split("/p2p/")[0] for a in libp2p["multiaddrs"])
+    # the ENR (31/WAKU2-ENR): the same key, the TCP address in ip/tcp, WS in multiaddrs
+    record = decode_enr(info["enrUri"])
+    tcp = next(a for a in libp2p["listening"] if "/ws" not in a)
+    assert int.from_bytes(record.pairs["tcp"], "big") == int(tcp.rsplit("/", 1)[1])
+    assert record.pairs["ip"] == bytes([127, 0, 0, 1])
+    assert decode_relay_shards("rs", record.pairs["rs"]) == (16, [32, 128])
+    assert (
+        ID.from_pubkey(Secp256k1PublicKey.from_bytes(record.public_key)).to_base58()
+        == libp2p["peerId"]
+    )
+    (ws,) = decode_multiaddrs(record.pairs["multiaddrs"])
+    assert str(Multiaddr(ws)) in libp2p["listening"]
 
 
 async def test_peer_id_persists_across_restarts(rows, tmp_path) -> None:

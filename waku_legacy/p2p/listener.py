@@ -173,6 +173,8 @@ class P2PListener:
         self._addrs: list[str] = []
         #: where the sockets listen (ports resolved), without /p2p/
         self.bound: list[str] = []
+        #: the node's ENR (31/WAKU2-ENR) from the announced addresses, once started
+        self.enr: str | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -204,6 +206,8 @@ class P2PListener:
         self._thread.start()
         if not self._ready.wait(timeout):
             raise P2PError(f"the libp2p host did not start listening within {timeout} s")
+        if self._error is None:
+            self.enr = self._make_enr()
         if self._error is not None:
             self._thread.join(self.limits.stop_timeout)
             self._pool.shutdown(wait=False)
@@ -211,6 +215,22 @@ class P2PListener:
             if isinstance(error, P2PError):
                 raise error
             raise P2PError(f"the libp2p host did not start: {error}") from error
+
+    def _make_enr(self) -> str | None:
+        from libp2p.crypto.secp256k1 import Secp256k1PrivateKey
+
+        from waku_legacy.p2p.enr import enr_of_listener
+
+        private = self.pair.private_key
+        if not isinstance(private, Secp256k1PrivateKey):
+            return None
+        return enr_of_listener(
+            private.impl,
+            int(time.time()),  # seq: a later start never has a lower one
+            self._addrs,
+            cluster_id=self.metadata.cluster_id or 0,
+            shards=self.metadata.shards,
+        )
 
     async def start(self, timeout: float = 30.0) -> None:
         """Start and return once listening (asyncio)."""
