@@ -207,7 +207,10 @@ class P2PListener:
         if not self._ready.wait(timeout):
             raise P2PError(f"the libp2p host did not start listening within {timeout} s")
         if self._error is None:
-            self.enr = self._make_enr()
+            try:
+                self.enr = self._make_enr()
+            except Exception as exc:  # an ENR is an extra: never a reason not to serve
+                self.log.warning("libp2p: no ENR", extra=self._extra(error=str(exc)))
         if self._error is not None:
             self._thread.join(self.limits.stop_timeout)
             self._pool.shutdown(wait=False)
