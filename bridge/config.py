@@ -114,6 +114,7 @@
                                              #   stream's protocol negotiation
     idle_timeout = "5m"                      # a connection without streams is closed
     requests_per_second = 20                 # per peer id (0: no budget); request_burst = 40
+    address_requests_per_second = 100        # per source address (IPv6: /64), burst 5x
     workers = 4                              # threads answering store queries (one store
                                              #   connection each)
 
@@ -303,6 +304,7 @@ class Libp2pConfig:
     idle_timeout: float = 300.0
     requests_per_second: float = 20.0
     request_burst: int = 40
+    address_requests_per_second: float = 100.0
     workers: int = 4
 
 
@@ -659,6 +661,7 @@ def _parse_libp2p(
         idle_timeout=_duration(t, "idle_timeout", 300.0),
         requests_per_second=_rate(t, "requests_per_second", 20.0),
         request_burst=t.integer("request_burst", default=40, low=1, high=1_000_000),
+        address_requests_per_second=_rate(t, "address_requests_per_second", 100.0),
         workers=t.integer("workers", default=4, low=1, high=64),
     )
     t.done()

@@ -43,6 +43,8 @@ def listener_limits(config: Libp2pConfig) -> ListenerLimits:
         write_timeout=config.write_timeout,
         request_rate=config.requests_per_second,
         request_burst=float(config.request_burst),
+        address_request_rate=config.address_requests_per_second,
+        address_request_burst=5.0 * config.address_requests_per_second,
         idle_timeout=config.idle_timeout,
         workers=config.workers,
     )

@@ -348,6 +348,14 @@ def test_request_rate_refused_in_protocol_terms(make_listener) -> None:
     assert listener.stats()["request_rate_limited"] >= 2
 
 
+def test_new_peer_ids_share_their_address_budget(make_listener) -> None:
+    limits = ListenerLimits(request_rate=100, address_request_rate=0.5, address_request_burst=3)
+    listener = make_listener(limits)
+    answers = [request_once(tcp_addr(listener), ECHO, b"%d" % i) for i in range(5)]
+    assert answers[:3] == [b"echo:0", b"echo:1", b"echo:2"]  # five peer ids, one address
+    assert all(a.startswith(b"refused:") and b"127.0.0.1" in a for a in answers[3:])
+
+
 def test_connections_per_address_and_idle_connections(make_listener) -> None:
     limits = ListenerLimits(max_connections_per_address=3, idle_timeout=1.0)
     listener = make_listener(limits)

@@ -66,6 +66,7 @@ async def bridge(rows, tmp_path) -> AsyncIterator[tuple[BridgeService, aiohttp.C
         "read_timeout": 2,
         "max_streams_per_connection": 8,
         "requests_per_second": 1000,
+        "address_requests_per_second": 1000,
         "request_burst": 1000,
     }
     service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}", libp2p=libp2p))

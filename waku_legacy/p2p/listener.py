@@ -39,7 +39,7 @@ from libp2p.custom_types import TProtocol
 from multiaddr import Multiaddr
 
 from waku_legacy.errors import LimitExceeded, WakuLegacyError
-from waku_legacy.limits import LogThrottle, RateLimiter, address_key
+from waku_legacy.limits import LogThrottle, RateLimiter, address_key, allow_all
 from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
 from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
 from waku_legacy.p2p.keys import peer_id_of
@@ -75,6 +75,10 @@ class ListenerLimits:
     #: requests a second per peer id (0: no limit), and the bucket size
     request_rate: float = 20.0
     request_burst: float = 40.0
+    #: requests a second per source address (IPv6: per /64), whatever the peer ids: a
+    #: client that makes up a new peer id per connection shares one budget (0: no limit)
+    address_request_rate: float = 100.0
+    address_request_burst: float = 200.0
     #: a connection without any stream for this long is closed
     idle_timeout: float = 300.0
     workers: int = 4
@@ -184,6 +188,9 @@ class P2PListener:
         self._conns: dict[int, _ConnState] = {}
         self._per_address: Counter[str] = Counter()
         self._rate = RateLimiter(rate=limits.request_rate, burst=limits.request_burst)
+        self._address_rate = RateLimiter(
+            rate=limits.address_request_rate, burst=limits.address_request_burst
+        )
         self._throttle = LogThrottle()
 
     # -- the asyncio side ---------------------------------------------------------------
@@ -402,6 +409,17 @@ class P2PListener:
                 state.streams -= 1
                 state.last_active = time.monotonic()
 
+    def _allowed(self, stream: INetStream, peer: str) -> str | None:
+        """None when the peer and its address have a request left, else what is over."""
+        state = self._conns.get(id(stream.muxed_conn))
+        address = state.address if state is not None else "unknown"
+        over = allow_all([(self._rate, peer), (self._address_rate, address)], time.monotonic())
+        if over == 0:
+            return f"over {self.limits.request_rate} requests/s from this peer"
+        if over == 1:
+            return f"over {self.limits.address_request_rate} requests/s from {address}"
+        return None
+
     async def _answer(self, stream: INetStream, peer: str, name: str, protocol: _Protocol) -> None:
         try:
             with trio.fail_after(self.limits.read_timeout):
@@ -410,11 +428,12 @@ class P2PListener:
                 )
         except trio.TooSlowError:
             raise P2PTimeout(f"no whole request within {self.limits.read_timeout} s") from None
-        if self._rate.allow(peer, time.monotonic()):
+        over = self._allowed(stream, peer)
+        if over is None:
             response = await self._in_pool(protocol.answer, request)
             self.shared.count("requests_answered")
         else:
-            refusal = P2PRefused(f"over {self.limits.request_rate} requests/s")
+            refusal = P2PRefused(over)
             self._note("request_rate_limited", peer, refusal, protocol=name)
             refused = protocol.refuse(request, str(refusal)) if protocol.refuse else None
             if refused is None:
