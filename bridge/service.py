@@ -449,6 +449,13 @@ class BridgeService:
             protocols.append({"Waku v1 mailserver": "Ready" if up else self.state})
         if self.config.relay is not None:
             protocols.append({"Relay publisher": "Ready" if self.relay else self.state})
+        if self.config.libp2p is not None:
+            p2p = self.p2p
+            if p2p is None or self.state != "Ready":
+                libp2p = self.state
+            else:
+                libp2p = "Ready" if p2p.running else f"Not Ready: {p2p.failure or 'stopped'}"
+            protocols.append({"Store (libp2p)": libp2p})
         node = self.state
         if self.leader is not None and not self.is_leader and self.config.communities:
             protocols.append({"Archives": "Standby: another instance on this store archives"})

@@ -351,3 +351,19 @@ async def test_metrics_count_libp2p_events(bridge) -> None:
     lines = [line for line in text.splitlines() if line.startswith("waku_legacy_libp2p_events{")]
     counts = {line.split('"')[1]: float(line.rsplit(" ", 1)[1]) for line in lines}
     assert counts["requests_answered"] >= 1 and counts["connections_accepted"] >= 1
+
+
+async def test_health_reports_the_listener(bridge) -> None:
+    service, http = bridge
+
+    async def libp2p_health() -> dict:
+        async with http.get("/health") as response:
+            assert response.status == 200
+            doc = await response.json()
+        (entry,) = [e for e in doc["protocolsHealth"] if "Store (libp2p)" in e]
+        return entry
+
+    assert await libp2p_health() == {"Store (libp2p)": "READY"}
+    service.p2p._token.run_sync_soon(service.p2p._scope.cancel)  # the trio side ends
+    await asyncio.to_thread(service.p2p._thread.join, 10)
+    assert await libp2p_health() == {"Store (libp2p)": "NOT_READY", "desc": "Not Ready: stopped"}

@@ -179,6 +179,8 @@ class P2PListener:
         self.bound: list[str] = []
         #: the node's ENR (31/WAKU2-ENR) from the announced addresses, once started
         self.enr: str | None = None
+        #: why the trio side ended by itself (None while it runs or after stop())
+        self.failure: str | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -200,6 +202,15 @@ class P2PListener:
         """What the listener announces (``announce``, else where it listens), each ending
         in ``/p2p/<peer id>``."""
         return list(self._addrs)
+
+    @property
+    def running(self) -> bool:
+        """Started, listening, and its trio thread alive."""
+        thread = self._thread
+        return (
+            thread is not None and thread.is_alive() and self._ready.is_set()
+            and self._error is None
+        )  # fmt: skip
 
     def stats(self) -> dict[str, int]:
         return self.shared.snapshot()
@@ -277,6 +288,7 @@ class P2PListener:
             if not self._ready.is_set():
                 self._error = exc
             else:
+                self.failure = f"{type(exc).__name__}: {exc}"
                 self.log.error(
                     "libp2p listener ended", extra=self._extra(error=str(exc)), exc_info=exc
                 )
