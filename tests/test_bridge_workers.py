@@ -327,3 +327,19 @@ def test_the_libp2p_store_is_served_by_the_workers_too(tmp_path: Path) -> None:
         assert metric(text, 'waku_legacy_libp2p_events{event="requests_answered"}') == 16
     finally:
         served.stop()
+
+
+def test_workers_and_leader_interval_config() -> None:
+    from waku_legacy.bridge.config import parse_config
+    from waku_legacy.errors import ConfigError
+
+    store = {"url": "sqlite:///s.sqlite3"}
+    config = parse_config({"store": store})
+    assert config.server.workers == (os.cpu_count() or 1)
+    assert config.store.leader_interval == 15.0
+    config = parse_config({"server": {"workers": 3}, "store": {**store, "leader_interval": "2s"}})
+    assert config.server.workers == 3 and config.store.leader_interval == 2.0
+    with pytest.raises(ConfigError, match="workers"):
+        parse_config({"server": {"workers": 0}, "store": store})
+    with pytest.raises(ConfigError, match="leader_interval"):
+        parse_config({"store": {**store, "leader_interval": 0}})
