@@ -19,7 +19,7 @@ from typing import Any
 from waku_legacy.bridge.config import Libp2pConfig
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.store_threads import ThreadLocalStore
-from waku_legacy.p2p.host import HostLimits
+from waku_legacy.p2p.host import HostLimits, ensure_ports_free, parse_multiaddr
 from waku_legacy.p2p.keys import load_key_pair
 from waku_legacy.p2p.listener import ListenerLimits, P2PListener, Refusal, RequestHandler
 
@@ -94,9 +94,13 @@ def store_protocols(
 
 
 async def start_p2p_listener(
-    config: Libp2pConfig, stores: ThreadLocalStore, cursor_cache: Any
+    config: Libp2pConfig, stores: ThreadLocalStore, cursor_cache: Any, *, exclusive: bool = False
 ) -> P2PListener:
-    """Load (or create) the key, start listening, log the multiaddrs."""
+    """Load (or create) the key, start listening, log the multiaddrs. ``exclusive``: first
+    refuse ports another process listens on (py-libp2p would share them through
+    SO_REUSEPORT; the REST worker processes share the primary's on purpose)."""
+    if exclusive:
+        ensure_ports_free([parse_multiaddr(a) for a in config.listen])
     pair, created = await asyncio.to_thread(load_key_pair, config.key_file)
     listener = P2PListener(
         pair,

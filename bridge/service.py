@@ -292,7 +292,7 @@ class BridgeService:
 
         assert self.config.libp2p is not None
         self.p2p = await start_p2p_listener(
-            self.config.libp2p, self.store.stores, LegacyCursorCache()
+            self.config.libp2p, self.store.stores, LegacyCursorCache(), exclusive=True
         )
 
     async def _start_mailserver(self) -> None:

@@ -26,6 +26,7 @@ from multiaddr import Multiaddr
 
 from tests.test_bridge_support import CONTENT, OTHER_PUBSUB, PUBSUB, bridge_config, make_rows, order
 from waku_legacy.bridge.service import BridgeService
+from waku_legacy.errors import ConfigError
 from waku_legacy.identity.message_hash import deterministic_hash
 from waku_legacy.p2p.client import P2PClient, request_once
 from waku_legacy.p2p.enr import decode_enr, decode_multiaddrs, decode_relay_shards
@@ -367,3 +368,31 @@ async def test_health_reports_the_listener(bridge) -> None:
     service.p2p._token.run_sync_soon(service.p2p._scope.cancel)  # the trio side ends
     await asyncio.to_thread(service.p2p._thread.join, 10)
     assert await libp2p_health() == {"Store (libp2p)": "NOT_READY", "desc": "Not Ready: stopped"}
+
+
+async def test_a_second_bridge_on_the_same_port_is_refused(rows, tmp_path) -> None:
+    """py-libp2p binds a TCP-only listener with SO_REUSEPORT: without the check a second
+    bridge (another key) would share the port and take half the connections."""
+    path, _ = rows
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    tcp_only = {"listen": ["/ip4/127.0.0.1/tcp/0"]}
+    first = BridgeService(bridge_config(first_dir, f"sqlite:///{path}", libp2p=tcp_only))
+    await first.start()
+    try:
+        port = first.p2p.bound[0].rsplit("/", 1)[1]
+        taken = {"listen": [f"/ip4/127.0.0.1/tcp/{port}"]}
+        second = BridgeService(bridge_config(second_dir, f"sqlite:///{path}", libp2p=taken))
+        with pytest.raises(ConfigError, match=f"tcp/{port}"):
+            await second.start()
+        await second.stop()
+        assert first.p2p.running  # the first one is untouched and alone on the port
+        args = StoreQueryArgs(pubsub_topic=PUBSUB, content_topics=[CONTENT[0]])
+        for _ in range(4):
+            body = await asyncio.to_thread(
+                request_once, first.p2p.multiaddrs[0], STORE_V3_CODEC, build_request(args)
+            )
+            assert decode_response(body).status_code == 200
+    finally:
+        await first.stop()

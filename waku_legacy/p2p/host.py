@@ -36,6 +36,7 @@ __all__ = [
     "MUXERS",
     "HostLimits",
     "build_host",
+    "ensure_ports_free",
     "muxer_options",
     "parse_multiaddr",
     "security_options",
@@ -129,3 +130,30 @@ def build_host(
         enable_websocket=websocket or has_ws,
         announce_addrs=list(announce) or None,
     )
+
+
+def ensure_ports_free(listen: Sequence[multiaddr.Multiaddr]) -> None:
+    """Refuse a TCP port another socket already listens on.
+
+    py-libp2p binds its TCP listeners with SO_REUSEPORT, so a second process (another
+    bridge, with another key) would share the port silently and the kernel would split the
+    connections between them. A plain bind without SO_REUSEPORT fails while any socket holds
+    the port, so trying one first turns that into an error naming the address. Port 0 is
+    always free."""
+    import socket
+
+    for address in listen:
+        names = {p.name for p in address.protocols()}
+        family = socket.AF_INET6 if "ip6" in names else socket.AF_INET
+        host = address.value_for_protocol("ip6" if "ip6" in names else "ip4")
+        port = int(address.value_for_protocol("tcp"))
+        if port == 0:
+            continue
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                raise ConfigError(
+                    f"[libp2p] listen {address}: {exc.strerror or exc} (another process "
+                    "listens there)"
+                ) from None
