@@ -113,7 +113,8 @@
     handshake_timeout = "10s"                # Noise + muxer of a new connection, and a
                                              #   stream's protocol negotiation
     idle_timeout = "5m"                      # a connection without streams is closed
-    requests_per_second = 20                 # per peer id (0: no budget); request_burst = 40
+    requests_per_second = 20                 # per peer id (0: no budget); request_burst = 40;
+                                             #   a store v3 page's next page is free
     address_requests_per_second = 100        # per source address (IPv6: /64), burst 5x
     workers = 4                              # threads answering store queries (one store
                                              #   connection each)

@@ -21,7 +21,14 @@ from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.store_threads import ThreadLocalStore
 from waku_legacy.p2p.host import HostLimits, ensure_ports_free, parse_multiaddr
 from waku_legacy.p2p.keys import load_key_pair
-from waku_legacy.p2p.listener import ListenerLimits, P2PListener, Refusal, RequestHandler
+from waku_legacy.p2p.listener import (
+    Answered,
+    Continues,
+    ListenerLimits,
+    P2PListener,
+    Refusal,
+    RequestHandler,
+)
 
 __all__ = ["listener_limits", "start_p2p_listener", "store_protocols"]
 
@@ -52,9 +59,10 @@ def listener_limits(config: Libp2pConfig) -> ListenerLimits:
 
 def store_protocols(
     stores: ThreadLocalStore, cursor_cache: Any
-) -> dict[str, tuple[RequestHandler, Refusal | None]]:
+) -> dict[str, tuple[RequestHandler, Refusal | None, Continues | None]]:
     """Store v3 and the legacy store, answered by the shared store protocol code (an answer
-    that carries an error is logged here, on the worker thread)."""
+    that carries an error is logged here, on the worker thread). A store v3 page's next page
+    is free of the rate limits for the peer it was answered to, as on the REST API."""
     from waku_legacy.store.protocol import (
         LEGACY_STORE_CODEC,
         STORE_V3_CODEC,
@@ -63,6 +71,7 @@ def store_protocols(
         serve_store_v3,
         store_v3_too_many_requests,
     )
+    from waku_legacy.store.protocol.store_v3 import request_cursor
 
     def logged(protocol: str, answer: Any) -> bytes:
         if answer.error is not None:
@@ -76,8 +85,9 @@ def store_protocols(
         body: bytes = answer.body
         return body
 
-    def v3(request: bytes) -> bytes:
-        return logged(STORE_V3_CODEC, serve_store_v3(request, stores))
+    def v3(request: bytes) -> Answered:
+        answer = serve_store_v3(request, stores)
+        return Answered(logged(STORE_V3_CODEC, answer), answer.next_cursor)
 
     def legacy(request: bytes) -> bytes:
         return logged(LEGACY_STORE_CODEC, serve_legacy_store(request, stores, cursor_cache))
@@ -90,7 +100,10 @@ def store_protocols(
         body: bytes = legacy_store_too_many_requests()
         return body
 
-    return {STORE_V3_CODEC: (v3, v3_refused), LEGACY_STORE_CODEC: (legacy, legacy_refused)}
+    return {
+        STORE_V3_CODEC: (v3, v3_refused, request_cursor),
+        LEGACY_STORE_CODEC: (legacy, legacy_refused, None),
+    }
 
 
 async def start_p2p_listener(

@@ -396,3 +396,43 @@ async def test_a_second_bridge_on_the_same_port_is_refused(rows, tmp_path) -> No
             assert decode_response(body).status_code == 200
     finally:
         await first.stop()
+
+
+async def test_paging_at_full_speed_is_not_rate_limited(rows, tmp_path) -> None:
+    """A store v3 page's next page is free of the request budget for the peer it was
+    answered to (as on the REST API): with a budget of 2 requests and no refill, one client
+    pages through 600 messages twice, 20 a page; a third fresh query gets nwaku's 429."""
+    path, stored = rows
+    libp2p = {
+        "listen": ["/ip4/127.0.0.1/tcp/0"],
+        "shards": [32, 128],
+        "requests_per_second": 0.001,
+        "request_burst": 2,
+    }
+    service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}", libp2p=libp2p))
+    await service.start()
+    try:
+        address = _addr(service, "tcp")
+        args = StoreQueryArgs(pubsub_topic=PUBSUB, content_topics=CONTENT, page_size=20)
+        expected = sorted(m.message_hash for m in stored if m.pubsub_topic == PUBSUB)
+
+        def run() -> tuple[list, list, object]:
+            async def main() -> tuple[list, list, object]:
+                async with P2PClient.dial(address) as client:
+                    first = [p async for p in query_pages(client, args, max_pages=1000)]
+                    second = [p async for p in query_pages(client, args, max_pages=1000)]
+                    third = [p async for p in query_pages(client, args, max_pages=1)]
+                    return first, second, third[0]
+
+            return trio.run(main)
+
+        first, second, third = await asyncio.to_thread(run)
+        for pages in (first, second):
+            assert len(pages) >= len(expected) // 20
+            assert all(page.status_code == 200 for page in pages)
+            hashes = [m.message_hash for page in pages for m in page.messages]
+            assert sorted(hashes) == expected and len(hashes) == len(set(hashes))
+        assert third.status_code == 429
+        assert service.p2p.stats()["request_rate_limited"] == 1
+    finally:
+        await service.stop()

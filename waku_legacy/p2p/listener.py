@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -39,7 +39,7 @@ from libp2p.custom_types import TProtocol
 from multiaddr import Multiaddr
 
 from waku_legacy.errors import LimitExceeded, WakuLegacyError
-from waku_legacy.limits import LogThrottle, RateLimiter, address_key, allow_all
+from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key, allow_all
 from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
 from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
 from waku_legacy.p2p.keys import peer_id_of
@@ -52,12 +52,28 @@ from waku_legacy.p2p.metadata import (
 )
 from waku_legacy.p2p.streams import frame, read_frame
 
-__all__ = ["ListenerLimits", "P2PListener", "Refusal", "RequestHandler"]
+__all__ = [
+    "Answered", "Continues", "ListenerLimits", "P2PListener", "Refusal", "RequestHandler"
+]  # fmt: skip
 
 T = TypeVar("T")
 
-#: ``request body -> response body``; runs on a worker thread; must not raise for bad input.
-RequestHandler = Callable[[bytes], bytes]
+
+@dataclass(frozen=True)
+class Answered:
+    """A response body and the cursor that continues it: the peer's request with that
+    cursor (its next page) passes the rate limits for free, once, as on the REST API (a
+    client paging at full speed is honest; its first request of a query pays)."""
+
+    body: bytes
+    next_cursor: Hashable | None = None
+
+
+#: ``request body -> response``; runs on a worker thread; must not raise for bad input.
+RequestHandler = Callable[[bytes], "bytes | Answered"]
+#: ``request body -> the cursor it continues from`` (None: a fresh request); cheap, on the
+#: trio thread, before the rate limits; must not raise.
+Continues = Callable[[bytes], "Hashable | None"]
 #: ``(request body, reason) -> response body`` saying "refused" in the protocol's own terms
 #: (store v3: status 429), or None to reset the stream instead.
 Refusal = Callable[[bytes, str], "bytes | None"]
@@ -89,6 +105,7 @@ class ListenerLimits:
 class _Protocol:
     answer: RequestHandler
     refuse: Refusal | None
+    continues: Continues | None = None
 
 
 @dataclass
@@ -153,7 +170,11 @@ class P2PListener:
         self,
         pair: KeyPair,
         listen: Sequence[str],
-        protocols: Mapping[str, tuple[RequestHandler, Refusal | None]],
+        protocols: Mapping[
+            str,
+            tuple[RequestHandler, Refusal | None]
+            | tuple[RequestHandler, Refusal | None, Continues | None],
+        ],
         *,
         cluster_id: int,
         shards: Sequence[int],
@@ -169,6 +190,8 @@ class P2PListener:
         self.listen = tuple(parse_multiaddr(a, what="libp2p listen address") for a in listen)
         self.announce = tuple(parse_multiaddr(a, what="libp2p announce address") for a in announce)
         self.protocols = {name: _Protocol(*handlers) for name, handlers in protocols.items()}
+        #: (peer id, cursor) of pages answered: their next page is free, once, for 10 min
+        self._continuations = Continuations(100_000, ttl=600.0)
         self.metadata = Metadata(cluster_id, tuple(sorted(set(shards))))
         self.limits = limits
         self.log = logger or logging.getLogger("waku_legacy.p2p")
@@ -440,9 +463,11 @@ class P2PListener:
                 )
         except trio.TooSlowError:
             raise P2PTimeout(f"no whole request within {self.limits.read_timeout} s") from None
-        over = self._allowed(stream, peer)
+        cursor = protocol.continues(request) if protocol.continues else None
+        free = cursor is not None and self._continuations.redeem((peer, cursor), time.monotonic())
+        over = None if free else self._allowed(stream, peer)
         if over is None:
-            response = await self._in_pool(protocol.answer, request)
+            response = self._issue(peer, await self._in_pool(protocol.answer, request))
             self.shared.count("requests_answered")
         else:
             refusal = P2PRefused(over)
@@ -455,6 +480,14 @@ class P2PListener:
         with trio.fail_after(self.limits.write_timeout):
             await stream.write(frame(response))
             await stream.close()
+
+    def _issue(self, peer: str, result: bytes | Answered) -> bytes:
+        """The response body; an answer's continuation becomes free for ``peer``."""
+        if isinstance(result, bytes):
+            return result
+        if result.next_cursor is not None:
+            self._continuations.issue((peer, result.next_cursor), time.monotonic())
+        return result.body
 
     async def _stream_failed(
         self, stream: INetStream, peer: str, name: str, exc: BaseException

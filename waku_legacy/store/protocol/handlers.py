@@ -54,6 +54,9 @@ class StoreAnswer:
     request_id: str = ""
     messages: int = 0
     error: WakuLegacyError | None = None
+    #: the cursor a client continues this answer with: the last message's hash (nwaku's
+    #: pagination cursor; js-waku ignores that and takes the last hash itself)
+    next_cursor: bytes | None = None
 
 
 def _internal(exc: Exception) -> InternalError:
@@ -99,7 +102,8 @@ def serve_store_v3(request: bytes, store: MessageStore) -> StoreAnswer:
         rid, StatusCode.SUCCESS, "OK", page.messages,
         include_data=query.include_data, cursor=page.cursor,
     )  # fmt: skip
-    return StoreAnswer(body, StatusCode.SUCCESS, rid, len(page.messages))
+    last = page.messages[-1].message_hash if page.messages else None
+    return StoreAnswer(body, StatusCode.SUCCESS, rid, len(page.messages), next_cursor=last)
 
 
 def answer_store_v3(request: bytes, store: MessageStore) -> bytes:

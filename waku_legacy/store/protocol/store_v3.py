@@ -24,7 +24,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from waku_legacy.errors import DecodeError
+from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.proto import store_v3_pb2, waku_message_pb2
 from waku_legacy.proto.codec import parse_message
 from waku_legacy.store.protocol.framing import encode_varint
@@ -150,6 +150,16 @@ def decode_request(body: bytes) -> V3Request:
         include_data=msg.include_data,
     )
     return V3Request(msg.request_id, query)
+
+
+def request_cursor(body: bytes) -> bytes | None:
+    """The cursor ``body`` continues from: None for a first page, or for bytes that are not a
+    valid request (a listener uses it only to let a client's next page through its rate
+    limit; the request itself is judged by :func:`decode_request`)."""
+    try:
+        return decode_request(body).query.cursor
+    except (WakuLegacyError, ValueError):
+        return None
 
 
 def waku_message_of(m: StoredMessage) -> waku_message_pb2.WakuMessage:
