@@ -80,6 +80,39 @@ def _children_java_hwm_mb() -> float:
     return best
 
 
+def _python_workers_hwm_mb() -> float:
+    """Largest peak RSS (VmHWM) of the PySpark Python workers now alive (descendants of
+    this process's java child): what one executor core needs beside its JVM heap share."""
+    parents: dict[str, str] = {}
+    names: dict[str, str] = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            names[pid] = stat.split("(", 1)[1].split(")")[0]
+            parents[pid] = stat.rsplit(")", 1)[1].split()[1]
+
+    def under_java(pid: str) -> bool:
+        while pid in parents and pid != "1":
+            pid = parents[pid]
+            if names.get(pid) == "java":
+                return True
+        return False
+
+    best = 0.0
+    for pid, name in names.items():
+        if name.startswith("python") and under_java(pid):
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        best = max(best, int(line.split()[1]) / 1024)
+            except (OSError, ValueError):
+                continue
+    return best
+
+
 # -- the database ------------------------------------------------------------------------------
 
 
@@ -205,22 +238,29 @@ def _bench_config(dsn: str, out: Path, master: str, partitions: int, seed: int) 
     return parse_config(data, base_dir=out)
 
 
-def _timed_read(tasks: list[Any], spent: Any) -> Any:
-    """A mapInArrow function: the pipeline's read of each task, the Python time it takes
-    (PostgreSQL fetch, RAW batches built) added to the accumulator ``spent``."""
+def _timed_read(tasks: list[Any], mapping: Any, spent: dict[str, Any]) -> Any:
+    """A mapInArrow function: the pipeline's read of each task (decoded in the same worker
+    when ``mapping`` is given, as the pipeline does), the Python time of the read (PostgreSQL
+    fetch, RAW batches built) added to the accumulator ``spent["read"]``."""
     from waku_legacy.migrate.sources import read_task
+
+    decode = None if mapping is None else _timed_decode(mapping, spent)
+
+    def timed(task: Any) -> Any:
+        reader = read_task(task)
+        while True:
+            started = time.perf_counter()
+            raw = next(reader, None)
+            spent["read"].add(time.perf_counter() - started)
+            if raw is None:
+                return
+            yield raw
 
     def read(batches: Any) -> Any:
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                reader = read_task(tasks[task_id])
-                while True:
-                    started = time.perf_counter()
-                    raw = next(reader, None)
-                    spent.add(time.perf_counter() - started)
-                    if raw is None:
-                        break
-                    yield raw
+                raw = timed(tasks[task_id])
+                yield from (raw if decode is None else decode(raw))
 
     return read
 
@@ -271,11 +311,10 @@ def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
     ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
     spent = {k: sc.accumulator(0.0) for k in ("read", "arrow_to_python", "decode_records",
                                               "python_to_arrow")}  # fmt: skip
-    raw = ids.mapInArrow(_timed_read(tasks, spent["read"]), spark_ddl(RAW_SCHEMA))
-    decoded = raw.mapInArrow(_timed_decode(mapping, spent), spark_ddl(MESSAGE_SCHEMA))
-    deduplicated = deduplicate(
-        decoded.repartition(message_partitions(config, spark), "dedup_key")
-    )
+    raw = ids.mapInArrow(_timed_read(tasks, None, spent), spark_ddl(RAW_SCHEMA))
+    decoded = ids.mapInArrow(_timed_read(tasks, mapping, spent), spark_ddl(MESSAGE_SCHEMA))
+    partitions = message_partitions(config, spark)
+    deduplicated = deduplicate(decoded.repartition(partitions, "dedup_key"))
     out: dict[str, float] = {}
     for name, frame in (("read", raw), ("read_decode", decoded), ("read_decode_dedup",
                                                                    deduplicated)):  # fmt: skip
@@ -318,6 +357,7 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
         "archives": report.totals["archives_added"],
         "driver_python_peak_rss_mb": round(_rss_mb(), 1),
         "driver_jvm_peak_rss_mb": round(_children_java_hwm_mb(), 1),
+        "python_worker_peak_rss_mb": round(_python_workers_hwm_mb(), 1),
     }
     spark.stop()
     return result
@@ -613,7 +653,8 @@ PHASES = {"floor": phase_floor, "spark": phase_spark, "loop": phase_loop}
 def _rss_text(name: str, r: dict[str, Any]) -> str:
     if name == "spark":
         return (f"driver peak RSS {r['driver_python_peak_rss_mb']:.0f} MB Python + "
-                f"{r['driver_jvm_peak_rss_mb']:.0f} MB JVM (JVM start {r['jvm_start_s']:.1f} s, "
+                f"{r['driver_jvm_peak_rss_mb']:.0f} MB JVM, Python worker peak "
+                f"{r['python_worker_peak_rss_mb']:.0f} MB (JVM start {r['jvm_start_s']:.1f} s, "
                 "excluded)")  # fmt: skip
     text = f"peak RSS {r['peak_rss_mb']:.0f} MB"
     if name == "floor":
