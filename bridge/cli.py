@@ -33,6 +33,7 @@ def _summary(config: Any, service: Any) -> dict[str, Any]:
     return {
         "config": config.origin,
         "rest": f"{config.server.host}:{config.server.port}",
+        "workers": config.server.workers,  # processes serving it (bridge.workers)
         "store": config.store.url if "@" not in config.store.url else "postgresql://…",
         "v1": None if config.v1 is None else f"{config.v1.host}:{config.v1.port}",
         "relay": None if config.relay is None else config.relay.url,

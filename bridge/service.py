@@ -7,7 +7,11 @@
 
 Start order: store (fails fast on a bad URL), REST API, relay publisher, live bridge, v1
 mailserver (RLPx listener), seeder, then the background loops (history pull, archiving).
-``/health`` says ``Initializing`` until all are up, then ``Ready``.
+``/health`` says ``Initializing`` until all are up, then ``Ready``. With ``workers`` > 1
+(``waku-legacy serve`` passes ``[server] workers``) the REST API is served by worker processes
+as well (:mod:`waku_legacy.bridge.workers`); on a PostgreSQL store archiving, seeding and
+history pulls run only while this instance holds the leader lock
+(:mod:`waku_legacy.bridge.leader`).
 
 Graceful stop (SIGTERM/SIGINT under :meth:`run_forever`): health turns ``Shutting Down``,
 the background loops are cancelled (an archive run in progress finishes its file writes on
