@@ -52,6 +52,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -495,6 +496,7 @@ def load_server(
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
     return ServerRun(stats, elapsed, server_cpu, own_cpu, rss_start, rss_end, peak)
 
 
