@@ -15,6 +15,9 @@ session-level advisory lock, ``pg_try_advisory_lock(KEY)`` with ``KEY`` derived 
   its session sets ``idle_session_timeout`` to three intervals (PostgreSQL 14 on; the
   heartbeat keeps a live holder well inside it) and TCP keepalives (10 s idle, 5 s apart,
   3 probes) so the server ends the session, freeing the lock, within ~3 intervals or ~25 s.
+  A holder that wakes after that finds its session gone at its next heartbeat and stops its
+  singletons then: up to one interval in which both may act (archive builds are crash-safe
+  and per instance; a magnet link may be published twice, the newer clock wins).
 
 SQLite stores are local files with one writer: one instance per store, no lock (the role is
 always this instance's). The primary process of an instance holds the lock; its workers

@@ -164,3 +164,44 @@ def test_one_instance_archives_and_the_other_takes_over_when_it_is_killed(
             for instance in instances:
                 instance.stop()
         print(f"takeover after SIGKILL: {took:.2f} s (interval {INTERVAL:g} s)")
+
+
+@pytest.mark.postgres
+@pytest.mark.network
+@pytest.mark.torrent
+def test_a_hung_holder_loses_the_role_and_steps_down_when_it_wakes(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """SIGSTOP: the holder's connection stays open but its heartbeat stops; the server ends
+    its idle session after three intervals (idle_session_timeout), the other takes the role,
+    and the holder, woken, finds its session gone and stops its singletons."""
+    key = private_key_from_bytes(bytes.fromhex("6e" * 32))
+    community = str(CommunityId(key.public_key.format(compressed=True)))
+    channel = str(uuid.UUID(int=8))
+    (tmp_path / "c.key").write_text(key.secret.hex())
+    with fresh_database(postgres_dsn, "leader_") as dsn:
+        instances: list[Instance] = []
+        try:
+            instances = [Instance(tmp_path, n, dsn, community, channel) for n in ("a", "b")]
+            wait_for(lambda: all(i.leader() is not None for i in instances), "both to answer")
+            holder = wait_for(lambda: [i for i in instances if i.leader()], "one instance to lead")[
+                0
+            ]
+            other = instances[1 - instances.index(holder)]
+            holder.process.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            try:
+                wait_for(other.leader, "the other to take over", timeout=10 * INTERVAL + 10)
+                took = time.monotonic() - stopped
+                # three intervals of silence end the session, then one interval to the next try
+                assert 3 * INTERVAL <= took < 5 * INTERVAL + 2.0, f"took {took:.2f} s"
+            finally:
+                holder.process.send_signal(signal.SIGCONT)
+            # woken: its next heartbeat fails, it steps down; one leader again
+            wait_for(lambda: holder.leader() is False, "the old holder to step down", 10)
+            assert other.leader() is True
+            assert metric(holder.metrics(), "waku_legacy_leader ") == 0
+        finally:
+            for instance in instances:
+                instance.stop()
+        print(f"takeover from a stopped holder: {took:.2f} s (interval {INTERVAL:g} s)")
