@@ -216,6 +216,7 @@ class MessageStore(abc.ABC):
     def make_read_only(self) -> None:
         """Refuse every write on this connection from now on (the bridge's worker
         processes only read). Stores that cannot say so keep writing."""
+        return None  # the SQL stores override it
 
     def __enter__(self) -> MessageStore:
         return self
