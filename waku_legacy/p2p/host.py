@@ -18,22 +18,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import multiaddr
+import trio
+import trio.testing
 from libp2p import new_host
-from libp2p.abc import IHost, IMuxedConn
+from libp2p.abc import IHost, IMuxedConn, ISecureConn
 from libp2p.crypto.keys import KeyPair
 from libp2p.crypto.x25519 import create_new_key_pair as new_noise_key_pair
 from libp2p.custom_types import TMuxerOptions, TProtocol, TSecurityOptions
 from libp2p.network.config import ConnectionConfig
+from libp2p.peer.id import ID
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.mplex.mplex import MPLEX_PROTOCOL_ID, Mplex
+from libp2p.stream_muxer.muxer_multistream import MuxerMultistream
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
-from libp2p.stream_muxer.yamux.yamux import Yamux
+from libp2p.stream_muxer.yamux.yamux import TYPE_GO_AWAY, TYPE_PING, Yamux
 
 from waku_legacy.errors import ConfigError
 
 __all__ = [
     "MUXERS",
+    "CoalescingYamux",
     "HostLimits",
     "build_host",
     "ensure_ports_free",
@@ -70,6 +75,87 @@ def security_options(pair: KeyPair) -> TSecurityOptions:
     """Noise only (a fresh X25519 static key per host, signed by the identity key)."""
     noise = NoiseTransport(pair, noise_privkey=new_noise_key_pair().private_key)
     return {NOISE_PROTOCOL_ID: noise}
+
+
+class CoalescingYamux(Yamux):
+    """py-libp2p's yamux, whose frames leave in bursts: one Noise message and one socket
+    write per burst instead of one per frame.
+
+    py-libp2p writes every yamux frame (a 12-byte header alone for SYN, FIN, window updates)
+    as its own Noise message and ``send``: a store request cost the server ~8 of each.
+    Here a frame is queued and the first frame of a burst starts a task in the connection's
+    nursery that writes everything queued by the time it runs (after the writer yields), so
+    a response's DATA and FIN, or multistream-select's two answers, leave together. The
+    order of frames never changes (one queue, written under py-libp2p's write lock). As in
+    go-yamux (frames go through a send queue and a buffered writer), a frame is written
+    after ``_write_frame`` returns; a write error is kept and raised to the next writer, and
+    the connection's reader sees the broken socket. PING and GO_AWAY frames, frames before
+    the muxer runs, and a queue over ``HIGH_WATER`` bytes are written before returning (the
+    queue first), so a writer faster than the socket waits for it and ``close`` sends
+    GO_AWAY before closing. Only ``_write_frame`` is overridden (the method every yamux frame
+    goes through)."""
+
+    HIGH_WATER = 256 * 1024
+    HOLD_SECONDS = 0.001
+
+    _pending: list[bytes]
+    _pending_bytes: int
+    _flush_scheduled: bool
+    _flush_error: Exception | None
+
+    @classmethod
+    def adopt(cls, conn: Yamux) -> CoalescingYamux:
+        """``conn`` (a py-libp2p ``Yamux`` not yet started) as a ``CoalescingYamux``.
+        py-libp2p builds its ``Yamux`` itself whatever class the muxer options name
+        (``MuxerMultistream.new_conn``), so the class is switched on the new instance."""
+        conn.__class__ = cls
+        assert isinstance(conn, cls)
+        conn._pending, conn._pending_bytes = [], 0
+        conn._flush_scheduled, conn._flush_error = False, None
+        return conn
+
+    async def _write_frame(self, data: bytes) -> None:
+        if self._flush_error is not None:
+            raise self._flush_error
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        nursery = self._nursery
+        urgent = len(data) > 1 and data[1] in (TYPE_PING, TYPE_GO_AWAY)
+        if nursery is None or urgent or self._pending_bytes > self.HIGH_WATER:
+            async with self._write_lock:
+                await self._write_pending()
+            await trio.lowlevel.checkpoint()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            nursery.start_soon(self._flush_later)
+
+    async def _write_pending(self) -> None:
+        while self._pending:
+            batch = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_bytes = 0
+            await self.secured_conn.write(batch)
+
+    async def _flush_later(self) -> None:
+        try:
+            with trio.move_on_after(self.HOLD_SECONDS):
+                await trio.testing.wait_all_tasks_blocked()
+            async with self._write_lock:
+                await self._write_pending()
+        except Exception as exc:  # the socket broke: the next writer and the reader see it
+            self._flush_error = exc
+        finally:
+            self._flush_scheduled = False
+
+
+class _MuxerSelection(MuxerMultistream):
+    """py-libp2p's muxer negotiation, whose yamux connections coalesce their writes."""
+
+    async def new_conn(self, conn: ISecureConn, peer_id: ID) -> IMuxedConn:
+        muxed = await super().new_conn(conn, peer_id)
+        if type(muxed) is Yamux:
+            return CoalescingYamux.adopt(muxed)
+        return muxed
 
 
 def muxer_options(muxers: Sequence[str] = MUXERS) -> TMuxerOptions:
@@ -120,7 +206,7 @@ def build_host(
         outbound_stream_protocol_negotiation_timeout=limits.negotiation_timeout,
     )
     has_ws = any("ws" in {p.name for p in addr.protocols()} for addr in listen)
-    return new_host(
+    host = new_host(
         key_pair=pair,
         sec_opt=security_options(pair),
         muxer_opt=muxer_options(muxers),
@@ -130,6 +216,12 @@ def build_host(
         enable_websocket=websocket or has_ws,
         announce_addrs=list(announce) or None,
     )
+    upgrader = host.get_network().upgrader  # type: ignore[attr-defined]
+    negotiation = upgrader.muxer_multistream
+    upgrader.muxer_multistream = _MuxerSelection(
+        muxer_options(muxers), negotiate_timeout=negotiation.negotiate_timeout
+    )
+    return host
 
 
 def ensure_ports_free(listen: Sequence[multiaddr.Multiaddr]) -> None:
