@@ -2,6 +2,12 @@
 metadata): dial a multiaddr, open one stream per request, write one length-prefixed request,
 close the write side, read the response until the peer closes.
 
+The stream's protocol is selected lazily, as go-libp2p does for a protocol the peer
+announced (``msmux.NewMSSelect``): the multistream-select header, the protocol and the
+request leave together, and the peer's two echoes are checked before the response is read
+(one round trip per request instead of three with py-libp2p's ``new_stream``). A peer that
+answers ``na`` gets a typed error naming the protocol.
+
 :class:`P2PClient` is a trio async context manager holding one connection;
 :func:`request_once` dials, asks, and hangs up, from synchronous code (``trio.run``).
 """
@@ -13,7 +19,6 @@ from contextlib import asynccontextmanager
 
 import trio
 from libp2p.abc import IHost
-from libp2p.custom_types import TProtocol
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
 
@@ -21,7 +26,7 @@ from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
 from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
 from waku_legacy.p2p.keys import ephemeral_key_pair
-from waku_legacy.p2p.streams import frame, read_all, read_frame
+from waku_legacy.p2p.streams import frame, read_all, read_frames
 
 __all__ = ["MAX_RESPONSE_BYTES", "P2PClient", "request_once"]
 
@@ -71,9 +76,9 @@ class P2PClient:
         """Send ``body`` on a new ``protocol`` stream; the response body."""
         try:
             with trio.fail_after(self.timeout):
-                stream = await self.host.new_stream(self.peer, [TProtocol(protocol)])
+                stream = await self.host.get_network().new_stream(self.peer)
                 try:
-                    await stream.write(frame(body))
+                    await stream.write(_select(protocol) + frame(body))
                     # the request ends here (NetStream has it; the interface does not say so)
                     await stream.close_write()  # type: ignore[attr-defined]
                     return await _read_response(stream, max_bytes, protocol)
@@ -88,11 +93,23 @@ class P2PClient:
             raise P2PError(f"{protocol} request failed: {exc}") from exc
 
 
+_MULTISTREAM = b"/multistream/1.0.0\n"
+
+
+def _select(protocol: str) -> bytes:
+    """multistream-select's header and ``protocol``, each a length-prefixed line."""
+    return frame(_MULTISTREAM) + frame(protocol.encode() + b"\n")
+
+
 async def _read_response(stream: object, max_bytes: int, protocol: str) -> bytes:
     from libp2p.abc import INetStream
 
     assert isinstance(stream, INetStream)
-    body = await read_frame(stream, max_bytes, what=f"{protocol} response")
+    header, chosen, body = await read_frames(stream, 3, max_bytes, what=f"{protocol} response")
+    if header != _MULTISTREAM:
+        raise P2PStreamError(f"{protocol}: the peer does not speak multistream-select 1.0.0")
+    if chosen != protocol.encode() + b"\n":
+        raise P2PStreamError(f"{protocol}: the peer does not serve it (answered {chosen[:64]!r})")
     rest = await read_all(stream, 16, what=f"{protocol} response")
     if rest:
         raise P2PStreamError(f"{protocol} response: bytes after the one frame")

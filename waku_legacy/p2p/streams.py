@@ -17,7 +17,7 @@ from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PStreamError
 from waku_legacy.store.protocol.framing import FrameReader, encode_frame
 
-__all__ = ["encode_varint", "frame", "read_all", "read_frame"]
+__all__ = ["encode_varint", "frame", "read_all", "read_frame", "read_frames"]
 
 _CHUNK = 65536
 
@@ -57,6 +57,27 @@ async def read_frame(stream: INetStream, max_bytes: int, *, what: str = "frame")
         frames = reader.feed(data)
         if frames:
             return frames[0]
+
+
+async def read_frames(
+    stream: INetStream, count: int, max_bytes: int, *, what: str = "frames"
+) -> list[bytes]:
+    """The next ``count`` length-prefixed bodies, each at most ``max_bytes`` (the peer may
+    send them in one write; nothing after the last is read)."""
+    reader = FrameReader(max_bytes)
+    frames: list[bytes] = []
+    while len(frames) < count:
+        try:
+            data = await stream.read(_CHUNK)
+        except StreamEOF:
+            data = b""
+        if not data:
+            reader.finish()
+            raise P2PStreamError(f"{what}: the stream ended after {len(frames)} of {count} frames")
+        frames += reader.feed(data)
+    if len(frames) > count:
+        raise P2PStreamError(f"{what}: more than {count} frames")
+    return frames
 
 
 async def read_all(stream: INetStream, max_bytes: int, *, what: str = "response") -> bytes:
