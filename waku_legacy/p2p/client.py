@@ -26,7 +26,7 @@ from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
 from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
 from waku_legacy.p2p.keys import ephemeral_key_pair
-from waku_legacy.p2p.streams import frame, read_all, read_frames
+from waku_legacy.p2p.streams import FrameStream, frame, read_all
 
 __all__ = ["MAX_RESPONSE_BYTES", "P2PClient", "request_once"]
 
@@ -103,13 +103,24 @@ def _select(protocol: str) -> bytes:
 
 async def _read_response(stream: object, max_bytes: int, protocol: str) -> bytes:
     from libp2p.abc import INetStream
+    from libp2p.network.stream.exceptions import StreamError
 
     assert isinstance(stream, INetStream)
-    header, chosen, body = await read_frames(stream, 3, max_bytes, what=f"{protocol} response")
+    frames = FrameStream(stream, max_bytes, what=f"{protocol} response")
+    try:
+        header, chosen = await frames.next(), await frames.next()
+    except StreamError:  # py-libp2p resets a stream that goes on after its "na"
+        raise P2PStreamError(
+            f"{protocol}: the peer reset the stream before it confirmed the protocol "
+            "(it does not serve it?)"
+        ) from None
     if header != _MULTISTREAM:
         raise P2PStreamError(f"{protocol}: the peer does not speak multistream-select 1.0.0")
     if chosen != protocol.encode() + b"\n":
         raise P2PStreamError(f"{protocol}: the peer does not serve it (answered {chosen[:64]!r})")
+    body = await frames.next()
+    if frames.buffered:
+        raise P2PStreamError(f"{protocol} response: bytes after the one frame")
     rest = await read_all(stream, 16, what=f"{protocol} response")
     if rest:
         raise P2PStreamError(f"{protocol} response: bytes after the one frame")

@@ -31,8 +31,14 @@ from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.mplex.mplex import MPLEX_PROTOCOL_ID, Mplex
 from libp2p.stream_muxer.muxer_multistream import MuxerMultistream
+from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
-from libp2p.stream_muxer.yamux.yamux import TYPE_GO_AWAY, TYPE_PING, Yamux
+from libp2p.stream_muxer.yamux.yamux import (
+    TYPE_GO_AWAY,
+    TYPE_PING,
+    TYPE_WINDOW_UPDATE,
+    Yamux,
+)
 
 from waku_legacy.errors import ConfigError
 
@@ -131,7 +137,7 @@ class CoalescingYamux(Yamux):
 
     async def _write_pending(self) -> None:
         while self._pending:
-            batch = b"".join(self._pending)
+            batch = b"".join(_merge_window_updates(self._pending))
             self._pending.clear()
             self._pending_bytes = 0
             await self.secured_conn.write(batch)
@@ -146,6 +152,31 @@ class CoalescingYamux(Yamux):
             self._flush_error = exc
         finally:
             self._flush_scheduled = False
+
+
+def _merge_window_updates(frames: list[bytes]) -> list[bytes]:
+    """``frames`` with each stream's plain window updates (no flags) summed into its first.
+
+    py-libp2p sends a WINDOW_UPDATE after every read of a stream, however small (a
+    multistream-select line is two reads), so a burst often holds several for one stream;
+    the peer's window ends the same whether it gets them one by one or as one sum, and
+    earlier is never wrong for credit that is already due."""
+    if len(frames) < 2:
+        return frames
+    out: list[bytes] = []
+    first: dict[bytes, int] = {}
+    for data in frames:
+        plain_update = data[1] == TYPE_WINDOW_UPDATE and data[2:4] == b"\0\0"
+        if len(data) == YAMUX_HEADER_SIZE and plain_update:
+            at = first.get(data[4:8])
+            if at is not None:
+                total = int.from_bytes(out[at][8:12]) + int.from_bytes(data[8:12])
+                if total < 1 << 32:
+                    out[at] = out[at][:8] + total.to_bytes(4)
+                    continue
+            first[data[4:8]] = len(out)
+        out.append(data)
+    return out
 
 
 class _MuxerSelection(MuxerMultistream):

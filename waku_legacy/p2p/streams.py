@@ -17,7 +17,7 @@ from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PStreamError
 from waku_legacy.store.protocol.framing import FrameReader, encode_frame
 
-__all__ = ["encode_varint", "frame", "read_all", "read_frame", "read_frames"]
+__all__ = ["FrameStream", "encode_varint", "frame", "read_all", "read_frame"]
 
 _CHUNK = 65536
 
@@ -59,25 +59,33 @@ async def read_frame(stream: INetStream, max_bytes: int, *, what: str = "frame")
             return frames[0]
 
 
-async def read_frames(
-    stream: INetStream, count: int, max_bytes: int, *, what: str = "frames"
-) -> list[bytes]:
-    """The next ``count`` length-prefixed bodies, each at most ``max_bytes`` (the peer may
-    send them in one write; nothing after the last is read)."""
-    reader = FrameReader(max_bytes)
-    frames: list[bytes] = []
-    while len(frames) < count:
-        try:
-            data = await stream.read(_CHUNK)
-        except StreamEOF:
-            data = b""
-        if not data:
-            reader.finish()
-            raise P2PStreamError(f"{what}: the stream ended after {len(frames)} of {count} frames")
-        frames += reader.feed(data)
-    if len(frames) > count:
-        raise P2PStreamError(f"{what}: more than {count} frames")
-    return frames
+class FrameStream:
+    """Length-prefixed bodies read one after the other from a stream, each at most
+    ``max_bytes`` (the peer may send several in one write; what follows a frame waits in
+    the reader for the next call)."""
+
+    def __init__(self, stream: INetStream, max_bytes: int, *, what: str = "frame") -> None:
+        self.stream = stream
+        self.what = what
+        self._reader = FrameReader(max_bytes)
+        self._ready: list[bytes] = []
+
+    async def next(self) -> bytes:
+        while not self._ready:
+            try:
+                data = await self.stream.read(_CHUNK)
+            except StreamEOF:
+                data = b""
+            if not data:
+                self._reader.finish()
+                raise P2PStreamError(f"{self.what}: the stream ended before a frame")
+            self._ready += self._reader.feed(data)
+        return self._ready.pop(0)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes read and not yet returned."""
+        return self._reader.buffered + sum(len(f) + 1 for f in self._ready)
 
 
 async def read_all(stream: INetStream, max_bytes: int, *, what: str = "response") -> bytes:

@@ -1,0 +1,111 @@
+"""Yamux write coalescing (waku_legacy.p2p.host.CoalescingYamux) and the client's lazy
+multistream-select, on real connections: frames and socket writes counted per request."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import pytest
+import trio
+from libp2p.stream_muxer.yamux.yamux import (
+    FLAG_FIN,
+    TYPE_DATA,
+    TYPE_WINDOW_UPDATE,
+    YAMUX_HEADER_FORMAT,
+)
+
+from tests.test_p2p_listener import ECHO, listening, tcp_addr
+from waku_legacy.p2p import host as host_module
+from waku_legacy.p2p.client import P2PClient
+from waku_legacy.p2p.errors import P2PStreamError
+from waku_legacy.p2p.host import CoalescingYamux, _merge_window_updates
+from waku_legacy.p2p.listener import P2PListener
+
+pytestmark = pytest.mark.network
+
+
+def _frame(kind: int, flags: int, stream: int, length: int, body: bytes = b"") -> bytes:
+    return struct.pack(YAMUX_HEADER_FORMAT, 0, kind, flags, stream, length) + body
+
+
+def test_window_updates_of_one_stream_are_summed_into_the_first() -> None:
+    wu = TYPE_WINDOW_UPDATE
+    frames = [
+        _frame(wu, 0, 1, 5),
+        _frame(TYPE_DATA, 0, 1, 3, b"abc"),
+        _frame(wu, 0, 3, 7),
+        _frame(wu, 0, 1, 11),
+        _frame(wu, FLAG_FIN, 1, 0),  # flagged: kept as it is, in its place
+        _frame(wu, 0, 3, 1),
+    ]
+    assert _merge_window_updates(frames) == [
+        _frame(wu, 0, 1, 16),
+        _frame(TYPE_DATA, 0, 1, 3, b"abc"),
+        _frame(wu, 0, 3, 8),
+        _frame(wu, FLAG_FIN, 1, 0),
+    ]
+    # a sum that would not fit in 32 bits is not merged
+    big = [_frame(wu, 0, 1, 2**32 - 1), _frame(wu, 0, 1, 1)]
+    assert _merge_window_updates(big) == big
+
+
+@pytest.fixture
+def listener() -> Iterator[P2PListener]:
+    started = listening()
+    yield started
+    assert started.stop_blocking()
+
+
+def test_client_connection_coalesces_and_answers(
+    listener: P2PListener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frames: list[bytes] = []
+    writes: list[bytes] = []
+    queue = CoalescingYamux._write_frame
+    write = CoalescingYamux._write_pending
+
+    async def counting_queue(self: CoalescingYamux, data: bytes) -> None:
+        frames.append(data)
+        await queue(self, data)
+
+    async def counting_write(self: CoalescingYamux) -> None:
+        if self._pending:
+            writes.append(b"".join(_merge_window_updates(self._pending)))
+        await write(self)
+
+    monkeypatch.setattr(CoalescingYamux, "_write_frame", counting_queue)
+    monkeypatch.setattr(CoalescingYamux, "_write_pending", counting_write)
+
+    async def main() -> list[bytes]:
+        answers = []
+        async with P2PClient.dial(tcp_addr(listener), timeout=10) as client:
+            conn = client.host.get_network().get_connections(client.peer)[0].muxed_conn
+            assert type(conn) is CoalescingYamux
+            await trio.sleep(0.2)  # identify and the rest of the connection's start
+            frames.clear()
+            writes.clear()
+            for n in range(10):
+                answers.append(await client.request(ECHO, b"%d" % n))
+        return answers
+
+    assert trio.run(main) == [b"echo:%d" % n for n in range(10)]
+    # both ends are in this process: the client's SYN, lazily selected protocol with the
+    # request, FIN and window update; the server's echoes, window updates, answer and FIN
+    # (about ten frames a request), in one or two writes each side
+    assert len(frames) >= 100
+    assert 2 * len(writes) <= len(frames)
+
+
+def test_lazy_select_refused_protocol_is_a_typed_error(listener: P2PListener) -> None:
+    async def main() -> None:
+        async with P2PClient.dial(tcp_addr(listener), timeout=10) as client:
+            with pytest.raises(P2PStreamError, match="does not serve it"):
+                await client.request("/test/nobody/1.0.0", b"x")
+            assert await client.request(ECHO, b"after") == b"echo:after"
+
+    trio.run(main)
+
+
+def test_host_module_names_the_class() -> None:
+    assert "CoalescingYamux" in host_module.__all__
