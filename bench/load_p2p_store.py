@@ -14,14 +14,16 @@ same ``--clients`` clients then load it twice, one protocol after the other, for
   ``paginationCursor``;
 - libp2p: one py-libp2p node per client (its own connection: TCP, Noise, yamux or mplex),
   a ``StoreQueryRequest`` per page on ``/vac/waku/store-query/3.0.0`` (one stream each, as
-  go-waku and js-waku do), following ``pagination_cursor``.
+  go-waku and js-waku do; the protocol selected lazily, in the request's write, as go-libp2p
+  does for a protocol the peer announced), following ``pagination_cursor``.
 
 Each client pages through up to ``--pages`` pages of ``--page-size`` messages of a random
 content topic from a random start time and direction, then starts over; both protocols get
 the same sequence of sessions (same seeds). Printed per protocol: requests/s, messages/s,
-p50/p90/p99/max latency, errors (non-200 answers, failed requests), and the server's CPU
-seconds per request. The server answers both from the same reader threads' store code
-(``reader_threads`` = ``[libp2p] workers`` = ``--readers``).
+p50/p90/p99/max latency, errors (non-200 answers, failed requests), the server's CPU
+seconds per request and the load generators' (this process's; for libp2p including the
+connections' set-up), and the machine's load average. The server answers both from the
+same reader threads' store code (``reader_threads`` = ``[libp2p] workers`` = ``--readers``).
 
 The load generators run in this process and share the machine's cores with the server;
 the libp2p client is py-libp2p (pure-Python yamux/mplex framing and Noise transport), so
@@ -228,7 +230,13 @@ def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple
 # -- main ------------------------------------------------------------------------------------------
 
 
-def result_of(stats: Stats, elapsed: float, server_cpu: float) -> dict[str, Any]:
+def _own_cpu() -> float:
+    """CPU seconds of this process (the load generators)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def result_of(stats: Stats, elapsed: float, server_cpu: float, client_cpu: float) -> dict[str, Any]:
     requests = len(stats.latencies)
     return {
         "requests": requests,
@@ -236,6 +244,8 @@ def result_of(stats: Stats, elapsed: float, server_cpu: float) -> dict[str, Any]
         "messages_per_s": stats.messages / elapsed,
         "errors": stats.errors,
         "server_cpu_ms_per_request": 1000 * server_cpu / max(1, requests),
+        # the libp2p figure includes the clients' connection set-up (Noise handshakes)
+        "client_cpu_ms_per_request": 1000 * client_cpu / max(1, requests),
         **summary(stats.latencies),
     }
 
@@ -270,20 +280,24 @@ def main() -> int:
         asyncio.run(wait_ready(base, server))
         info = asyncio.run(_info(base))
         address = next(a for a in info["libp2p"]["multiaddrs"] if f"/tcp/{p2p_port}/" in a)
-        cpu0 = process_cpu(server.pid)
+        load = [os.getloadavg()[0]]
+        cpu0, own0 = process_cpu(server.pid), _own_cpu()
         rest_stats, rest_elapsed = asyncio.run(rest_load(base, args, topics))
-        cpu1 = process_cpu(server.pid)
+        cpu1, own1 = process_cpu(server.pid), _own_cpu()
+        load.append(os.getloadavg()[0])
         p2p_stats, p2p_elapsed = p2p_load(address, args, topics)
-        cpu2 = process_cpu(server.pid)
+        cpu2, own2 = process_cpu(server.pid), _own_cpu()
+        load.append(os.getloadavg()[0])
     finally:
         server.terminate()
         server.wait(timeout=30)
-    rest = result_of(rest_stats, rest_elapsed, cpu1 - cpu0)
-    p2p = result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1)
+    rest = result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0)
+    p2p = result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1, own2 - own1)
     result = {
         "store": str(store), "messages": args.messages, "clients": args.clients,
         "page_size": args.page_size, "pages": args.pages, "readers": args.readers,
-        "muxer": args.muxer, "cpus": os.cpu_count(), "rest": rest, "libp2p": p2p,
+        "muxer": args.muxer, "cpus": os.cpu_count(), "load_1min": load, "rest": rest,
+        "libp2p": p2p,
         "libp2p_vs_rest_throughput": p2p["requests_per_s"] / rest["requests_per_s"],
     }  # fmt: skip
     if args.json:
@@ -318,9 +332,14 @@ def print_report(result: dict[str, Any]) -> None:
             f"  {label:<28} {r['requests_per_s']:8.1f} req/s  {r['messages_per_s']:9.0f} msg/s  "
             f"p50 {r['p50_ms']:6.1f} ms  p90 {r['p90_ms']:6.1f}  p99 {r['p99_ms']:6.1f}  "
             f"max {r['max_ms']:6.1f}  errors {r['errors']}  "
-            f"server CPU {r['server_cpu_ms_per_request']:.2f} ms/req"
+            f"server CPU {r['server_cpu_ms_per_request']:.2f} ms/req  "
+            f"client CPU {r['client_cpu_ms_per_request']:.2f} ms/req"
         )
     print(f"  libp2p / REST throughput: {result['libp2p_vs_rest_throughput']:.2f}x")
+    print(
+        "  load average (1 min) before, between, after: "
+        + " ".join(f"{x:.2f}" for x in result["load_1min"])
+    )
 
 
 if __name__ == "__main__":
