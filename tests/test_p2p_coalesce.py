@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+from libp2p.stream_muxer.mplex.mplex import Mplex
 from libp2p.stream_muxer.yamux.yamux import (
     FLAG_FIN,
     TYPE_DATA,
@@ -19,7 +20,7 @@ from tests.test_p2p_listener import ECHO, listening, tcp_addr
 from waku_legacy.p2p import host as host_module
 from waku_legacy.p2p.client import P2PClient
 from waku_legacy.p2p.errors import P2PStreamError
-from waku_legacy.p2p.host import CoalescingYamux, _merge_window_updates
+from waku_legacy.p2p.host import CoalescingMplex, CoalescingYamux, _merge_window_updates
 from waku_legacy.p2p.listener import P2PListener
 
 pytestmark = pytest.mark.network
@@ -97,6 +98,43 @@ def test_client_connection_coalesces_and_answers(
     assert 2 * len(writes) <= len(frames)
 
 
+def test_mplex_connection_coalesces_and_answers(
+    listener: P2PListener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages: list[bytes] = []
+    writes: list[bytes] = []
+    queue = CoalescingMplex.write_to_stream
+    write = Mplex.write_to_stream
+
+    async def counting_queue(self: CoalescingMplex, data: bytes) -> None:
+        messages.append(data)
+        await queue(self, data)
+
+    async def counting_write(self: Mplex, data: bytes) -> None:
+        writes.append(data)
+        await write(self, data)
+
+    monkeypatch.setattr(CoalescingMplex, "write_to_stream", counting_queue)
+    monkeypatch.setattr(Mplex, "write_to_stream", counting_write)
+
+    async def main() -> list[bytes]:
+        answers = []
+        async with P2PClient.dial(tcp_addr(listener), muxers=("mplex",), timeout=10) as client:
+            conn = client.host.get_network().get_connections(client.peer)[0].muxed_conn
+            assert type(conn) is CoalescingMplex
+            await trio.sleep(0.2)
+            messages.clear()
+            writes.clear()
+            for n in range(10):
+                answers.append(await client.request(ECHO, b"%d" % n))
+        return answers
+
+    assert trio.run(main) == [b"echo:%d" % n for n in range(10)]
+    # both ends: NewStream, the request, close; the echoes, the answer, close
+    assert len(messages) >= 50
+    assert 2 * len(writes) <= len(messages)
+
+
 def test_lazy_select_refused_protocol_is_a_typed_error(listener: P2PListener) -> None:
     async def main() -> None:
         async with P2PClient.dial(tcp_addr(listener), timeout=10) as client:
@@ -108,4 +146,4 @@ def test_lazy_select_refused_protocol_is_a_typed_error(listener: P2PListener) ->
 
 
 def test_host_module_names_the_class() -> None:
-    assert "CoalescingYamux" in host_module.__all__
+    assert {"CoalescingMplex", "CoalescingYamux"} <= set(host_module.__all__)

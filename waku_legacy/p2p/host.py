@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import multiaddr
 import trio
@@ -29,6 +30,7 @@ from libp2p.network.config import ConnectionConfig
 from libp2p.peer.id import ID
 from libp2p.security.noise.transport import PROTOCOL_ID as NOISE_PROTOCOL_ID
 from libp2p.security.noise.transport import Transport as NoiseTransport
+from libp2p.stream_muxer.mplex.exceptions import MplexUnavailable
 from libp2p.stream_muxer.mplex.mplex import MPLEX_PROTOCOL_ID, Mplex
 from libp2p.stream_muxer.muxer_multistream import MuxerMultistream
 from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
@@ -44,6 +46,7 @@ from waku_legacy.errors import ConfigError
 
 __all__ = [
     "MUXERS",
+    "CoalescingMplex",
     "CoalescingYamux",
     "HostLimits",
     "build_host",
@@ -88,7 +91,7 @@ class CoalescingYamux(Yamux):
     write per burst instead of one per frame.
 
     py-libp2p writes every yamux frame (a 12-byte header alone for SYN, FIN, window updates)
-    as its own Noise message and ``send``: a store request cost the server ~8 of each.
+    as its own Noise message and ``send``: a store request cost the server ~10 of each.
     Here a frame is queued and the first frame of a burst starts a task in the connection's
     nursery that writes everything queued by the time it runs (after the writer yields), so
     a response's DATA and FIN, or multistream-select's two answers, leave together. The
@@ -154,6 +157,80 @@ class CoalescingYamux(Yamux):
             self._flush_scheduled = False
 
 
+class CoalescingMplex(Mplex):
+    """py-libp2p's mplex, whose messages leave in bursts as :class:`CoalescingYamux`'s
+    frames do (mplex is the only muxer of @waku/sdk 0.0.36): a message is queued by
+    ``write_to_stream`` (the method every mplex message goes through) and written, with
+    the others queued by then, by a task of the connection once the trio loop idles (at
+    most ``HOLD_SECONDS`` later), in order, under one lock. A queue over ``HIGH_WATER``
+    bytes and messages before the connection runs are written before returning; ``close``
+    writes the queue first; a write error is kept and raised to the next writer as
+    py-libp2p's ``MplexUnavailable``. The flush tasks live in a nursery around py-libp2p's
+    read loop (``start``) and end with it."""
+
+    HIGH_WATER = 256 * 1024
+    HOLD_SECONDS = 0.001
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._flush_scheduled = False
+        self._flush_error: Exception | None = None
+        self._burst_lock = trio.Lock()
+        self._burst_nursery: trio.Nursery | None = None
+
+    async def start(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._burst_nursery = nursery
+            try:
+                await super().start()
+            finally:
+                self._burst_nursery = None
+                nursery.cancel_scope.cancel()
+
+    async def write_to_stream(self, _bytes: bytes) -> None:
+        if self._flush_error is not None:
+            raise MplexUnavailable("the connection's last write failed") from self._flush_error
+        self._pending.append(_bytes)
+        self._pending_bytes += len(_bytes)
+        nursery = self._burst_nursery
+        if nursery is None or self._pending_bytes > self.HIGH_WATER:
+            async with self._burst_lock:
+                await self._write_pending()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            nursery.start_soon(self._flush_later)
+
+    async def _write_pending(self) -> None:
+        while self._pending:
+            batch = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_bytes = 0
+            await super().write_to_stream(batch)
+
+    async def _flush_later(self) -> None:
+        try:
+            with trio.move_on_after(self.HOLD_SECONDS):
+                await trio.testing.wait_all_tasks_blocked()
+            async with self._burst_lock:
+                await self._write_pending()
+        except Exception as exc:  # the socket broke: the next writer and the reader see it
+            self._flush_error = exc
+        finally:
+            self._flush_scheduled = False
+
+    async def close(self) -> None:
+        if self._pending and self._flush_error is None:
+            with trio.move_on_after(1.0):
+                try:
+                    async with self._burst_lock:
+                        await self._write_pending()
+                except Exception:  # closing anyway
+                    pass
+        await super().close()
+
+
 def _merge_window_updates(frames: list[bytes]) -> list[bytes]:
     """``frames`` with each stream's plain window updates (no flags) summed into its first.
 
@@ -193,7 +270,7 @@ def muxer_options(muxers: Sequence[str] = MUXERS) -> TMuxerOptions:
     """The muxers in order of preference (a dialler proposes them in this order)."""
     table: dict[str, tuple[str, type[IMuxedConn]]] = {
         "yamux": (YAMUX_PROTOCOL_ID, Yamux),
-        "mplex": (MPLEX_PROTOCOL_ID, Mplex),
+        "mplex": (MPLEX_PROTOCOL_ID, CoalescingMplex),
     }
     options: dict[TProtocol, type[IMuxedConn]] = {}
     for name in muxers:
