@@ -81,8 +81,9 @@ def _children_java_hwm_mb() -> float:
 
 
 def _python_workers_hwm_mb() -> float:
-    """Largest peak RSS (VmHWM) of the PySpark Python workers now alive (descendants of
-    this process's java child): what one executor core needs beside its JVM heap share."""
+    """Largest peak RSS (VmHWM) of the PySpark Python workers still alive (descendants of
+    this process's java child; workers that already exited are not seen): about what one
+    executor core needs beside its JVM heap share."""
     parents: dict[str, str] = {}
     names: dict[str, str] = {}
     for pid in os.listdir("/proc"):
@@ -653,7 +654,7 @@ PHASES = {"floor": phase_floor, "spark": phase_spark, "loop": phase_loop}
 def _rss_text(name: str, r: dict[str, Any]) -> str:
     if name == "spark":
         return (f"driver peak RSS {r['driver_python_peak_rss_mb']:.0f} MB Python + "
-                f"{r['driver_jvm_peak_rss_mb']:.0f} MB JVM, Python worker peak "
+                f"{r['driver_jvm_peak_rss_mb']:.0f} MB JVM, Python workers alive at the end "
                 f"{r['python_worker_peak_rss_mb']:.0f} MB (JVM start {r['jvm_start_s']:.1f} s, "
                 "excluded)")  # fmt: skip
     text = f"peak RSS {r['peak_rss_mb']:.0f} MB"
