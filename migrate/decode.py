@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -41,7 +41,7 @@ from waku_legacy.migrate.records import (
     week_of,
 )
 
-__all__ = ["MAX_META_SIZE", "MAX_PAYLOAD_SIZE", "decode_batch", "decode_record"]
+__all__ = ["MAX_META_SIZE", "MAX_PAYLOAD_SIZE", "decode_batch", "decode_columns", "decode_record"]
 
 MAX_META_SIZE = 64
 MAX_PAYLOAD_SIZE = 10 * 1024 * 1024
@@ -235,7 +235,12 @@ _RAW_NAMES = ("source", "kind", "location", "rank", "format", "data", "pubsub_to
 
 def decode_batch(batch: pa.RecordBatch, mapping: TopicMapping) -> pa.RecordBatch:
     """A RAW record batch -> a MESSAGE record batch, row for row."""
-    columns = [batch.column(name).to_pylist() for name in _RAW_NAMES]
+    return decode_columns([batch.column(name).to_pylist() for name in _RAW_NAMES], mapping)
+
+
+def decode_columns(columns: Sequence[Sequence[Any]], mapping: TopicMapping) -> pa.RecordBatch:
+    """RAW records as Python column lists (in RAW_SCHEMA order) -> a MESSAGE record batch:
+    what a source reader decoding in its own worker uses, without building RAW Arrow."""
     out: dict[str, list[Any]] = {name: [] for name in _NAMES}
     appenders = [(name, out[name].append) for name in _NAMES]
     for values in zip(*columns, strict=True):

@@ -68,12 +68,15 @@ class SourceError(WakuLegacyError):
 
 
 class _Batcher:
-    """Accumulates RAW rows column-wise and emits Arrow batches of BATCH_ROWS rows."""
+    """Accumulates RAW rows column-wise and emits Arrow batches of BATCH_ROWS rows: RAW
+    batches, or with a topic ``mapping`` the MESSAGE batches of the same rows decoded
+    straight from the Python columns (no RAW Arrow batch built and read back)."""
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, mapping: TopicMapping | None = None) -> None:
         self.source = task["source"]
         self.kind = task["kind"]
         self.rank = task["rank"]
+        self.mapping = mapping
         self._reset()
 
     def _reset(self) -> None:
@@ -105,6 +108,15 @@ class _Batcher:
         n = len(self.location)
         if not n:
             return None
+        if self.mapping is not None:
+            from waku_legacy.migrate.decode import decode_columns
+
+            # The same values a RAW batch would hand back: bytes, not views or bytearrays.
+            data = [d if d is None or type(d) is bytes else bytes(d) for d in self.data]
+            columns = [[self.source] * n, [self.kind] * n, self.location, [self.rank] * n,
+                       self.format, data, self.pubsub, self.claimed, self.error]  # fmt: skip
+            self._reset()
+            return decode_columns(columns, self.mapping)
         batch = pa.RecordBatch.from_arrays(
             [
                 pa.array([self.source] * n, pa.string()),
@@ -400,9 +412,9 @@ _READERS: dict[str, Callable[[Task, _Batcher], Iterator[pa.RecordBatch | None]]]
 }
 
 
-def read_task(task: Task) -> Iterator[pa.RecordBatch]:
-    """Every RAW batch of one read task."""
-    out = _Batcher(task)
+def read_task(task: Task, mapping: TopicMapping | None = None) -> Iterator[pa.RecordBatch]:
+    """Every RAW batch of one read task (with a topic ``mapping``: decoded, MESSAGE)."""
+    out = _Batcher(task, mapping)
     for batch in _READERS[task["kind"]](task, out):
         if batch is not None:
             yield batch
@@ -421,10 +433,10 @@ def read_sources(
 ) -> tuple[DataFrame, list[Task]]:
     """The RAW DataFrame of every source (one partition per read task) and the tasks.
 
-    With a topic ``mapping``, the MESSAGE DataFrame instead: each task's RAW batches are
-    decoded (:func:`~waku_legacy.migrate.decode.decode_batches`) in the Python worker that
-    read them, so the raw records never cross into the JVM and back."""
-    from waku_legacy.migrate.decode import decode_batches
+    With a topic ``mapping``, the MESSAGE DataFrame instead: each task's records are decoded
+    (:func:`~waku_legacy.migrate.decode.decode_columns`) in the Python worker that read
+    them, straight from the reader's Python values, so the raw records are never built as
+    Arrow nor cross into the JVM and back."""
     from waku_legacy.migrate.records import MESSAGE_SCHEMA
 
     default_parts = parts or max(2, spark.sparkContext.defaultParallelism)
@@ -438,8 +450,7 @@ def read_sources(
     def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                raw = read_task(tasks[task_id])
-                yield from (raw if mapping is None else decode_batches(raw, mapping))
+                yield from read_task(tasks[task_id], mapping)
 
     ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
     return ids.mapInArrow(read_partition, schema), tasks
