@@ -109,7 +109,7 @@ def chat_message(chat_id: str, text: str, sent: int, message_type: int) -> bytes
     """status-go's ``ChatMessage{clock = 1, timestamp = 2, text = 3, chat_id = 6,
     message_type = 7, content_type = 8}`` (clock and timestamp in ms); a community channel's
     ``chat_id`` is ``<community id><uuid>``, the chat a client files the message under."""
-    from waku_legacy.archive.wire import len_field, varint_field
+    from waku_legacy.proto.wire import len_field, varint_field
 
     return (
         varint_field(1, sent * 1000) + varint_field(2, sent * 1000)

@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from google.protobuf.message import Message
 
 from waku_legacy.errors import DecodeError, LimitExceeded
+from waku_legacy.proto.wire import iter_fields
 
 __all__ = ["ProtobufDecodeError", "ProtobufTooLarge", "parse_message", "unknown_field_path"]
 
@@ -70,19 +71,6 @@ def unknown_field_path(message: Message, prefix: str = "") -> str | None:
     return None
 
 
-def _varint(data: bytes, at: int) -> tuple[int, int] | None:
-    """(value, next offset) of the varint at ``at``; None when it runs off the end."""
-    value = shift = 0
-    while at < len(data) and shift < 64:
-        byte = data[at]
-        value |= (byte & 0x7F) << shift
-        at += 1
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-    return None
-
-
 def wire_fault(data: bytes, string_fields: Mapping[int, str]) -> str | None:
     """Why the top level of ``data`` is not valid protobuf wire format, in words.
 
@@ -90,37 +78,17 @@ def wire_fault(data: bytes, string_fields: Mapping[int, str]) -> str | None:
     the field and offset of a truncated or corrupt field and of a string that is not UTF-8
     (``string_fields``: the message's string fields, number to name).
     """
-    at = 0
-    while at < len(data):
-        start = at
-        key = _varint(data, at)
-        if key is None:
-            return f"corrupt: truncated field key at byte {start}"
-        tag, at = key
-        number, wire_type = tag >> 3, tag & 7
-        if number == 0 or wire_type in (3, 4, 6, 7):
-            return f"corrupt: field {number} has wire type {wire_type} at byte {start}"
-        if wire_type == 0:
-            value = _varint(data, at)
-            if value is None:
-                return f"corrupt: truncated varint in field {number} at byte {start}"
-            at = value[1]
-            continue
-        if wire_type in (1, 5):
-            at += 8 if wire_type == 1 else 4
-            if at > len(data):
-                return f"corrupt: truncated fixed-width field {number} at byte {start}"
-            continue
-        length = _varint(data, at)
-        if length is None or length[1] + length[0] > len(data):
-            return f"corrupt: length-delimited field {number} runs past the end at byte {start}"
-        body = data[length[1] : length[1] + length[0]]
-        at = length[1] + length[0]
-        if number in string_fields:
-            try:
-                body.decode("utf-8")
-            except UnicodeDecodeError:
-                return f"bad UTF-8 in string field {string_fields[number]} at byte {start}"
+    try:
+        for f in iter_fields(data, "message"):
+            if f.number in string_fields and isinstance(f.value, bytes):
+                try:
+                    f.value.decode("utf-8")
+                except UnicodeDecodeError:
+                    name = string_fields[f.number]
+                    return f"bad UTF-8 in string field {name} at byte {f.start}"
+    except DecodeError as exc:
+        where = f" at byte {exc.offset}" if exc.offset is not None else ""
+        return f"corrupt: {exc.reason}{where}"
     return None
 
 

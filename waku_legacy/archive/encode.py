@@ -23,7 +23,11 @@ from dataclasses import dataclass
 
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveDecodeError
 from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage, as_archive_message
-from waku_legacy.archive.wire import (
+from waku_legacy.crypto.keccak import keccak256
+from waku_legacy.errors import ConfigError, LimitExceeded
+from waku_legacy.proto import seed_archive_pb2, status_archive_pb2
+from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
+from waku_legacy.proto.wire import (
     SMALL_VARINTS,
     WIRE_LEN,
     WIRE_VARINT,
@@ -32,10 +36,6 @@ from waku_legacy.archive.wire import (
     varint_field,
     varint_size,
 )
-from waku_legacy.crypto.keccak import keccak256
-from waku_legacy.errors import ConfigError, LimitExceeded
-from waku_legacy.proto import seed_archive_pb2, status_archive_pb2
-from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
 
 __all__ = [
     "MAX_ARCHIVE_DECODE_BYTES",
@@ -116,7 +116,7 @@ def encode_archive_message(
     body that :func:`_write_messages` frames as an archive's field 3."""
     framed = bytearray()
     _write_messages(framed, [message], flavour is Flavour.STATUS_GO)
-    (field,) = iter_fields(bytes(framed), "archive message")
+    (field,) = iter_fields(bytes(framed), "archive message", ArchiveDecodeError)
     assert isinstance(field.value, bytes)
     return field.value
 
@@ -346,7 +346,7 @@ def encode_index(entries: Iterable[IndexEntry]) -> bytes:
 def _parse_metadata(data: bytes, what: str) -> tuple[int, int, tuple[bytes, ...]]:
     window_from = window_to = 0
     topics: list[bytes] = []
-    for f in iter_fields(data, what):
+    for f in iter_fields(data, what, ArchiveDecodeError):
         if f.number == 2 and f.wire_type == WIRE_VARINT:
             window_from = int(f.value)
         elif f.number == 3 and f.wire_type == WIRE_VARINT:
@@ -361,7 +361,7 @@ def _parse_index_metadata(key: str, data: bytes, flavour: Flavour, piece_length:
     what = f"index entry {key}"
     window: tuple[int, int, tuple[bytes, ...]] | None = None
     offset = size = padding = num_pieces = 0
-    for f in iter_fields(data, what):
+    for f in iter_fields(data, what, ArchiveDecodeError):
         if f.number == 2 and f.wire_type == WIRE_LEN:
             assert isinstance(f.value, bytes)
             window = _parse_metadata(f.value, what + " metadata")
@@ -395,13 +395,13 @@ def decode_index(
     if len(data) > MAX_INDEX_BYTES:
         raise LimitExceeded("archive index", f"{len(data)} bytes is over {MAX_INDEX_BYTES}")
     entries: dict[str, IndexEntry] = {}
-    for f in iter_fields(data, "archive index"):
+    for f in iter_fields(data, "archive index", ArchiveDecodeError):
         if f.number != 1 or f.wire_type != WIRE_LEN:
             continue  # unknown field: ignored, as protobuf readers do
         assert isinstance(f.value, bytes)
         key_bytes = b""
         value = b""
-        for g in iter_fields(f.value, "archive index map entry"):
+        for g in iter_fields(f.value, "archive index map entry", ArchiveDecodeError):
             if g.number == 1 and g.wire_type == WIRE_LEN:
                 assert isinstance(g.value, bytes)
                 key_bytes = g.value

@@ -43,7 +43,6 @@ from waku_legacy.archive.encode import Flavour, decode_archive, encode_archive_m
 from waku_legacy.archive.errors import ArchiveCorrupted, ArchiveError, FetchError
 from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.message import ArchiveMessage
-from waku_legacy.archive.wire import encode_varint
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.durable import write_atomic
 from waku_legacy.errors import ConfigError, DecodeError
@@ -51,6 +50,7 @@ from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topics import CommunityId
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
+from waku_legacy.proto.wire import encode_varint
 
 __all__ = [
     "API_PREFIX",

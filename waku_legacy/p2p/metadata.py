@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from waku_legacy.errors import DecodeError, LimitExceeded
+from waku_legacy.proto.wire import encode_varint, read_varint
 
 __all__ = ["METADATA_CODEC", "METADATA_MAX_BYTES", "Metadata", "decode_metadata", "encode_metadata"]
 
@@ -48,44 +49,16 @@ class Metadata:
     shards: tuple[int, ...]
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    start = pos
-    while True:
-        if pos >= len(data):
-            raise DecodeError("waku metadata", "truncated varint", offset=start)
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise DecodeError("waku metadata", "varint longer than 10 bytes", offset=start)
-
-
 def encode_metadata(meta: Metadata) -> bytes:
     """The protobuf body (request or response: same fields), shards in fields 2 and 3."""
     out = bytearray()
     if meta.cluster_id is not None:
-        out += b"\x08" + _varint(meta.cluster_id)
+        out += b"\x08" + encode_varint(meta.cluster_id)
     for shard in meta.shards:
-        out += b"\x10" + _varint(shard)  # field 2 unpacked (js-waku)
+        out += b"\x10" + encode_varint(shard)  # field 2 unpacked (js-waku)
     if meta.shards:
-        packed = b"".join(_varint(shard) for shard in meta.shards)
-        out += b"\x1a" + _varint(len(packed)) + packed  # field 3 packed (go-waku)
+        packed = b"".join(encode_varint(shard) for shard in meta.shards)
+        out += b"\x1a" + encode_varint(len(packed)) + packed  # field 3 packed (go-waku)
     return bytes(out)
 
 
@@ -105,23 +78,23 @@ def decode_metadata(data: bytes) -> Metadata:
     pos = 0
     while pos < len(data):
         at = pos
-        key, pos = _read_varint(data, pos)
+        key, pos = read_varint(data, pos, "waku metadata")
         field, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _read_varint(data, pos)
+            value, pos = read_varint(data, pos, "waku metadata")
             if field == 1:
                 cluster = _uint32(value, at)
             elif field in (2, 3):
                 (shards if field == 2 else shards3).append(_uint32(value, at))
         elif wire == 2:
-            length, pos = _read_varint(data, pos)
+            length, pos = read_varint(data, pos, "waku metadata")
             end = pos + length
             if end > len(data):
                 raise DecodeError("waku metadata", "field runs past the end", offset=at)
             if field in (2, 3):
                 into = shards if field == 2 else shards3
                 while pos < end:
-                    value, pos = _read_varint(data, pos)
+                    value, pos = read_varint(data, pos, "waku metadata")
                     into.append(_uint32(value, at))
                 if pos != end:
                     raise DecodeError("waku metadata", "packed shards overrun", offset=at)

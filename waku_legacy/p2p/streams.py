@@ -15,21 +15,12 @@ from libp2p.network.stream.exceptions import StreamEOF
 
 from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PStreamError
+from waku_legacy.proto.wire import encode_varint
 from waku_legacy.store.protocol.framing import FrameReader, encode_frame
 
 __all__ = ["FrameStream", "encode_varint", "frame", "read_all", "read_frame"]
 
 _CHUNK = 65536
-
-
-def encode_varint(value: int) -> bytes:
-    """An unsigned varint (what tests need to write a bare length prefix)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def frame(body: bytes) -> bytes:

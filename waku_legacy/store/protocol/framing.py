@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from waku_legacy.errors import DecodeError, LimitExceeded
+from waku_legacy.proto.wire import encode_varint
 
 __all__ = ["MAX_VARINT_BYTES", "FrameError", "FrameReader", "FrameTooLarge", "encode_frame"]
 
@@ -28,17 +29,6 @@ class FrameError(DecodeError):
 
 class FrameTooLarge(FrameError, LimitExceeded):
     """A frame whose declared length is over the reader's limit."""
-
-
-def encode_varint(value: int) -> bytes:
-    if value < 0:
-        raise ValueError("a varint length is never negative")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def encode_frame(body: bytes) -> bytes:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from waku_legacy.errors import DecodeError
 from waku_legacy.proto import store_v2beta4_pb2
 from waku_legacy.proto.codec import parse_message
+from waku_legacy.proto.wire import encode_varint
 from waku_legacy.store.legacy_query import LegacyCursor, LegacyQuery
-from waku_legacy.store.protocol.framing import encode_varint
 from waku_legacy.store.protocol.store_v3 import (
     MAX_REQUEST_SIZE,
     has_request_id,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.proto import store_v3_pb2, waku_message_pb2
 from waku_legacy.proto.codec import parse_message
-from waku_legacy.store.protocol.framing import encode_varint
+from waku_legacy.proto.wire import encode_varint, iter_fields
 from waku_legacy.store.query import clamp_page_size
 from waku_legacy.store.types import HASH_SIZE, StoredMessage, StoreQuery
 
@@ -78,24 +78,10 @@ class V3Request:
 def _has_field(data: bytes, number: int) -> bool:
     """Whether the top level of (already parsed, so well-formed) ``data`` holds field
     ``number``: proto3 cannot tell an absent string from an empty one."""
-    at = 0
-    while at < len(data):
-        tag, at = _uvarint(data, at)
-        if tag >> 3 == number:
-            return True
-        wire_type = tag & 7
-        if wire_type == 0:
-            _, at = _uvarint(data, at)
-        elif wire_type == 1:
-            at += 8
-        elif wire_type == 5:
-            at += 4
-        elif wire_type == 2:
-            length, at = _uvarint(data, at)
-            at += length
-        else:  # groups: the parser accepted them; no field 1 is hidden inside for nwaku
-            return False
-    return False
+    try:
+        return any(f.number == number for f in iter_fields(data, "store v3 request"))
+    except DecodeError:  # groups: the parser accepted them; no field is hidden inside
+        return False
 
 
 def has_request_id(data: bytes) -> bool:
@@ -104,17 +90,6 @@ def has_request_id(data: bytes) -> bool:
         return _has_field(data, 1)
     except IndexError:  # cannot happen after a successful parse; absent if it did
         return False
-
-
-def _uvarint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
 
 
 def _hash32(raw: bytes) -> bytes:

@@ -1,4 +1,8 @@
-"""Minimal protobuf wire-format writer and reader for the archive messages.
+"""Minimal protobuf wire-format writer and reader: varints, fields, a top-level field walk.
+
+The one home of the wire format below protobuf's generated classes: the archive encoder,
+the store protocol's hand-written responses and frames, the libp2p metadata codec and the
+parse-error diagnosis of :mod:`waku_legacy.proto.codec` all use it.
 
 Why hand-rolled: building one generated protobuf object per message costs several
 microseconds, and a migration encodes millions of archive messages; this writer produces the
@@ -12,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from waku_legacy.archive.errors import ArchiveDecodeError
+from waku_legacy.errors import DecodeError
 
 __all__ = [
     "WireField",
     "encode_varint",
     "iter_fields",
     "len_field",
+    "read_varint",
     "varint_field",
     "varint_size",
 ]
@@ -82,13 +87,20 @@ class WireField:
     end: int  # offset after the value
 
 
-def _read_varint(data: bytes | memoryview, pos: int, what: str) -> tuple[int, int]:
+def read_varint(
+    data: bytes | bytearray | memoryview,
+    pos: int,
+    what: str,
+    error: type[DecodeError] = DecodeError,
+) -> tuple[int, int]:
+    """(value, offset after it) of the varint at ``pos``; ``error`` (naming ``what``) when
+    it runs off the end, is longer than 10 bytes or does not fit 64 bits."""
     result = 0
     shift = 0
     start = pos
     while True:
         if pos >= len(data):
-            raise ArchiveDecodeError(what, "truncated varint", offset=start)
+            raise error(what, "truncated varint", offset=start)
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
@@ -96,29 +108,32 @@ def _read_varint(data: bytes | memoryview, pos: int, what: str) -> tuple[int, in
             break
         shift += 7
         if shift >= 70:
-            raise ArchiveDecodeError(what, "varint longer than 10 bytes", offset=start)
+            raise error(what, "varint longer than 10 bytes", offset=start)
     if result >= 1 << 64:
-        raise ArchiveDecodeError(what, "varint does not fit 64 bits", offset=start)
+        raise error(what, "varint does not fit 64 bits", offset=start)
     return result, pos
 
 
-def iter_fields(data: bytes | memoryview, what: str) -> Iterator[WireField]:
-    """Walk the top-level fields of one protobuf message; raises on malformed input."""
+def iter_fields(
+    data: bytes | memoryview, what: str, error: type[DecodeError] = DecodeError
+) -> Iterator[WireField]:
+    """Walk the top-level fields of one protobuf message; ``error`` (naming ``what``, with
+    the offset) on malformed input."""
     pos = 0
     size = len(data)
     while pos < size:
         start = pos
-        key, pos = _read_varint(data, pos, what)
+        key, pos = read_varint(data, pos, what, error)
         number, wire_type = key >> 3, key & 7
         if number == 0:
-            raise ArchiveDecodeError(what, "field number 0", offset=start)
+            raise error(what, "field number 0", offset=start)
         if wire_type == WIRE_VARINT:
-            value, pos = _read_varint(data, pos, what)
+            value, pos = read_varint(data, pos, what, error)
             yield WireField(number, wire_type, value, start, pos)
         elif wire_type == WIRE_LEN:
-            length, pos = _read_varint(data, pos, what)
+            length, pos = read_varint(data, pos, what, error)
             if pos + length > size:
-                raise ArchiveDecodeError(
+                raise error(
                     what, f"field {number} claims {length} bytes, {size - pos} left", offset=start
                 )
             yield WireField(number, wire_type, bytes(data[pos : pos + length]), start, pos + length)
@@ -126,9 +141,9 @@ def iter_fields(data: bytes | memoryview, what: str) -> Iterator[WireField]:
         elif wire_type in (WIRE_I64, WIRE_I32):
             width = 8 if wire_type == WIRE_I64 else 4
             if pos + width > size:
-                raise ArchiveDecodeError(what, f"truncated fixed{width * 8} field", offset=start)
+                raise error(what, f"truncated fixed{width * 8} field", offset=start)
             value = int.from_bytes(data[pos : pos + width], "little")
             pos += width
             yield WireField(number, wire_type, value, start, pos)
         else:
-            raise ArchiveDecodeError(what, f"unsupported wire type {wire_type}", offset=start)
+            raise error(what, f"unsupported wire type {wire_type}", offset=start)
