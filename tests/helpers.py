@@ -7,7 +7,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from Crypto.Hash import keccak as pycryptodome_keccak
 
@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from waku_legacy.bridge.archiver import CommunityArchiver
     from waku_legacy.bridge.service import BridgeService
     from waku_legacy.identity.topics import CommunityId
-    from waku_legacy.store import StoredMessage
+    from waku_legacy.store import MessageStore, StoredMessage
 
 __all__ = [
+    "filled_store",
     "fresh_database",
     "reference_keccak256",
     "reference_topic_hex",
@@ -77,6 +78,26 @@ def fresh_database(server_dsn: str, prefix: str) -> Iterator[str]:
     finally:
         with psycopg.connect(server_dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@contextlib.contextmanager
+def filled_store(
+    request: Any, tmp_path_factory: Any, rows: list[StoredMessage], name: str
+) -> Iterator[MessageStore]:
+    """``rows`` in a new store of the backend ``request.param`` names ("sqlite", or
+    "postgres" on the ``postgres_dsn`` server), for a module's read-only tests."""
+    from waku_legacy.store import open_store
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp(name)}/store.sqlite3"
+        with open_store(url) as store:
+            store.insert_messages(rows)
+            yield store
+        return
+    with fresh_database(request.getfixturevalue("postgres_dsn"), f"{name}_") as url:
+        with open_store(url) as store:
+            store.insert_messages(rows)
+            yield store
 
 
 def stored_channel_message(

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from tests import pb_wire as w
-from tests.helpers import fresh_database
+from tests.helpers import filled_store
 from tests.test_store_protocol_v3 import PUBSUB, ROWS, TOPICS, FailingStore, model
 from waku_legacy.bridge.store_rest_server import parse_legacy_query, run_legacy_query
 from waku_legacy.proto import store_v2beta4_pb2
-from waku_legacy.store import MessageStore, StoreError, open_store
+from waku_legacy.store import MessageStore, StoreError
 from waku_legacy.store.protocol import (
     LEGACY_STORE_CODEC,
     HistoryError,
@@ -43,16 +43,8 @@ from waku_legacy.store.protocol import (
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def store(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('legacy')}/store.sqlite3"
-        with open_store(url) as s:
-            s.insert_messages(ROWS)
-            yield s
-        return
-    with fresh_database(request.getfixturevalue("postgres_dsn"), "spl_") as url:
-        with open_store(url) as s:
-            s.insert_messages(ROWS)
-            yield s
+    with filled_store(request, tmp_path_factory, ROWS, "spl") as s:
+        yield s
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests import pb_wire as w
-from tests.helpers import fresh_database
+from tests.helpers import filled_store
 from waku_legacy.bridge.store_rest_server import parse_v3_query, run_v3_query
 from waku_legacy.proto import store_v3_pb2
 from waku_legacy.store import MessageStore, StoredMessage, StoreError, StoreQuery, open_store
@@ -70,16 +70,8 @@ ROWS = make_rows(260)
 )
 def store(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
     """ROWS in a store (read only by the tests: one per module and backend)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('v3')}/store.sqlite3"
-        with open_store(url) as s:
-            s.insert_messages(ROWS)
-            yield s
-        return
-    with fresh_database(request.getfixturevalue("postgres_dsn"), "sp3_") as url:
-        with open_store(url) as s:
-            s.insert_messages(ROWS)
-            yield s
+    with filled_store(request, tmp_path_factory, ROWS, "sp3") as s:
+        yield s
 
 
 def hand_request(
