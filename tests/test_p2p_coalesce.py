@@ -64,19 +64,18 @@ def test_client_connection_coalesces_and_answers(
     frames: list[bytes] = []
     writes: list[bytes] = []
     queue = CoalescingYamux._write_frame
-    write = CoalescingYamux._write_pending
+    write = CoalescingYamux._send_batch
 
     async def counting_queue(self: CoalescingYamux, data: bytes) -> None:
         frames.append(data)
         await queue(self, data)
 
-    async def counting_write(self: CoalescingYamux) -> None:
-        if self._pending:
-            writes.append(b"".join(_merge_window_updates(self._pending)))
-        await write(self)
+    async def counting_write(self: CoalescingYamux, batch: bytes) -> None:
+        writes.append(batch)
+        await write(self, batch)
 
     monkeypatch.setattr(CoalescingYamux, "_write_frame", counting_queue)
-    monkeypatch.setattr(CoalescingYamux, "_write_pending", counting_write)
+    monkeypatch.setattr(CoalescingYamux, "_send_batch", counting_write)
 
     async def main() -> list[bytes]:
         answers = []

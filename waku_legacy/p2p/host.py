@@ -14,7 +14,7 @@ demultiplexer), as go-libp2p does; on port 0 both get the same free port.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "CoalescingMplex",
     "CoalescingYamux",
     "HostLimits",
+    "WriteBurst",
     "build_host",
     "ensure_ports_free",
     "muxer_options",
@@ -86,6 +87,76 @@ def security_options(pair: KeyPair) -> TSecurityOptions:
     return {NOISE_PROTOCOL_ID: noise}
 
 
+class WriteBurst:
+    """One connection's outgoing writes, sent together: a write is queued, and the first of
+    a burst starts a task in the connection's nursery that, once the trio loop idles (at most
+    ``HOLD_SECONDS`` later), sends everything queued by then as one batch, in order, under
+    ``lock``. :meth:`add` sends the queue before returning when asked to, when there is no
+    nursery yet, or when the queue is over ``HIGH_WATER`` bytes (a writer faster than the
+    socket waits for it). A failed send is kept in ``error`` for the connection to raise to
+    its next writer. Shared by :class:`CoalescingYamux` and :class:`CoalescingMplex`."""
+
+    HIGH_WATER = 256 * 1024
+    HOLD_SECONDS = 0.001
+
+    def __init__(
+        self,
+        send: Callable[[bytes], Awaitable[None]],
+        lock: trio.Lock,
+        join: Callable[[list[bytes]], bytes] = b"".join,
+    ) -> None:
+        self._send = send
+        self._lock = lock
+        self._join = join
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._scheduled = False
+        self.error: Exception | None = None
+
+    async def add(self, data: bytes, nursery: trio.Nursery | None, *, now: bool = False) -> bool:
+        """Queue ``data``; True when the queue was sent before returning."""
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if nursery is None or now or self._pending_bytes > self.HIGH_WATER:
+            async with self._lock:
+                await self._send_queue()
+            return True
+        if not self._scheduled:
+            self._scheduled = True
+            nursery.start_soon(self._send_later)
+        return False
+
+    async def drain(self, timeout: float) -> None:
+        """Send what is queued (a closing connection), giving up after ``timeout`` s or on
+        a send error."""
+        if not self._pending or self.error is not None:
+            return
+        with trio.move_on_after(timeout):
+            try:
+                async with self._lock:
+                    await self._send_queue()
+            except Exception:  # closing anyway
+                pass
+
+    async def _send_queue(self) -> None:
+        while self._pending:
+            batch = self._join(self._pending)
+            self._pending.clear()
+            self._pending_bytes = 0
+            await self._send(batch)
+
+    async def _send_later(self) -> None:
+        try:
+            with trio.move_on_after(self.HOLD_SECONDS):
+                await trio.testing.wait_all_tasks_blocked()
+            async with self._lock:
+                await self._send_queue()
+        except Exception as exc:  # the socket broke: the next writer and the reader see it
+            self.error = exc
+        finally:
+            self._scheduled = False
+
+
 class CoalescingYamux(Yamux):
     """py-libp2p's yamux, whose frames leave in bursts: one Noise message and one socket
     write per burst instead of one per frame.
@@ -104,13 +175,7 @@ class CoalescingYamux(Yamux):
     GO_AWAY before closing. Only ``_write_frame`` is overridden (the method every yamux frame
     goes through)."""
 
-    HIGH_WATER = 256 * 1024
-    HOLD_SECONDS = 0.001
-
-    _pending: list[bytes]
-    _pending_bytes: int
-    _flush_scheduled: bool
-    _flush_error: Exception | None
+    _burst: WriteBurst
 
     @classmethod
     def adopt(cls, conn: Yamux) -> CoalescingYamux:
@@ -119,42 +184,18 @@ class CoalescingYamux(Yamux):
         (``MuxerMultistream.new_conn``), so the class is switched on the new instance."""
         conn.__class__ = cls
         assert isinstance(conn, cls)
-        conn._pending, conn._pending_bytes = [], 0
-        conn._flush_scheduled, conn._flush_error = False, None
+        conn._burst = WriteBurst(conn._send_batch, conn._write_lock, _join_yamux_frames)
         return conn
 
     async def _write_frame(self, data: bytes) -> None:
-        if self._flush_error is not None:
-            raise self._flush_error
-        self._pending.append(data)
-        self._pending_bytes += len(data)
-        nursery = self._nursery
+        if self._burst.error is not None:
+            raise self._burst.error
         urgent = len(data) > 1 and data[1] in (TYPE_PING, TYPE_GO_AWAY)
-        if nursery is None or urgent or self._pending_bytes > self.HIGH_WATER:
-            async with self._write_lock:
-                await self._write_pending()
+        if await self._burst.add(data, self._nursery, now=urgent):
             await trio.lowlevel.checkpoint()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            nursery.start_soon(self._flush_later)
 
-    async def _write_pending(self) -> None:
-        while self._pending:
-            batch = b"".join(_merge_window_updates(self._pending))
-            self._pending.clear()
-            self._pending_bytes = 0
-            await self.secured_conn.write(batch)
-
-    async def _flush_later(self) -> None:
-        try:
-            with trio.move_on_after(self.HOLD_SECONDS):
-                await trio.testing.wait_all_tasks_blocked()
-            async with self._write_lock:
-                await self._write_pending()
-        except Exception as exc:  # the socket broke: the next writer and the reader see it
-            self._flush_error = exc
-        finally:
-            self._flush_scheduled = False
+    async def _send_batch(self, batch: bytes) -> None:
+        await self.secured_conn.write(batch)
 
 
 class CoalescingMplex(Mplex):
@@ -168,16 +209,9 @@ class CoalescingMplex(Mplex):
     py-libp2p's ``MplexUnavailable``. The flush tasks live in a nursery around py-libp2p's
     read loop (``start``) and end with it."""
 
-    HIGH_WATER = 256 * 1024
-    HOLD_SECONDS = 0.001
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._flush_scheduled = False
-        self._flush_error: Exception | None = None
-        self._burst_lock = trio.Lock()
+        self._burst = WriteBurst(self._send_batch, trio.Lock())
         self._burst_nursery: trio.Nursery | None = None
 
     async def start(self) -> None:
@@ -190,45 +224,20 @@ class CoalescingMplex(Mplex):
                 nursery.cancel_scope.cancel()
 
     async def write_to_stream(self, _bytes: bytes) -> None:
-        if self._flush_error is not None:
-            raise MplexUnavailable("the connection's last write failed") from self._flush_error
-        self._pending.append(_bytes)
-        self._pending_bytes += len(_bytes)
-        nursery = self._burst_nursery
-        if nursery is None or self._pending_bytes > self.HIGH_WATER:
-            async with self._burst_lock:
-                await self._write_pending()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            nursery.start_soon(self._flush_later)
+        if self._burst.error is not None:
+            raise MplexUnavailable("the connection's last write failed") from self._burst.error
+        await self._burst.add(_bytes, self._burst_nursery)
 
-    async def _write_pending(self) -> None:
-        while self._pending:
-            batch = b"".join(self._pending)
-            self._pending.clear()
-            self._pending_bytes = 0
-            await super().write_to_stream(batch)
-
-    async def _flush_later(self) -> None:
-        try:
-            with trio.move_on_after(self.HOLD_SECONDS):
-                await trio.testing.wait_all_tasks_blocked()
-            async with self._burst_lock:
-                await self._write_pending()
-        except Exception as exc:  # the socket broke: the next writer and the reader see it
-            self._flush_error = exc
-        finally:
-            self._flush_scheduled = False
+    async def _send_batch(self, batch: bytes) -> None:
+        await super().write_to_stream(batch)
 
     async def close(self) -> None:
-        if self._pending and self._flush_error is None:
-            with trio.move_on_after(1.0):
-                try:
-                    async with self._burst_lock:
-                        await self._write_pending()
-                except Exception:  # closing anyway
-                    pass
+        await self._burst.drain(1.0)
         await super().close()
+
+
+def _join_yamux_frames(frames: list[bytes]) -> bytes:
+    return b"".join(_merge_window_updates(frames))
 
 
 def _merge_window_updates(frames: list[bytes]) -> list[bytes]:
