@@ -35,7 +35,7 @@ from waku_legacy.store.protocol import (
     serve_store_v3,
     store_v3_too_many_requests,
 )
-from waku_legacy.store.protocol.store_v3 import decode_request
+from waku_legacy.store.protocol.store_v3 import decode_request, request_cursor
 
 PUBSUB = ["/waku/2/rs/16/128", "/waku/2/rs/16/32"]
 TOPICS = [f"/waku/1/0x0000000{i}/rfc26" for i in range(4)]
@@ -563,3 +563,24 @@ def test_hand_written_messages_parse_as_the_published_proto(m: StoredMessage) ->
     )  # fmt: skip
     assert got.meta == (m.meta or b"") and not got.HasField("ephemeral")
     assert w.first(raw, 1) == m.payload and w.first(raw, 2) == m.content_topic.encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        w.field_bytes(1, "r1") + w.field_varint(2, 1),  # a first page: no cursor
+        w.field_bytes(1, "r2") + w.field_bytes(51, bytes(range(1, 33))),
+        w.field_bytes(1, "r3") + w.field_bytes(51, b"\x07" * 5),  # short: zero-padded
+        w.field_bytes(1, "r4") + w.field_bytes(51, b"\x01" * 40),  # long: cut to 32
+        # the last of two cursors, as the parser keeps it, around other fields
+        w.field_bytes(51, b"\x02" * 32) + w.field_bytes(1, "r5") + w.field_bytes(11, "/a/1/b/p")
+        + w.field_bytes(51, b"\x03" * 32) + w.field_varint(53, 20),
+    ],
+)
+def test_request_cursor_reads_what_decode_request_reads(body: bytes) -> None:
+    assert request_cursor(body) == decode_request(body).query.cursor
+
+
+@pytest.mark.parametrize("body", [b"\xff\xff\xff", b"\x0a\x05ab", b"\x8a\x03" + b"\x40"])
+def test_request_cursor_of_bytes_that_do_not_walk(body: bytes) -> None:
+    assert request_cursor(body) is None

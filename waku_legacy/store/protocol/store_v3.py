@@ -24,7 +24,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from waku_legacy.errors import DecodeError, WakuLegacyError
+from waku_legacy.errors import DecodeError
 from waku_legacy.proto import store_v3_pb2, waku_message_pb2
 from waku_legacy.proto.codec import parse_message
 from waku_legacy.proto.wire import encode_varint, iter_fields
@@ -127,14 +127,25 @@ def decode_request(body: bytes) -> V3Request:
     return V3Request(msg.request_id, query)
 
 
+_CURSOR_FIELD = store_v3_pb2.StoreQueryRequest.DESCRIPTOR.fields_by_name["pagination_cursor"]
+
+
 def request_cursor(body: bytes) -> bytes | None:
-    """The cursor ``body`` continues from: None for a first page, or for bytes that are not a
-    valid request (a listener uses it only to let a client's next page through its rate
-    limit; the request itself is judged by :func:`decode_request`)."""
-    try:
-        return decode_request(body).query.cursor
-    except (WakuLegacyError, ValueError):
+    """The cursor ``body`` continues from (as :func:`decode_request` reads it: the last
+    ``pagination_cursor``, padded or cut to 32 bytes): None for a first page or for bytes
+    that do not walk as protobuf. A listener uses it only to let a client's next page
+    through its rate limit, before the request is judged by :func:`decode_request` on a
+    worker thread, so it reads the one field off the wire instead of decoding it all twice."""
+    if len(body) > MAX_REQUEST_SIZE:
         return None
+    cursor = None
+    try:
+        for f in iter_fields(body, "store v3 request"):
+            if f.number == _CURSOR_FIELD.number and isinstance(f.value, bytes):
+                cursor = _hash32(f.value)
+    except DecodeError:
+        return None
+    return cursor
 
 
 def waku_message_of(m: StoredMessage) -> waku_message_pb2.WakuMessage:
