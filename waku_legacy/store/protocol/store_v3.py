@@ -159,16 +159,6 @@ def waku_message_of(m: StoredMessage) -> waku_message_pb2.WakuMessage:
     return out
 
 
-def _len(n: int) -> bytes:
-    """An unsigned varint, the one- and two-byte cases (every length here) without a loop."""
-    if n < 0x80:
-        return _BYTE[n]
-    if n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    return encode_varint(n)
-
-
-_BYTE = [bytes((i,)) for i in range(0x80)]
 _U64 = (1 << 64) - 1
 
 
@@ -182,20 +172,20 @@ def waku_message_bytes(m: StoredMessage) -> bytes:
     ts = m.timestamp
     out = b"".join(
         (
-            b"\x0a", _len(len(m.payload)), m.payload,
-            b"\x12", _len(len(topic)), topic,
-            b"\x18", _len(m.version),
+            b"\x0a", encode_varint(len(m.payload)), m.payload,
+            b"\x12", encode_varint(len(topic)), topic,
+            b"\x18", encode_varint(m.version),
             b"\x50", encode_varint(((ts << 1) ^ (ts >> 63)) & _U64),
         )
     )  # fmt: skip
     if m.meta:
-        out += b"\x5a" + _len(len(m.meta)) + m.meta
+        out += b"\x5a" + encode_varint(len(m.meta)) + m.meta
     return out
 
 
 def length_delimited(number: int, payload: bytes) -> bytes:
     """One length-delimited protobuf field."""
-    return encode_varint(number << 3 | 2) + _len(len(payload)) + payload
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
 
 
 def encode_response(
@@ -214,14 +204,14 @@ def encode_response(
     # proto3 leaves an empty request id out; nwaku's decoder requires the field
     parts = [length_delimited(1, request_id.encode()), out.SerializeToString()]
     for m in messages:  # WakuMessageKeyValue{message_hash=1, message=2, pubsub_topic=3}
-        entry = b"\x0a" + _len(len(m.message_hash)) + m.message_hash
+        entry = b"\x0a" + encode_varint(len(m.message_hash)) + m.message_hash
         if include_data:
             message = waku_message_bytes(m)
-            entry += b"\x12" + _len(len(message)) + message
+            entry += b"\x12" + encode_varint(len(message)) + message
         if include_data or m.pubsub_topic:
             topic = m.pubsub_topic.encode()
-            entry += b"\x1a" + _len(len(topic)) + topic
-        parts += (b"\xa2\x01", _len(len(entry)), entry)  # messages = 20
+            entry += b"\x1a" + encode_varint(len(topic)) + topic
+        parts += (b"\xa2\x01", encode_varint(len(entry)), entry)  # messages = 20
     return b"".join(parts)
 
 
