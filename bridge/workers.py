@@ -70,6 +70,7 @@ from aiohttp import web
 
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics, Snapshot
+from waku_legacy.durable import write_atomic
 from waku_legacy.errors import WakuLegacyError
 
 __all__ = ["WorkerPool", "bind_listener", "forwarding_handler", "main", "metrics_site"]
@@ -113,9 +114,8 @@ def read_snapshot(path: Path) -> Snapshot:
 
 
 def _write_snapshot(path: Path, snapshot: Snapshot) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(snapshot))
-    os.replace(temporary, path)
+    # whole or absent for the primary's reader; no fsync: a live value rewritten every second
+    write_atomic(path, json.dumps(snapshot).encode(), fsync=False)
 
 
 # -- the primary's side --------------------------------------------------------------------------
