@@ -14,6 +14,7 @@ demultiplexer), as go-libp2p does; on port 0 both get the same free port.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,16 +34,22 @@ from libp2p.security.noise.transport import Transport as NoiseTransport
 from libp2p.stream_muxer.mplex.exceptions import MplexUnavailable
 from libp2p.stream_muxer.mplex.mplex import MPLEX_PROTOCOL_ID, Mplex
 from libp2p.stream_muxer.muxer_multistream import MuxerMultistream
-from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
-from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 from libp2p.stream_muxer.yamux.yamux import (
+    FLAG_RST,
+    GO_AWAY_INTERNAL_ERROR,
+    GO_AWAY_PROTOCOL_ERROR,
+    TYPE_DATA,
     TYPE_GO_AWAY,
     TYPE_PING,
     TYPE_WINDOW_UPDATE,
+    YAMUX_HEADER_FORMAT,
     Yamux,
 )
+from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
+from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 
 from waku_legacy.errors import ConfigError
+from waku_legacy.p2p.guard import OnRefused, YamuxReceiveMeter, bound_multistream_reads
 
 __all__ = [
     "MUXERS",
@@ -72,6 +79,10 @@ class HostLimits:
     #: multistream-select of an inbound stream (a stream that names no protocol in time).
     negotiation_timeout: float = 10.0
     dial_timeout: float = 10.0
+    #: yamux: bytes one connection may hold received and not yet read by its streams
+    #: (each stream is also held to its receive window); mplex has its own backpressure
+    #: (one message of at most 1 MiB waits per stream, then the reader blocks)
+    max_buffered_bytes: int = 16 * 1024 * 1024
 
 
 def parse_multiaddr(text: str, *, what: str = "multiaddr") -> multiaddr.Multiaddr:
@@ -176,26 +187,120 @@ class CoalescingYamux(Yamux):
     goes through)."""
 
     _burst: WriteBurst
+    _meter: YamuxReceiveMeter
+    _on_refused: OnRefused | None
 
     @classmethod
-    def adopt(cls, conn: Yamux) -> CoalescingYamux:
+    def adopt(
+        cls,
+        conn: Yamux,
+        max_buffered: int = HostLimits.max_buffered_bytes,
+        on_refused: OnRefused | None = None,
+    ) -> CoalescingYamux:
         """``conn`` (a py-libp2p ``Yamux`` not yet started) as a ``CoalescingYamux``.
         py-libp2p builds its ``Yamux`` itself whatever class the muxer options name
-        (``MuxerMultistream.new_conn``), so the class is switched on the new instance."""
+        (``MuxerMultistream.new_conn``), so the class is switched on the new instance.
+
+        Its reads are metered too (see :class:`_MeteredReads`): DATA past a stream's
+        receive window resets the stream and ends the session with GO_AWAY (protocol
+        error), as the yamux spec says; DATA that would make the connection hold more than
+        ``max_buffered`` unread bytes ends it with GO_AWAY (internal error)."""
         conn.__class__ = cls
         assert isinstance(conn, cls)
         conn._burst = WriteBurst(conn._send_batch, conn._write_lock, _join_yamux_frames)
+        conn._meter = YamuxReceiveMeter(max_buffered)
+        conn._on_refused = on_refused
+        conn.secured_conn = _MeteredReads(conn.secured_conn, conn)  # type: ignore[assignment]
         return conn
 
     async def _write_frame(self, data: bytes) -> None:
         if self._burst.error is not None:
             raise self._burst.error
+        self._meter.sent(data)
         urgent = len(data) > 1 and data[1] in (TYPE_PING, TYPE_GO_AWAY)
         if await self._burst.add(data, self._nursery, now=urgent):
             await trio.lowlevel.checkpoint()
 
     async def _send_batch(self, batch: bytes) -> None:
-        await self.secured_conn.write(batch)
+        secured = self.secured_conn
+        if isinstance(secured, _MeteredReads):
+            await secured.inner.write(batch)
+        else:
+            await secured.write(batch)
+
+    async def _frame_received(self, header: bytes) -> None:
+        """A frame header the reader is about to act on; raises to end the session."""
+        buffered = 0
+        if header[1] == TYPE_DATA:
+            buffered = sum(len(b) for b in self.stream_buffers.values())
+        refused = self._meter.received(header, buffered)
+        if len(self._meter) > len(self.streams) + 64:
+            self._meter.forget_except(set(self.streams))
+        if refused is None:
+            return
+        stream_id = int.from_bytes(header[4:8])
+        past_window = "past the receive window" in refused
+        with trio.move_on_after(1.0):
+            try:
+                if past_window:
+                    reset = _yamux_header(TYPE_WINDOW_UPDATE, FLAG_RST, stream_id, 0)
+                    await self._write_frame(reset)
+                code = GO_AWAY_PROTOCOL_ERROR if past_window else GO_AWAY_INTERNAL_ERROR
+                await self._write_frame(_yamux_header(TYPE_GO_AWAY, 0, 0, code))
+            except Exception:  # closing anyway
+                pass
+        if self._on_refused is not None:
+            address = str(self.peer_id)
+            self._on_refused("yamux_protocol_error", address, refused)
+        raise YamuxLimitExceeded(refused)
+
+
+def _yamux_header(typ: int, flags: int, stream_id: int, length: int) -> bytes:
+    return struct.pack(YAMUX_HEADER_FORMAT, 0, typ, flags, stream_id, length)
+
+
+class YamuxLimitExceeded(Exception):
+    """A yamux peer sent past a receive window or over the connection's buffer cap."""
+
+
+class _MeteredReads:
+    """A yamux connection's secured connection, whose reads pass the frame headers to the
+    connection's meter before py-libp2p's reader acts on them.
+
+    py-libp2p's reader (``Yamux.handle_incoming``, one long loop) reads a 12-byte header,
+    then a DATA frame's body, with ``read_exactly``; following the same byte stream here
+    sees every header, and raising from the read that completes a header makes py-libp2p
+    close the session without reading the body. Everything else is the wrapped
+    connection's."""
+
+    def __init__(self, inner: ISecureConn, conn: CoalescingYamux) -> None:
+        self.inner = inner
+        self._conn = conn
+        self._header = bytearray()
+        self._body_left = 0
+
+    async def read(self, n: int | None = None) -> bytes:
+        data = await self.inner.read(n)
+        view = memoryview(data)
+        while view:
+            if self._body_left:
+                used = min(self._body_left, len(view))
+                self._body_left -= used
+                view = view[used:]
+                continue
+            take = min(YAMUX_HEADER_SIZE - len(self._header), len(view))
+            self._header += view[:take]
+            view = view[take:]
+            if len(self._header) == YAMUX_HEADER_SIZE:
+                header = bytes(self._header)
+                self._header.clear()
+                await self._conn._frame_received(header)
+                if header[1] == TYPE_DATA:
+                    self._body_left = int.from_bytes(header[8:12])
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 class CoalescingMplex(Mplex):
@@ -266,12 +371,16 @@ def _merge_window_updates(frames: list[bytes]) -> list[bytes]:
 
 
 class _MuxerSelection(MuxerMultistream):
-    """py-libp2p's muxer negotiation, whose yamux connections coalesce their writes."""
+    """py-libp2p's muxer negotiation, whose yamux connections coalesce their writes and
+    enforce receive windows."""
+
+    max_buffered: int = HostLimits.max_buffered_bytes
+    on_refused: OnRefused | None = None
 
     async def new_conn(self, conn: ISecureConn, peer_id: ID) -> IMuxedConn:
         muxed = await super().new_conn(conn, peer_id)
         if type(muxed) is Yamux:
-            return CoalescingYamux.adopt(muxed)
+            return CoalescingYamux.adopt(muxed, self.max_buffered, self.on_refused)
         return muxed
 
 
@@ -300,11 +409,15 @@ def build_host(
     muxers: Sequence[str] = MUXERS,
     websocket: bool = False,
     announce: Sequence[multiaddr.Multiaddr] = (),
+    on_refused: OnRefused | None = None,
 ) -> IHost:
     """A host with Noise, the given muxers, identify and ping. Listens on ``listen`` once
     run (``host.run(listen)``); ``websocket=True`` lets a host without listen addresses dial
     ``/ws`` addresses; ``announce`` replaces the listen addresses in what the host tells
-    peers (identify) and reports (``get_addrs``), as nwaku's ``--ext-multiaddr``."""
+    peers (identify) and reports (``get_addrs``), as nwaku's ``--ext-multiaddr``.
+    ``on_refused(kind, peer, reason)`` hears of yamux sessions ended for a broken limit.
+    Multistream-select messages are capped
+    (:func:`~waku_legacy.p2p.guard.bound_multistream_reads`)."""
     # Watermarks 0 and an endless grace period switch off py-libp2p's auto-connector (it
     # would dial every peer in the peer store, clients included, towards the watermarks'
     # midpoint) and its pruner; max_connections is still enforced on accept, and the
@@ -335,9 +448,13 @@ def build_host(
     )
     upgrader = host.get_network().upgrader  # type: ignore[attr-defined]
     negotiation = upgrader.muxer_multistream
-    upgrader.muxer_multistream = _MuxerSelection(
+    selection = _MuxerSelection(
         muxer_options(muxers), negotiate_timeout=negotiation.negotiate_timeout
     )
+    selection.max_buffered = limits.max_buffered_bytes
+    selection.on_refused = on_refused
+    upgrader.muxer_multistream = selection
+    bound_multistream_reads()
     return host
 
 

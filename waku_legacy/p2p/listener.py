@@ -14,10 +14,13 @@ query the v2 store through one connection per worker thread, the same store and 
 query code as the REST API. A stream carries one request: the listener reads one
 length-prefixed request within ``read_timeout`` and under ``max_request_bytes``, runs the
 handler, writes one length-prefixed response and closes the stream (js-waku reads until
-the stream ends). Limits: connections in total and per peer id (py-libp2p's swarm), per
-source address, concurrent streams per connection and per-peer request rate (here), the
-Noise/muxer handshake and stream protocol negotiation timeouts, and connections idle
-longer than ``idle_timeout`` are closed. Every refusal and failure is counted and logged
+the stream ends). Limits: connections in total, per source address and in the handshake
+phase, counted from accept on, before any byte is read (:mod:`waku_legacy.p2p.guard`), per
+peer id (py-libp2p's swarm), concurrent streams per connection and per-peer request rate
+(here), the Noise/muxer handshake and stream protocol negotiation timeouts, capped
+multistream-select messages, yamux receive windows and unread bytes (the host), and
+connections without progress for ``idle_timeout`` (idle, or streams that never end) are
+closed. Every refusal and failure is counted and logged
 (throttled) with its typed error; nothing a peer sends ends the listener.
 """
 
@@ -41,6 +44,7 @@ from multiaddr import Multiaddr
 from waku_legacy.errors import LimitExceeded, WakuLegacyError
 from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key, allow_all
 from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
+from waku_legacy.p2p.guard import GateLimits, InboundGate, guard_inbound
 from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
 from waku_legacy.p2p.keys import peer_id_of
 from waku_legacy.p2p.metadata import (
@@ -82,7 +86,15 @@ Refusal = Callable[[bytes, str], "bytes | None"]
 @dataclass(frozen=True)
 class ListenerLimits:
     host: HostLimits = field(default_factory=HostLimits)
+    #: connections from one source address (IPv6: per /64), counted from accept, before
+    #: any handshake; with ``host.max_connections`` as the budget of all
     max_connections_per_address: int = 32
+    #: connections accepted whose Noise + muxer handshake is under way (``host.
+    #: handshake_timeout`` each), in total and from one address
+    max_handshakes: int = 64
+    max_handshakes_per_address: int = 8
+    #: the largest share of each budget (connections, handshakes) one address may hold
+    address_share: float = 0.5
     max_streams_per_connection: int = 32
     max_request_bytes: int = 64 * 1024
     #: from the stream's protocol being agreed to the whole request read
@@ -95,7 +107,8 @@ class ListenerLimits:
     #: client that makes up a new peer id per connection shares one budget (0: no limit)
     address_request_rate: float = 100.0
     address_request_burst: float = 200.0
-    #: a connection without any stream for this long is closed
+    #: a connection on which no stream opened, ended or was answered for this long is
+    #: closed, with or without open streams (a stream the peer never ends is no progress)
     idle_timeout: float = 300.0
     workers: int = 4
     stop_timeout: float = 5.0
@@ -211,7 +224,16 @@ class P2PListener:
         self._scope: trio.CancelScope | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._conns: dict[int, _ConnState] = {}
-        self._per_address: Counter[str] = Counter()
+        self._gate = InboundGate(
+            GateLimits(
+                max_connections=limits.host.max_connections,
+                max_connections_per_address=limits.max_connections_per_address,
+                max_handshakes=limits.max_handshakes,
+                max_handshakes_per_address=limits.max_handshakes_per_address,
+                address_share=limits.address_share,
+                handshake_timeout=limits.host.handshake_timeout,
+            )
+        )
         self._rate = RateLimiter(rate=limits.request_rate, burst=limits.request_burst)
         self._address_rate = RateLimiter(
             rate=limits.address_request_rate, burst=limits.address_request_burst
@@ -319,7 +341,14 @@ class P2PListener:
             self._ready.set()
 
     async def _main(self) -> None:
-        host = build_host(self.pair, self.listen, limits=self.limits.host, announce=self.announce)
+        host = build_host(
+            self.pair,
+            self.listen,
+            limits=self.limits.host,
+            announce=self.announce,
+            on_refused=self._refused,
+        )
+        guard_inbound(host.get_network(), self._gate, self._refused)
         host.get_network().register_notifee(_Notifee(self))
         host.set_stream_handler(TProtocol(METADATA_CODEC), self._serve_metadata)
         for name, protocol in self.protocols.items():
@@ -362,25 +391,18 @@ class P2PListener:
 
     # connections
 
+    def _refused(self, kind: str, key: str, reason: str) -> None:
+        """A connection refused or ended by a limit of the host or the inbound gate."""
+        self._note(kind, key, P2PRefused(reason))
+
     async def _on_connected(self, conn: INetConn) -> None:
+        # per-address and total limits hold from accept on (guard.InboundGate)
         address = _remote_address(conn)
         self._conns[id(conn.muxed_conn)] = _ConnState(address, time.monotonic())
-        self._per_address[address] += 1
         self.shared.count("connections_accepted")
-        if self._per_address[address] > self.limits.max_connections_per_address:
-            self._note(
-                "connection_refused",
-                address,
-                P2PRefused(f"over {self.limits.max_connections_per_address} from one address"),
-            )
-            await _close_quietly(conn)
 
     def _on_disconnected(self, conn: INetConn) -> None:
-        state = self._conns.pop(id(conn.muxed_conn), None)
-        if state is not None:
-            self._per_address[state.address] -= 1
-            if self._per_address[state.address] <= 0:
-                del self._per_address[state.address]
+        self._conns.pop(id(conn.muxed_conn), None)
 
     async def _reap_idle(self, host: IHost) -> None:
         period = max(0.05, min(5.0, self.limits.idle_timeout / 4))
@@ -390,11 +412,13 @@ class P2PListener:
             for conns in list(host.get_network().get_connections_map().values()):
                 for conn in list(conns):
                     state = self._conns.get(id(conn.muxed_conn))
-                    if state is None or conn.get_streams():
+                    if state is None or now - state.last_active <= self.limits.idle_timeout:
                         continue
-                    if now - state.last_active > self.limits.idle_timeout:
-                        self.shared.count("connections_idle_closed")
-                        await _close_quietly(conn)
+                    stalled = bool(conn.get_streams())
+                    self.shared.count(
+                        "connections_stalled_closed" if stalled else "connections_idle_closed"
+                    )
+                    await _close_quietly(conn)
 
     # streams
 

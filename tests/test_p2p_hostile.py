@@ -1,0 +1,222 @@
+"""Hostile libp2p peers against the listener over real loopback sockets (issue 21), each
+with an honest client from another address beside it: a connection flood from one address
+before any handshake (idle TCP; Noise handshakes abandoned after their first message), a
+multistream-select message announcing 2^31 bytes, yamux DATA past the receive window, and
+streams that never end. Each attack costs the process under 50 MB of RSS and the honest
+client is answered. The bounds run against plain py-libp2p too, where they fail."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import trio
+from libp2p.custom_types import TProtocol
+from libp2p.io.exceptions import IOException
+from libp2p.protocol_muxer.exceptions import MultiselectCommunicatorError
+from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicator
+from libp2p.utils import read_delim
+
+from tests.p2p_attacks import (
+    NOISE_FIRST_MESSAGE,
+    ConnectionFlood,
+    ms_line,
+    multistream_bomb,
+    rss_bytes,
+    tcp_target,
+    yamux_past_window,
+)
+from waku_legacy.p2p.client import P2PClient, request_once
+from waku_legacy.p2p.guard import MULTISTREAM_MAX_MESSAGE_BYTES
+from waku_legacy.p2p.host import CoalescingYamux, HostLimits
+from waku_legacy.p2p.keys import ephemeral_key_pair
+from waku_legacy.p2p.listener import ListenerLimits, P2PListener
+from waku_legacy.p2p.streams import frame
+
+pytestmark = pytest.mark.network
+
+ECHO = "/test/echo/1.0.0"
+MB = 1024 * 1024
+RSS_BOUND = 50 * MB
+
+
+@pytest.fixture
+def make_listener() -> Iterator[Callable[..., P2PListener]]:
+    started: list[P2PListener] = []
+
+    def make(limits: ListenerLimits | None = None) -> P2PListener:
+        listener = P2PListener(
+            ephemeral_key_pair(),
+            ["/ip4/127.0.0.1/tcp/0"],
+            {ECHO: (lambda body: b"echo:" + body, None)},
+            cluster_id=16,
+            shards=[32],
+            limits=limits or ListenerLimits(),
+        )
+        listener.start_blocking()
+        started.append(listener)
+        return listener
+
+    yield make
+    for listener in started:
+        assert listener.stop_blocking()
+
+
+def address_of(listener: P2PListener) -> str:
+    return listener.multiaddrs[0]
+
+
+def honest_queries(listener: P2PListener, count: int) -> list[float]:
+    """``count`` queries from 127.0.0.1, each on a new connection: their latencies (s)."""
+    latencies = []
+    for n in range(count):
+        start = time.monotonic()
+        body = f"honest {n}".encode()
+        assert request_once(address_of(listener), ECHO, body, timeout=15) == b"echo:" + body
+        latencies.append(time.monotonic() - start)
+    return latencies
+
+
+def warmed(listener: P2PListener) -> int:
+    """The process's RSS once the listener and a client have run (imports, pools)."""
+    honest_queries(listener, 2)
+    return rss_bytes()
+
+
+@pytest.mark.parametrize(
+    ("kind", "first", "count"),
+    [("idle TCP", b"", 250), ("abandoned Noise handshakes", NOISE_FIRST_MESSAGE, 300)],
+)
+def test_one_address_flooding_before_the_handshake_locks_no_one_out(
+    make_listener, kind: str, first: bytes, count: int
+) -> None:
+    listener = make_listener(ListenerLimits(host=HostLimits(handshake_timeout=3.0)))
+    before = warmed(listener)
+    with ConnectionFlood(tcp_target(address_of(listener)), count, first=first) as flood:
+        deadline = time.monotonic() + 5
+        while flood.stats.opened < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        latencies = honest_queries(listener, 5)
+        gate = listener._gate
+        assert gate.open_by_address.get("127.0.0.2", 0) <= gate.max_per_address
+        assert gate.handshaking_by_address.get("127.0.0.2", 0) <= gate.max_handshakes_per_address
+    grown = rss_bytes() - before
+    stats = listener.stats()
+    print(f"{kind}: {flood.stats}, honest {[round(x, 2) for x in latencies]} s, "
+          f"RSS +{grown / MB:.1f} MB, {stats}")  # fmt: skip
+    assert flood.stats.opened >= count  # the attacker did get its connections accepted
+    assert stats["connection_refused"] >= 1  # ... and over its share they were closed
+    assert max(latencies) < 10.0  # answered, not locked out (bench: p99 under load)
+    assert grown < RSS_BOUND
+
+
+def test_multistream_length_of_2_to_the_31_is_refused_unread(make_listener) -> None:
+    listener = make_listener()
+    before = warmed(listener)
+    results: list[tuple[int, bool]] = []
+
+    def attack() -> None:
+        results.append(multistream_bomb(tcp_target(address_of(listener)), seconds=4.0))
+
+    attackers = [threading.Thread(target=attack) for _ in range(6)]
+    for thread in attackers:
+        thread.start()
+    latencies = honest_queries(listener, 3)
+    for thread in attackers:
+        thread.join(20)
+    grown = rss_bytes() - before
+    print(f"multistream 2^31: {results}, RSS +{grown / MB:.1f} MB")
+    assert len(results) == 6 and all(closed for _, closed in results)
+    assert max(latencies) < 10.0
+    assert grown < RSS_BOUND
+
+
+class _Endless:
+    """A reader announcing a 2^31-byte multistream message, then bytes forever."""
+
+    def __init__(self) -> None:
+        self.body_bytes_read = 0
+        self._prefix = bytearray(b"\x80\x80\x80\x80\x08")  # varint 2^31
+
+    async def read(self, n: int | None = None) -> bytes:
+        await trio.lowlevel.checkpoint()
+        if self._prefix:
+            return bytes([self._prefix.pop(0)])
+        size = min(n or 65536, 65536)
+        self.body_bytes_read += size
+        if self.body_bytes_read > 8 * MB:
+            raise IOException("the test's reader stops at 8 MiB")
+        return b"x" * size
+
+
+def test_multistream_reads_are_capped_where_py_libp2p_reads_on() -> None:
+    async def main() -> None:
+        plain = _Endless()
+        with pytest.raises(IOException):
+            await read_delim(plain)
+        assert plain.body_bytes_read > 4 * MB  # py-libp2p reads on, far past any cap
+
+        capped = _Endless()
+        with pytest.raises(MultiselectCommunicatorError, match="exceeds maximum"):
+            await MultiselectCommunicator(capped).read()
+        assert capped.body_bytes_read == 0
+        assert MULTISTREAM_MAX_MESSAGE_BYTES == 1024
+
+    trio.run(main)
+
+
+def _echo_request_stream() -> bytes:
+    """What an honest client sends on an echo stream: multistream-select and a request."""
+    return ms_line("/multistream/1.0.0") + ms_line(ECHO) + frame(b"hi")
+
+
+def test_yamux_data_past_the_window_ends_the_session(make_listener) -> None:
+    listener = make_listener()
+    before = warmed(listener)
+    sent, code = trio.run(
+        lambda: yamux_past_window(
+            address_of(listener), first=_echo_request_stream(), total=400 * MB, seconds=10
+        )
+    )
+    latencies = honest_queries(listener, 3)
+    grown = rss_bytes() - before
+    print(f"yamux past window: sent {sent / MB:.1f} MB, GO_AWAY {code}, RSS +{grown / MB:.1f} MB")
+    assert code == 1  # GO_AWAY: protocol error
+    assert sent < 16 * MB  # the session ended soon after the window, not at 400 MB
+    assert listener.stats()["yamux_protocol_error"] == 1
+    assert max(latencies) < 10.0
+    assert grown < RSS_BOUND
+
+
+def test_plain_py_libp2p_yamux_buffers_past_the_window(make_listener, monkeypatch) -> None:
+    """The same attack against py-libp2p's own yamux (our subclass switched off): it keeps
+    every byte and sends no GO_AWAY, which the test above would catch."""
+    monkeypatch.setattr(CoalescingYamux, "adopt", classmethod(lambda cls, conn, *a: conn))
+    listener = make_listener()
+    sent, code = trio.run(
+        lambda: yamux_past_window(
+            address_of(listener), first=_echo_request_stream(), total=8 * MB, seconds=10
+        )
+    )
+    assert code is None
+    assert sent >= 8 * MB
+
+
+def test_a_connection_whose_streams_never_end_is_reaped(make_listener) -> None:
+    listener = make_listener(ListenerLimits(idle_timeout=1.0))
+
+    async def main() -> float:
+        async with P2PClient.dial(address_of(listener)) as client:
+            stream = await client.host.new_stream(client.peer, [TProtocol(ECHO)])
+            start = time.monotonic()
+            with trio.move_on_after(15):
+                while not stream.muxed_conn.is_closed:
+                    await trio.sleep(0.1)
+            return time.monotonic() - start
+
+    held = trio.run(main)
+    assert held < 15
+    assert listener.stats()["connections_stalled_closed"] >= 1
+    honest_queries(listener, 1)
