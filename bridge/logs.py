@@ -17,7 +17,13 @@ import sys
 import time
 from typing import Any, TextIO
 
-__all__ = ["JsonFormatter", "configure_logging", "fields"]
+from waku_legacy.limits import ThrottledRecords
+
+__all__ = ["LIBRARY_LOGGERS", "JsonFormatter", "configure_logging", "fields", "route_library_logs"]
+
+#: third-party loggers whose records peers can cause (py-libp2p logs per frame and per
+#: connection): written in our format, at most one line per kind every 10 s
+LIBRARY_LOGGERS = ("libp2p",)
 
 _FIELDS = "bridge_fields"
 
@@ -77,7 +83,28 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: TextIO | N
     root.addHandler(handler)
     root.setLevel(level.upper())
     root.propagate = False
+    route_library_logs(handler.formatter, stream or sys.stderr, level)
     access = logging.getLogger("aiohttp.access")
     access.handlers = [handler]
     access.setLevel(logging.WARNING)  # the bridge writes its own request lines
     access.propagate = False
+
+
+def route_library_logs(
+    formatter: logging.Formatter | None, stream: TextIO, level: str = "info"
+) -> ThrottledRecords:
+    """Send :data:`LIBRARY_LOGGERS`' records through ``formatter`` to ``stream``, rate-limited
+    per kind (:class:`~waku_legacy.limits.ThrottledRecords`): warnings and worse, everything
+    at ``level = "debug"``. Returns the filter (its ``suppressed`` counts)."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    # on the handler too: py-libp2p sets some of its loggers' levels itself (INFO)
+    handler.setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+    throttle = ThrottledRecords()
+    handler.addFilter(throttle)
+    for name in LIBRARY_LOGGERS:
+        library = logging.getLogger(name)
+        library.handlers = [handler]
+        library.setLevel(handler.level)
+        library.propagate = False
+    return throttle

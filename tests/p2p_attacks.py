@@ -13,6 +13,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from multiaddr import Multiaddr
 
@@ -187,18 +188,8 @@ async def yamux_past_window(
     bytes, the server closing, or ``seconds``: (bytes sent, the GO_AWAY code the server sent
     or None)."""
     import trio
-    from libp2p.peer.id import ID
-    from libp2p.transport.tcp.tcp import TCP
-    from libp2p.transport.upgrader import TransportUpgrader
 
-    from waku_legacy.p2p.host import muxer_options, security_options
-    from waku_legacy.p2p.keys import ephemeral_key_pair
-
-    target = Multiaddr(address)
-    peer = ID.from_base58(target.value_for_protocol("p2p"))
-    raw = await TCP().dial(target.decapsulate(Multiaddr(f"/p2p/{peer}")))
-    upgrader = TransportUpgrader(security_options(ephemeral_key_pair()), muxer_options())
-    conn = await upgrader.upgrade_security(raw, True, peer)
+    conn = await secured(address)
     await conn.write(ms_line("/multistream/1.0.0") + ms_line("/yamux/1.0.0"))
     sent = 0
     code: int | None = None
@@ -257,3 +248,28 @@ async def yamux_past_window(
     except Exception:
         pass
     return sent, code
+
+
+async def secured(address: str) -> Any:
+    """A Noise session to ``address`` (a multiaddr with /p2p/), nothing negotiated on it."""
+    from libp2p.peer.id import ID
+    from libp2p.transport.tcp.tcp import TCP
+    from libp2p.transport.upgrader import TransportUpgrader
+
+    from waku_legacy.p2p.host import muxer_options, security_options
+    from waku_legacy.p2p.keys import ephemeral_key_pair
+
+    target = Multiaddr(address)
+    peer = ID.from_base58(target.value_for_protocol("p2p"))
+    raw = await TCP().dial(target.decapsulate(Multiaddr(f"/p2p/{peer}")))
+    upgrader = TransportUpgrader(security_options(ephemeral_key_pair()), muxer_options())
+    return await upgrader.upgrade_security(raw, True, peer)
+
+
+async def yamux_cut_mid_frame(address: str) -> None:
+    """Agree on yamux, send half a frame header and hang up: py-libp2p logs a warning
+    ("closed unexpectedly") for each such connection, and an error for the identify
+    stream it fails to open to us."""
+    conn = await secured(address)
+    await conn.write(ms_line("/multistream/1.0.0") + ms_line("/yamux/1.0.0") + b"\0\0\0")
+    await conn.close()

@@ -1,14 +1,19 @@
 """Hostile libp2p peers against the listener over real loopback sockets (issue 21), each
 with an honest client from another address beside it: a connection flood from one address
 before any handshake (idle TCP; Noise handshakes abandoned after their first message), a
-multistream-select message announcing 2^31 bytes, yamux DATA past the receive window, and
-streams that never end. Each attack costs the process under 50 MB of RSS and the honest
-client is answered. The bounds run against plain py-libp2p too, where they fail."""
+multistream-select message announcing 2^31 bytes, yamux DATA past the receive window,
+streams that never end, and connections that make py-libp2p log. Each attack costs the
+process under 50 MB of RSS and the honest client is answered. The bounds run against plain
+py-libp2p too, where they fail."""
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -26,8 +31,10 @@ from tests.p2p_attacks import (
     multistream_bomb,
     rss_bytes,
     tcp_target,
+    yamux_cut_mid_frame,
     yamux_past_window,
 )
+from waku_legacy.bridge.logs import LIBRARY_LOGGERS, configure_logging
 from waku_legacy.p2p.client import P2PClient, request_once
 from waku_legacy.p2p.guard import MULTISTREAM_MAX_MESSAGE_BYTES
 from waku_legacy.p2p.host import CoalescingYamux, HostLimits
@@ -220,3 +227,46 @@ def test_a_connection_whose_streams_never_end_is_reaped(make_listener) -> None:
     assert held < 15
     assert listener.stats()["connections_stalled_closed"] >= 1
     honest_queries(listener, 1)
+
+
+@pytest.fixture
+def json_logs() -> Iterator[io.StringIO]:
+    """The bridge's logging set up as ``[logging] format = "json"`` writes it; restored."""
+    names = ("waku_legacy", *LIBRARY_LOGGERS, "aiohttp.access")
+    saved = {
+        name: (lg.handlers[:], lg.level, lg.propagate)
+        for name in names
+        for lg in [logging.getLogger(name)]
+    }
+    out = io.StringIO()
+    configure_logging("info", "json", stream=out)
+    yield out
+    for name, (handlers, level, propagate) in saved.items():
+        lg = logging.getLogger(name)
+        lg.handlers, lg.level, lg.propagate = handlers, level, propagate
+
+
+def test_a_log_flood_from_py_libp2p_is_ours_and_rate_limited(make_listener, json_logs) -> None:
+    listener = make_listener()
+    before = warmed(listener)
+    cuts = 30
+
+    async def attack() -> None:
+        for _ in range(cuts):
+            await yamux_cut_mid_frame(address_of(listener))
+        await trio.sleep(1.0)  # the server's side of the last ones
+
+    trio.run(attack)
+    latencies = honest_queries(listener, 2)
+    grown = rss_bytes() - before
+    lines = [json.loads(line) for line in json_logs.getvalue().splitlines()]
+    library = [line for line in lines if line["logger"].startswith("libp2p")]
+    print(f"log flood: {len(lines)} lines, from py-libp2p {len(library)}: {library}")
+    assert library, "py-libp2p logged nothing: the attack did not reach it"
+    assert all({"ts", "level", "logger", "msg"} <= set(line) for line in lines)
+    assert all(line["level"] in ("warning", "error", "critical") for line in library)
+    by_kind = Counter((line["logger"], line["msg"].split(":")[0][:40]) for line in library)
+    assert len(library) < cuts  # not one (or two) per connection
+    assert max(by_kind.values()) <= 2, by_kind
+    assert max(latencies) < 10.0
+    assert grown < RSS_BOUND

@@ -27,8 +27,11 @@ The v1 mailserver (RLPx) and the bridge's HTTP side both use these.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import math
-from collections import OrderedDict
+import threading
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
@@ -140,6 +143,28 @@ class LogThrottle:
         while len(self._last) > self.size:
             self._last.popitem(last=False)
         return True
+
+
+class ThrottledRecords(logging.Filter):
+    """A handler filter passing at most one record per kind every ``every`` seconds, as
+    :class:`LogThrottle` does for our own refusal logs: for third-party loggers that log
+    once per frame or connection (py-libp2p), whose messages are formatted before they
+    reach us, a kind is the call site (logger, file, line, level). What is held back is
+    counted in ``suppressed`` (by logger name). Thread-safe."""
+
+    def __init__(self, every: float = 10.0, *, size: int = 4096) -> None:
+        super().__init__()
+        self._throttle = LogThrottle(every, size=size)
+        self._lock = threading.Lock()
+        self.suppressed: Counter[str] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = (record.name, record.pathname, record.lineno, record.levelno)
+        with self._lock:
+            if self._throttle.should_log(kind, time.monotonic()):
+                return True
+            self.suppressed[record.name] += 1
+            return False
 
 
 class Continuations:
