@@ -105,14 +105,21 @@
                                              #   (default: the communities' shards and the
                                              #   relay default topic's shard)
     max_connections = 200                    # in total; max_connections_per_peer = 4 (peer
-    max_connections_per_address = 32         #   id), per source address (IPv6: per /64)
+    max_connections_per_address = 32         #   id), per source address (IPv6: per /64),
+                                             #   counted from accept, before any handshake
+    max_handshakes = 64                      # connections in their Noise + muxer handshake
+    max_handshakes_per_address = 8           #   (handshake_timeout each), and from one address
+    address_share = 0.5                      # one address never holds more of either budget
+    max_buffered_bytes = 4194304             # yamux: bytes one connection holds unread (and
+                                             #   each stream held to its receive window)
     max_streams_per_connection = 32          # store requests in flight on one connection
     max_request_bytes = 65536                # one store request (a frame over it: reset)
     read_timeout = "30s"                     # a stream's whole request (js-waku pre-opens
                                              #   streams: keep it >= 30s); also write_timeout
     handshake_timeout = "10s"                # Noise + muxer of a new connection, and a
                                              #   stream's protocol negotiation
-    idle_timeout = "5m"                      # a connection without streams is closed
+    idle_timeout = "5m"                      # a connection without progress (no stream
+                                             #   opened, ended or answered) is closed
     requests_per_second = 20                 # per peer id (0: no budget); request_burst = 40;
                                              #   a store v3 page's next page is free
     address_requests_per_second = 100        # per source address (IPv6: /64), burst 5x
@@ -297,6 +304,10 @@ class Libp2pConfig:
     max_connections: int = 200
     max_connections_per_peer: int = 4
     max_connections_per_address: int = 32
+    max_handshakes: int = 64
+    max_handshakes_per_address: int = 8
+    address_share: float = 0.5
+    max_buffered_bytes: int = 4 * 1024 * 1024
     max_streams_per_connection: int = 32
     max_request_bytes: int = 65536
     read_timeout: float = 30.0
@@ -380,6 +391,13 @@ def _rate(t: ConfigTable, key: str, default: float) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
         raise t.error(key, "a non-negative number (0: off)", value)
     return float(value)
+
+
+def _share(t: ConfigTable, key: str, default: float) -> float:
+    value = t.number(key, default=default)
+    if value > 1:
+        raise t.error(key, "a share above 0 and at most 1", value)
+    return value
 
 
 def _parse_server(top: ConfigTable) -> ServerConfig:
@@ -651,6 +669,14 @@ def _parse_libp2p(
         max_connections_per_peer=t.integer("max_connections_per_peer", default=4, low=1, high=1000),
         max_connections_per_address=t.integer(
             "max_connections_per_address", default=32, low=1, high=100_000
+        ),
+        max_handshakes=t.integer("max_handshakes", default=64, low=1, high=100_000),
+        max_handshakes_per_address=t.integer(
+            "max_handshakes_per_address", default=8, low=1, high=100_000
+        ),
+        address_share=_share(t, "address_share", 0.5),
+        max_buffered_bytes=t.integer(
+            "max_buffered_bytes", default=4 * 1024 * 1024, low=256 * 1024, high=1024**3
         ),
         max_streams_per_connection=t.integer(
             "max_streams_per_connection", default=32, low=1, high=10_000

@@ -54,6 +54,10 @@ def test_explicit_values(tmp_path) -> None:
         ({"enabled": "yes"}, "enabled"),
         ({"listne": []}, "listne"),
         ({"announce": ["bridge.example.org:8000"]}, "announce"),
+        ({"address_share": 1.5}, "address_share"),
+        ({"address_share": 0}, "address_share"),
+        ({"max_handshakes": 0}, "max_handshakes"),
+        ({"max_buffered_bytes": 1000}, "max_buffered_bytes"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path, table, key) -> None:
@@ -78,3 +82,21 @@ def test_serve_check_shows_libp2p_and_refuses_a_bad_key(tmp_path, capsys) -> Non
     (tmp_path / "libp2p.key").write_text("not a key\n")
     assert main(["serve", "--config", str(path), "--check"]) == 2
     assert "libp2p.key" in capsys.readouterr().err
+
+
+def test_hostile_peer_limits_reach_the_listener(tmp_path) -> None:
+    from waku_legacy.bridge.p2p import listener_limits
+
+    config = bridge_config(tmp_path, "s.db", libp2p={}).libp2p
+    assert config is not None
+    defaults = listener_limits(config)
+    assert (defaults.max_handshakes, defaults.max_handshakes_per_address) == (64, 8)
+    assert defaults.address_share == 0.5 and defaults.host.max_buffered_bytes == 4 * 1024 * 1024
+    table = {"max_handshakes": 10, "max_handshakes_per_address": 2, "address_share": 0.25,
+             "max_buffered_bytes": 1 << 20, "max_connections_per_address": 5}  # fmt: skip
+    config = bridge_config(tmp_path, "s.db", libp2p=table).libp2p
+    assert config is not None
+    limits = listener_limits(config)
+    assert (limits.max_handshakes, limits.max_handshakes_per_address) == (10, 2)
+    assert limits.address_share == 0.25 and limits.host.max_buffered_bytes == 1 << 20
+    assert limits.max_connections_per_address == 5
