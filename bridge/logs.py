@@ -96,6 +96,10 @@ def route_library_logs(
     """Send :data:`LIBRARY_LOGGERS`' records through ``formatter`` to ``stream``, rate-limited
     per kind (:class:`~waku_legacy.limits.ThrottledRecords`): warnings and worse, everything
     at ``level = "debug"``. Returns the filter (its ``suppressed`` counts)."""
+    # py-libp2p's import resets its logger (no handler, no propagation: records then reach
+    # only Python's last-resort stderr handler, as plain text): import it first
+    import libp2p  # noqa: F401
+
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
     # on the handler too: py-libp2p sets some of its loggers' levels itself (INFO)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -270,3 +272,22 @@ def test_a_log_flood_from_py_libp2p_is_ours_and_rate_limited(make_listener, json
     assert max(by_kind.values()) <= 2, by_kind
     assert max(latencies) < 10.0
     assert grown < RSS_BOUND
+
+
+def test_library_logs_are_routed_whenever_py_libp2p_is_imported(tmp_path) -> None:
+    """configure_logging before py-libp2p's first import (as `serve` does): its import
+    resets the libp2p logger, which must not undo the routing."""
+    script = (
+        "import logging, sys\n"
+        "from waku_legacy.bridge.logs import configure_logging\n"
+        "configure_logging('info', 'json', stream=sys.stdout)\n"
+        "from libp2p.network import swarm\n"
+        "for _ in range(5): logging.getLogger('libp2p.network.swarm').error('fail %s', 1)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout + done.stderr  # one kind: one line per 10 s
+    assert json.loads(lines[0])["logger"] == "libp2p.network.swarm"
+    assert "fail" not in done.stderr

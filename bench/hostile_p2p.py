@@ -1,0 +1,302 @@
+"""Hostile libp2p peers against a real bridge (``waku-legacy serve`` with ``[libp2p]`` at
+its default limits), each attack beside an honest store client, in one run:
+
+    .venv/bin/python bench/hostile_p2p.py                  # every attack, ~10 s each
+    .venv/bin/python bench/hostile_p2p.py --seconds 5 --json
+
+The bridge serves a SQLite v2 store (``bench/load_store.py``'s, ``--messages`` messages).
+First the baseline: ``--queries``-long series of honest store v3 queries from 127.0.0.1 (a new
+connection each: TCP, Noise, yamux, as go-waku's store client dials) with nobody attacking.
+Then, per attack from 127.0.0.2 (a separate address on loopback), the same honest series
+while it runs: 250 idle TCP connections, 300 Noise handshakes abandoned after their first
+message (both re-opened as dropped), six multistream-select messages announcing 2^31 bytes,
+yamux DATA past the receive window (400 MB offered), 30 connections cut mid-frame (each
+makes py-libp2p log). Printed per attack: the server's RSS before, at its peak and after
+(process tree, VmRSS), the honest p50/p99/max latency and failures, against the baseline,
+the lines the server logged (JSON; py-libp2p's among them), and the machine's load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from load_p2p_store import _info  # noqa: E402
+from load_store import (  # noqa: E402
+    NS,
+    build_store,
+    content_topics,
+    free_port,
+    percentile,
+    process_rss,
+    pubsub_of,
+    wait_ready,
+)
+
+from tests.p2p_attacks import (  # noqa: E402
+    NOISE_FIRST_MESSAGE,
+    ConnectionFlood,
+    multistream_bomb,
+    tcp_target,
+    yamux_cut_mid_frame,
+    yamux_past_window,
+)
+
+T0 = 1_700_000_000
+MB = 2**20
+
+
+def start_server(store: Path, workdir: Path) -> tuple[Any, int, int]:
+    import subprocess
+
+    rest_port, p2p_port = free_port(), free_port()
+    config = workdir / "bridge.toml"
+    config.write_text(
+        f'[server]\nlisten = "127.0.0.1:{rest_port}"\nworkers = 1\n'
+        f'[store]\nurl = "sqlite:///{store}"\n'
+        f'[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/{p2p_port}"]\nkey_file = "libp2p.key"\n'
+        '[logging]\nlevel = "warning"\n'
+    )
+    cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
+    with open(workdir / "server.log", "wb") as log:  # the child keeps its own copy
+        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+    return server, rest_port, p2p_port
+
+
+def log_lines(workdir: Path, since: int) -> tuple[int, int, int]:
+    """(lines the server logged after byte ``since``, of them py-libp2p's, the new end)."""
+    data = (workdir / "server.log").read_bytes()
+    lines = data[since:].splitlines()
+    return len(lines), sum(1 for line in lines if b'"logger": "libp2p' in line), len(data)
+
+
+def honest_series(address: str, count: int, topics: list[str]) -> tuple[list[float], int]:
+    """``count`` store v3 queries, a new connection each: latencies (s) and failures."""
+    import trio
+
+    from waku_legacy.p2p.client import P2PClient
+    from waku_legacy.p2p.store_client import (
+        STORE_V3_CODEC,
+        StoreQueryArgs,
+        build_request,
+        decode_response,
+    )
+
+    latencies: list[float] = []
+    failures = 0
+
+    async def one(n: int) -> None:
+        query = StoreQueryArgs(
+            pubsub_topic=pubsub_of(n % len(topics)), content_topics=[topics[n % len(topics)]],
+            page_size=20, time_start=T0 * NS,
+        )  # fmt: skip
+        async with P2PClient.dial(address, timeout=20) as client:
+            page = decode_response(await client.request(STORE_V3_CODEC, build_request(query)))
+            if page.status_code != 200:
+                raise RuntimeError(f"status {page.status_code}")
+
+    for n in range(count):
+        started = time.perf_counter()
+        try:
+            trio.run(one, n)
+            latencies.append(time.perf_counter() - started)
+        except Exception:
+            failures += 1
+    return latencies, failures
+
+
+def _peer_address(base: str) -> str:
+    info = asyncio.run(_info(base))
+    return str(next(a for a in info["listenAddresses"] if "/tcp/" in a and "/ws" not in a))
+
+
+class RssPeak:
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, process_rss(self.pid))
+            self._stop.wait(0.1)
+
+
+def attacks(address: str, seconds: float) -> dict[str, Callable[[threading.Event], str]]:
+    target = tcp_target(address)
+
+    def flood(count: int, first: bytes) -> Callable[[threading.Event], str]:
+        def run(stop: threading.Event) -> str:
+            with ConnectionFlood(target, count, first=first) as attack:
+                stop.wait(seconds)
+            return f"{attack.stats.opened} opened, {attack.stats.dropped_by_server} dropped"
+
+        return run
+
+    def bombs(stop: threading.Event) -> str:
+        results: list[tuple[int, bool]] = []
+
+        def one() -> None:
+            results.append(multistream_bomb(target, seconds=seconds))
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        closed = sum(1 for _, c in results if c)
+        return f"{closed}/6 closed by the server, {sum(s for s, _ in results) / MB:.0f} MB sent"
+
+    def past_window(stop: threading.Event) -> str:
+        import trio
+
+        sent, code = trio.run(lambda: yamux_past_window(address, total=400 * MB, seconds=seconds))
+        return f"{sent / MB:.1f} MB sent of 400, GO_AWAY {code}"
+
+    def log_flood(stop: threading.Event) -> str:
+        import trio
+
+        async def cuts() -> int:
+            n = 0
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and n < 300:
+                await yamux_cut_mid_frame(address)
+                n += 1
+            return n
+
+        return f"{trio.run(cuts)} connections cut mid-frame"
+
+    return {
+        "250 idle TCP connections": flood(250, b""),
+        "300 abandoned Noise handshakes": flood(300, NOISE_FIRST_MESSAGE),
+        "6 x multistream length 2^31": bombs,
+        "yamux DATA past the window": past_window,
+        "py-libp2p log flood": log_flood,
+    }
+
+
+def _run_into(
+    attack: Callable[[threading.Event], str], stop: threading.Event, out: list[str]
+) -> None:
+    out.append(attack(stop))
+
+
+def summary(latencies: list[float], failures: int) -> dict[str, Any]:
+    if not latencies:
+        return {"answered": 0, "failed": failures}
+    return {
+        "answered": len(latencies), "failed": failures,
+        "p50_s": round(percentile(latencies, 0.5), 3),
+        "p99_s": round(percentile(latencies, 0.99), 3), "max_s": round(max(latencies), 3),
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--queries", type=int, default=20, help="honest queries per series")
+    parser.add_argument("--seconds", type=float, default=10.0, help="each attack's length")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    topics = content_topics(50)
+    with tempfile.TemporaryDirectory(prefix="hostile-p2p-") as tmp:
+        workdir = Path(tmp)
+        store = workdir / "store.db"
+        build_store(store, args.messages, topics, 200, T0)
+        server, rest_port, _ = start_server(store, workdir)
+        try:
+            asyncio.run(wait_ready(f"http://127.0.0.1:{rest_port}", server))
+            address = _peer_address(f"http://127.0.0.1:{rest_port}")
+            honest_series(address, 3, topics)  # warm-up: imports, store pages cached
+            result: dict[str, Any] = {"load_average": os.getloadavg()}
+            rss = process_rss(server.pid)
+            latencies, failures = honest_series(address, args.queries, topics)
+            result["baseline"] = {
+                "honest": summary(latencies, failures), "rss_mb": round(rss / MB, 1),
+            }  # fmt: skip
+            result["attacks"] = {}
+            _, _, logged = log_lines(workdir, 0)
+            for name, attack in attacks(address, args.seconds).items():
+                before = process_rss(server.pid)
+                stop = threading.Event()
+                outcome: list[str] = []
+                attacker = threading.Thread(target=_run_into, args=(attack, stop, outcome))
+                with RssPeak(server.pid) as peak:
+                    attacker.start()
+                    time.sleep(min(2.0, args.seconds / 4))  # the attack under way
+                    latencies, failures = honest_series(address, args.queries, topics)
+                    stop.set()
+                    attacker.join()
+                time.sleep(1.0)
+                after = process_rss(server.pid)
+                lines, library, logged = log_lines(workdir, logged)
+                result["attacks"][name] = {
+                    "log_lines": lines,
+                    "log_lines_py_libp2p": library,
+                    "attack": outcome[0] if outcome else "failed",
+                    "honest": summary(latencies, failures),
+                    "rss_before_mb": round(before / MB, 1),
+                    "rss_peak_mb": round(max(peak.peak, after) / MB, 1),
+                    "rss_after_mb": round(after / MB, 1),
+                    "rss_growth_mb": round((max(peak.peak, after) - before) / MB, 1),
+                }
+                if server.poll() is not None:
+                    raise SystemExit(f"the server died during {name!r}")
+            result["load_average_end"] = os.getloadavg()
+        finally:
+            server.terminate()
+            server.wait(10)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_report(result)
+    return 0
+
+
+def print_report(result: dict[str, Any]) -> None:
+    base = result["baseline"]
+    print(f"load average at start {result['load_average']}, end {result['load_average_end']}")
+    print(f"{'attack':32} {'RSS before/peak/after MB':>26} {'honest p50/p99/max s':>22} ok/failed")
+    h = base["honest"]
+    print(
+        f"{'(none: baseline)':32} {base['rss_mb']:>26} "
+        f"{h.get('p50_s')}/{h.get('p99_s')}/{h.get('max_s'):<10} {h['answered']}/{h['failed']}"
+    )
+    for name, row in result["attacks"].items():
+        h = row["honest"]
+        rss = f"{row['rss_before_mb']}/{row['rss_peak_mb']}/{row['rss_after_mb']}"
+        print(
+            f"{name:32} {rss:>26} "
+            f"{h.get('p50_s')}/{h.get('p99_s')}/{h.get('max_s'):<10} {h['answered']}/{h['failed']}"
+        )
+        print(
+            f"{'':32}   {row['attack']}; server log: {row['log_lines']} lines "
+            f"({row['log_lines_py_libp2p']} py-libp2p)"
+        )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
