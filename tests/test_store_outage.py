@@ -243,6 +243,7 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
                     page = await response.text()
                 async with session.get(base + "/debug/v1/status") as response:
                     status = await response.json()
+            other_answers = await _other_protocols(service, base)
             await asyncio.sleep(1.0)  # the outage lasts a while
 
             await asyncio.to_thread(own_postgres.start)
@@ -254,10 +255,14 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
             await asyncio.wait_for(service.live.writer.flush(), 60)
             recovered = time.monotonic() - started
             await wait_until(lambda: not spool.exists(), what="spool drained", timeout=30)
+            answers_after = await _other_protocols(service, base)
         finally:
             await probe.stop()
             await peer.disconnect()
             await service.stop()
+        # the legacy REST API, store v3 over libp2p and the v1 mailserver during the outage
+        assert other_answers == (503, 503, "SERVICE_UNAVAILABLE", True), other_answers
+        assert answers_after == (200, 200, "OK", False), answers_after
         print(f"\nserver restart: REST and writes back {recovered:.2f} s after the server")
         assert probe.codes() <= {200, 503}, probe.codes()  # never a 500
         store = next(e for e in outage_health["protocolsHealth"] if "Store" in e)
@@ -265,6 +270,34 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
         assert "store unreachable" in page and "NOT_READY" in page  # the status page says so
         assert "store unreachable" in json.dumps(status)
         assert await asyncio.to_thread(_pg_count, dsn) == (120, 120, 120)
+
+
+async def _other_protocols(service: BridgeService, base: str) -> tuple[int, int, str, bool]:
+    """What the other store interfaces answer: the legacy REST status, the libp2p store v3
+    handler's status and description (what the listener sends; a stream carries it), and
+    whether the v1 mailserver's request completion failed (with the SERVICE_UNAVAILABLE
+    text when it did)."""
+    from waku_legacy.mailserver_compat.client.mailserver_client import (
+        HistoryQuery,
+        MailServerClient,
+    )
+    from waku_legacy.p2p.store_client import StoreQueryArgs, build_request, decode_response
+    from waku_legacy.store.protocol import serve_store_v3
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(base + "/store/v1/messages?pageSize=5") as response:
+            legacy = response.status
+    request = build_request(StoreQueryArgs(content_topics=["/waku/1/0x0badcafe/rfc26"]))
+    answer = await asyncio.to_thread(serve_store_v3, request, service.store.stores)
+    decoded = decode_response(answer.body)
+    assert decoded.status_code == answer.status
+    now = int(time.time())
+    async with MailServerClient(service.mailserver.enode) as client:
+        _, complete = await client.request_page(
+            HistoryQuery(lower=now - 3600, upper=now + 3600, topics=(TOPIC,), limit=5), b""
+        )
+    assert not complete.failed or "SERVICE_UNAVAILABLE" in complete.error, complete.error
+    return legacy, answer.status, decoded.status_desc, complete.failed
 
 
 # -- (c) kill -9 of `waku-legacy serve` during an outage ----------------------------------------
@@ -399,3 +432,99 @@ async def test_sqlite_file_locked_then_released_stores_every_row_once(tmp_path):
         assert db.execute("SELECT count(*), count(DISTINCT messageHash) FROM Message"
                           ).fetchone() == (60, 60)  # fmt: skip
         assert db.execute("SELECT count(*) FROM v1_envelopes").fetchone() == (60,)
+
+
+# -- the pieces: reconnect schedule, error classes, a torn spool --------------------------------
+
+
+def test_reconnect_schedule_backs_off_with_jitter_and_reports_each_outage_once():
+    from waku_legacy.store.reconnect import Reconnect
+
+    now = [100.0]
+    events: list[tuple[str, Any]] = []
+
+    class Recorded(Reconnect):
+        def on_down(self, reason: str) -> None:
+            events.append(("down", reason))
+
+        def on_still_down(self, reason: str, down_for: float, attempts: int) -> None:
+            events.append(("still", attempts))
+
+        def on_up(self, down_for: float, attempts: int) -> None:
+            events.append(("up", (round(down_for, 3), attempts)))
+
+    schedule = Recorded(initial=0.25, maximum=2.0, jitter=0.2, report_every=3.0,
+                        clock=lambda: now[0])  # fmt: skip
+    assert schedule.may_connect() and not schedule.down
+    waits = []
+    for _ in range(7):
+        schedule.connect_failed("connection refused")
+        wait = schedule.retry_in()
+        waits.append(wait)
+        assert not schedule.may_connect()  # nobody connects before the wait is over
+        now[0] += wait
+        assert schedule.may_connect()  # one caller gets the attempt...
+        assert not schedule.may_connect()  # ...and the others keep waiting
+    expected = [0.25, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0]  # doubling, bounded
+    assert all(0.8 * e - 1e-9 <= w <= e + 1e-9 for w, e in zip(waits, expected, strict=True))
+    schedule.connected()
+    assert not schedule.down and schedule.may_connect() and schedule.retry_in() == 0
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "down" and kinds[-1] == "up" and kinds.count("down") == 1
+    assert 1 <= kinds.count("still") <= 3  # every 3 s of an outage of ~8 s, not per attempt
+    assert events[-1][1][1] == 7
+
+
+def test_postgres_errors_are_told_apart_and_a_terminated_session_is_replaced(postgres_dsn):
+    import psycopg
+
+    from waku_legacy.store import open_store
+    from waku_legacy.store.postgres import is_connection_error
+    from waku_legacy.store.reconnect import Reconnect
+
+    with fresh_database(postgres_dsn, "outage_e_") as dsn:
+        schedule = Reconnect()
+        store = open_store(dsn, reconnect=schedule)
+        try:
+            with pytest.raises(psycopg.errors.UndefinedTable) as caught:
+                store._fetch("SELECT * FROM no_such_table", [])  # type: ignore[attr-defined]
+            assert not is_connection_error(caught.value)  # a statement error: no reconnect
+            assert store.count() == 0  # the same connection goes on
+            pid = store._conn.info.backend_pid  # type: ignore[attr-defined]
+            with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+            assert store.count() == 0  # replaced at once: the caller never saw the loss
+            assert store._conn.info.backend_pid != pid  # type: ignore[attr-defined]
+            assert not schedule.down
+        finally:
+            store.close()
+    shutdown = psycopg.errors.AdminShutdown("terminating connection")
+    assert is_connection_error(shutdown)
+    assert is_connection_error(psycopg.OperationalError("server closed the connection"))
+    assert not is_connection_error(psycopg.errors.QueryCanceled("statement timeout"))
+
+
+def test_a_torn_spool_gives_its_good_rows_and_is_kept_aside(tmp_path):
+    from tests.test_bridge_support import make_rows
+    from waku_legacy.bridge.live import BatchWriter, encode_spool
+    from waku_legacy.bridge.store_threads import StoreAccess
+
+    rows = make_rows(30)
+    spool = tmp_path / "live-spool.rlp"
+    torn = encode_spool(rows[20:])
+    spool.write_bytes(encode_spool(rows[:10]) + encode_spool(rows[10:20]) + torn[:-7])
+    assert read_spool(spool.read_bytes())[0] == rows[:20]
+
+    async def run() -> int:
+        store = StoreAccess(f"sqlite:///{tmp_path}/s.sqlite3", readers=1)
+        writer = BatchWriter(store, spool=spool)
+        writer.start()
+        try:
+            await asyncio.wait_for(writer.flush(), 30)
+            return await store.read(lambda s: s.count())
+        finally:
+            await writer.close()
+            await store.close()
+
+    assert asyncio.run(run()) == 20  # the appends before the torn one
+    assert (tmp_path / "live-spool.rlp.bad").exists() and not spool.exists()
