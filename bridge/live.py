@@ -187,7 +187,7 @@ class BatchWriter:
                 self._write_failed(exc, len(batch), delay, loop.time())
                 await self._spool_now()
                 # jitter: instances sharing a store do not retry in step
-                await asyncio.sleep(delay * (1.0 - 0.2 * random.random()))
+                await self._retry_wait(delay * (1.0 - 0.2 * random.random()))
                 delay = min(delay * 2, self.max_retry_delay)
                 continue
             self._write_started = None
@@ -204,6 +204,18 @@ class BatchWriter:
                 self._progress.notify_all()
             if self._spooled_to and self._done >= self._spooled_to:
                 await self._remove_spool()
+
+    async def _retry_wait(self, delay: float) -> None:
+        """Sleep ``delay``, or less: until the store is reachable again when it was down
+        (a reader or the health probe reconnected), so the rows go in at once."""
+        health = self.store.health
+        was_down = health.down
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + delay
+        while (remaining := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(remaining, 0.05))
+            if was_down and not health.down:
+                return
 
     def _write_failed(self, exc: Exception, rows: int, delay: float, now: float) -> None:
         self.failures += 1
