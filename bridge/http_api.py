@@ -69,6 +69,7 @@ from waku_legacy.bridge.store_rest_server import (
 )
 from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.errors import WakuLegacyError
+from waku_legacy.store import StoreUnavailable
 
 __all__ = ["BridgeBackend", "make_app", "make_runner"]
 
@@ -263,6 +264,10 @@ def _http_error_response(request: web.Request, exc: web.HTTPException) -> web.Re
 def _internal_error_response(request: web.Request, exc: Exception, request_id: str) -> web.Response:
     """Logged with its traceback for operators, answered without one."""
     answer = store_error_status(exc)
+    if isinstance(exc, StoreUnavailable):
+        # an outage, logged once by the store's health (bridge.store_threads), not a bug:
+        # no traceback per request (the request log line still names the 503)
+        return _rest_error_response(answer)
     log.error(
         "request failed",
         exc_info=True,

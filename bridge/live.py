@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from waku_legacy.bridge.relay import ProtectedTopicError, RelayPublisher
 from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.bridge.tasks import finish_or_cancel
 from waku_legacy.crypto.keccak import keccak256
-from waku_legacy.durable import fsync_dir, write_atomic
+from waku_legacy.durable import append_durable, fsync_dir
 from waku_legacy.errors import DecodeError, WakuLegacyError
 from waku_legacy.identity.message_hash import message_hash
 from waku_legacy.identity.topic_mapping import TopicMapping
@@ -69,16 +70,23 @@ class BatchWriter:
     """Collects store rows and writes them in batches on the store's writer thread.
 
     Nothing accepted is dropped: a batch whose write fails stays at the head of the queue
-    and is retried with exponential backoff (``retry_delay`` doubling up to
+    and is retried with exponential backoff and jitter (``retry_delay`` doubling up to
     ``max_retry_delay``) until the store takes it; every failed attempt is counted in
-    ``waku_legacy_store_write_failures_total`` and logged. Rows are inserted idempotently,
-    so a retry after a write that did land stores nothing twice. :meth:`flush` returns when
-    every row added before it is in the store (not merely handed to a writer).
+    ``waku_legacy_store_write_failures_total``; an outage is logged once when it starts,
+    every minute while it lasts and once when the store takes the rows again. Rows are
+    inserted idempotently (keyed by message hash), so a retry after a write that did land
+    stores nothing twice. :meth:`flush` returns when every row added before it is in the
+    store (not merely handed to a writer).
 
-    With a ``spool`` path, rows the store has still not taken when :meth:`close` runs out of
-    time are written there (temporary file, fsync, rename) and put back in the queue by
-    the next :meth:`start`; the file is removed once they are in the store. A spool that
-    does not decode is kept aside as ``<spool>.bad`` with an error log, never deleted."""
+    With a ``spool`` path, rows are kept on disk as well while the store does not take
+    them: when a write has failed, or has been in flight for ``spool_after`` seconds, the
+    rows not yet in the spool are appended to it every ``spool_interval`` seconds (one
+    write and fsync per batch of rows), so a kill -9 during an outage loses at most the rows
+    of the last ``spool_interval``; :meth:`close` appends what is still unwritten when its
+    timeout ends. The spool is removed once every row in it is in the store, and the next
+    :meth:`start` puts the rows of a spool left behind back in the queue. A spool whose
+    tail does not decode (a torn last append) gives its good rows and is kept aside as
+    ``<spool>.bad`` with an error log, never deleted."""
 
     def __init__(
         self,
@@ -87,31 +95,43 @@ class BatchWriter:
         max_batch: int = 1000,
         metrics: BridgeMetrics | None = None,
         retry_delay: float = 0.1,
-        max_retry_delay: float = 30.0,
+        max_retry_delay: float = 5.0,
         spool: Path | None = None,
+        spool_interval: float = 0.2,
+        spool_after: float = 1.0,
     ) -> None:
         self.store = store
         self.spool = spool
-        self._spooled = 0  # rows read back from the spool: it goes once they are written
+        self.spool_interval = spool_interval
+        self.spool_after = spool_after
         self.max_batch = max_batch
         self.metrics = metrics
         self.retry_delay = retry_delay
         self.max_retry_delay = max_retry_delay
-        self._pending: list[StoredMessage] = []
+        self._pending: list[StoredMessage] = []  # rows number _done.._added, in order
         self._wakeup = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self._spooler: asyncio.Task[None] | None = None
+        self._spool_lock = asyncio.Lock()
         self._added = 0  # rows ever added
         self._done = 0  # rows ever written (in order)
+        self._spooled_to = 0  # rows _done.._spooled_to are in the spool file
         self._progress = asyncio.Condition()
+        self._failing_since: float | None = None  # loop time of the outage's first failure
+        self._write_started: float | None = None  # loop time the write in flight began
+        self._reported = 0.0
         self.written = 0  # rows new to the store
         self.failures = 0
+        self.spooled = 0  # rows ever appended to the spool
 
     def start(self) -> None:
         if self.spool is not None:
             for row in self._read_spool(self.spool):
                 self.add(row)
-            self._spooled = self._added
+            if self.spool.exists():
+                self._spooled_to = self._added
+            self._spooler = asyncio.create_task(self._spool_loop(), name="live-spool")
         self._task = asyncio.create_task(self._run(), name="live-batch-writer")
 
     @staticmethod
@@ -120,25 +140,18 @@ class BatchWriter:
             data = spool.read_bytes()
         except FileNotFoundError:
             return []
-        try:
-            rows = decode_spool(data)
-        except WakuLegacyError as exc:
+        rows, error = read_spool(data)
+        if not rows and error is None:
+            _remove_file(spool)  # created, then killed before its first append
+        if error is not None:
             bad = spool.with_name(spool.name + ".bad")
             os.replace(spool, bad)
             log.error("live spool does not decode; kept aside", extra=fields(
-                path=str(bad), error=str(exc)))  # fmt: skip
-            return []
-        log.warning("live spool: storing rows kept at the last shutdown", extra=fields(
-            path=str(spool), rows=len(rows)))  # fmt: skip
+                path=str(bad), error=str(error), rows_recovered=len(rows)))  # fmt: skip
+        if rows:
+            log.warning("live spool: storing rows kept by an earlier run", extra=fields(
+                path=str(spool), rows=len(rows)))  # fmt: skip
         return rows
-
-    def _spool_written(self) -> None:
-        """Every row read back from the spool is in the store: the spool can go."""
-        assert self.spool is not None
-        self._spooled = 0
-        with contextlib.suppress(FileNotFoundError):
-            self.spool.unlink()
-            fsync_dir(self.spool.parent)
 
     def add(self, row: StoredMessage) -> None:
         self._pending.append(row)
@@ -150,7 +163,13 @@ class BatchWriter:
         """Rows accepted and not yet in the store (queued or being written)."""
         return self._added - self._done
 
+    @property
+    def failing(self) -> bool:
+        """The last write failed (the store has not taken rows since)."""
+        return self._failing_since is not None
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         delay = self.retry_delay
         while True:
             if not self._pending:
@@ -160,27 +179,106 @@ class BatchWriter:
                 await self._wakeup.wait()
                 continue
             batch = self._pending[: self.max_batch]
+            self._write_started = loop.time()
             try:
                 self.written += await self.store.insert(batch)
             except Exception as exc:
-                self.failures += 1
-                if self.metrics is not None:
-                    self.metrics.store_write_failures.inc()
-                log.error(
-                    "storing bridged messages failed; retrying",
-                    exc_info=not isinstance(exc, WakuLegacyError),
-                    extra=fields(rows=len(batch), retry_in=round(delay, 3), error=str(exc)),
-                )
-                await asyncio.sleep(delay)
+                self._write_started = None
+                self._write_failed(exc, len(batch), delay, loop.time())
+                await self._spool_now()
+                # jitter: instances sharing a store do not retry in step
+                await self._retry_wait(delay * (1.0 - 0.2 * random.random()))
                 delay = min(delay * 2, self.max_retry_delay)
                 continue
+            self._write_started = None
             delay = self.retry_delay
+            if self._failing_since is not None:
+                log.warning("the store takes bridged messages again", extra=fields(
+                    outage_s=round(loop.time() - self._failing_since, 3),
+                    failures=self.failures, backlog=self.backlog - len(batch),
+                    spooled=self.spooled))  # fmt: skip
+                self._failing_since = None
             del self._pending[: len(batch)]
             async with self._progress:
                 self._done += len(batch)
                 self._progress.notify_all()
-            if self._spooled and self._done >= self._spooled:
-                self._spool_written()
+            if self._spooled_to and self._done >= self._spooled_to:
+                await self._remove_spool()
+
+    async def _retry_wait(self, delay: float) -> None:
+        """Sleep ``delay``, or less: until the store is reachable again when it was down
+        (a reader or the health probe reconnected), so the rows go in at once."""
+        health = self.store.health
+        was_down = health.down
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + delay
+        while (remaining := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(remaining, 0.05))
+            if was_down and not health.down:
+                return
+
+    def _write_failed(self, exc: Exception, rows: int, delay: float, now: float) -> None:
+        self.failures += 1
+        if self.metrics is not None:
+            self.metrics.store_write_failures.inc()
+        first = self._failing_since is None
+        if not first and now - self._reported < 60.0:
+            return  # one line when the outage starts, then one a minute
+        if first:
+            self._failing_since = now
+        self._reported = now
+        log.error(
+            "storing bridged messages failed; retrying" if first
+            else "storing bridged messages still fails; retrying",
+            exc_info=not isinstance(exc, WakuLegacyError),
+            extra=fields(rows=rows, backlog=self.backlog, retry_in=round(delay, 3),
+                         failures=self.failures, error=str(exc)),
+        )  # fmt: skip
+
+    # -- the spool ----------------------------------------------------------------------------
+
+    def _must_spool(self) -> bool:
+        if self._failing_since is not None or self._closing:
+            return True
+        started = self._write_started
+        now = asyncio.get_running_loop().time()
+        return started is not None and now - started > self.spool_after
+
+    async def _spool_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.spool_interval)
+            if self._must_spool():
+                await self._spool_now()
+
+    async def _spool_now(self) -> None:
+        """Append the rows not yet in the spool (nor in the store) to it, durably."""
+        if self.spool is None:
+            return
+        async with self._spool_lock:
+            first = max(self._spooled_to, self._done)
+            last = self._added
+            if last <= first:
+                return
+            rows = self._pending[first - self._done : last - self._done]
+            spool = self.spool
+            try:
+                await asyncio.to_thread(_append_spool, spool, encode_spool(rows))
+            except OSError as exc:
+                log.error("live spool: cannot append; the rows stay in memory", extra=fields(
+                    path=str(spool), rows=len(rows), error=str(exc)))  # fmt: skip
+                return
+            self._spooled_to = last
+            self.spooled += len(rows)
+
+    async def _remove_spool(self) -> None:
+        """Every row in the spool is in the store: the spool can go."""
+        assert self.spool is not None
+        async with self._spool_lock:
+            if self._done < self._spooled_to:
+                return  # rows were appended meanwhile
+            self._spooled_to = 0
+            spool = self.spool
+            await asyncio.to_thread(_remove_file, spool)
 
     async def flush(self) -> None:
         """Wait until every row added so far is in the store."""
@@ -202,11 +300,26 @@ class BatchWriter:
                 extra=fields(rows=self.backlog, failures=self.failures),
             )
             if self.spool is not None and self._pending:
-                self.spool.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(self.spool, encode_spool(self._pending), step="live-spool")
+                await self._spool_now()
                 log.warning("live spool: unwritten rows kept for the next start", extra=fields(
-                    path=str(self.spool), rows=len(self._pending)))  # fmt: skip
+                    path=str(self.spool), rows=self.backlog))  # fmt: skip
         self._task = None
+        if self._spooler is not None:
+            self._spooler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._spooler
+            self._spooler = None
+
+
+def _append_spool(spool: Path, data: bytes) -> None:
+    spool.parent.mkdir(parents=True, exist_ok=True)
+    append_durable(spool, data)
+
+
+def _remove_file(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+        fsync_dir(path.parent)
 
 
 class SpoolError(DecodeError):
@@ -230,8 +343,41 @@ def encode_spool(rows: Iterable[StoredMessage]) -> bytes:
     ])  # fmt: skip
 
 
+def read_spool(data: bytes) -> tuple[list[StoredMessage], SpoolError | None]:
+    """The rows of a spool: one or more :func:`encode_spool` lists one after the other (one
+    per append). Reads up to the first list that does not decode (a torn last append) and
+    returns the rows before it with the error (None when everything decoded)."""
+    rows: list[StoredMessage] = []
+    at = 0
+    while at < len(data):
+        try:
+            _, kind, length, payload_at = rlp.codec.consume_length_prefix(data, at)
+            end = payload_at + length
+            if kind is not list:
+                raise ValueError("a string, not a list")
+            if end > len(data):
+                raise ValueError(f"a list of {end - at} bytes, {len(data) - at} left")
+            rows.extend(_decode_list(data[at:end]))
+        except (rlp.exceptions.DecodingError, ValueError, TypeError, SpoolError) as exc:
+            error = exc if isinstance(exc, SpoolError) else SpoolError(
+                "live spool", f"not a list of stored rows at byte {at} ({exc})")  # fmt: skip
+            return rows, error
+        at = end
+    return rows, None
+
+
 def decode_spool(data: bytes) -> list[StoredMessage]:
-    """The rows of :func:`encode_spool`; :class:`SpoolError` when the bytes are not that."""
+    """Every row of a spool (:func:`read_spool`); :class:`SpoolError` when any part of the
+    bytes is not rows, or there are none."""
+    if not data:
+        raise SpoolError("live spool", "empty")
+    rows, error = read_spool(data)
+    if error is not None:
+        raise error
+    return rows
+
+
+def _decode_list(data: bytes) -> list[StoredMessage]:
     try:
         items = rlp.decode(data)
         rows = []

@@ -67,6 +67,7 @@ def store_protocols(
     """Store v3 and the legacy store, answered by the shared store protocol code (an answer
     that carries an error is logged here, on the worker thread). A store v3 page's next page
     is free of the rate limits for the peer it was answered to, as on the REST API."""
+    from waku_legacy.store import StoreUnavailable
     from waku_legacy.store.protocol import (
         LEGACY_STORE_CODEC,
         STORE_V3_CODEC,
@@ -79,7 +80,10 @@ def store_protocols(
 
     def logged(protocol: str, answer: Any) -> bytes:
         if answer.error is not None:
-            log.warning(
+            # an outage is logged once by the store's health, not once per query
+            quiet = isinstance(answer.error, StoreUnavailable)
+            log.log(
+                logging.DEBUG if quiet else logging.WARNING,
                 "libp2p store query failed",
                 extra=fields(
                     protocol=protocol, status=answer.status, request_id=answer.request_id,

@@ -65,7 +65,7 @@ from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.store import is_postgres_url, sqlite_path
+from waku_legacy.store import StoreUnavailable, is_postgres_url, sqlite_path
 
 __all__ = ["BridgeService"]
 
@@ -167,6 +167,7 @@ class BridgeService:
         self.store = await asyncio.to_thread(
             StoreAccess, config.store.url, readers=config.server.reader_threads
         )
+        self._tasks.append(asyncio.create_task(self._watch_store(), name="store-probe"))
         self._session = aiohttp.ClientSession()
         await self._start_http()
 
@@ -199,6 +200,21 @@ class BridgeService:
             await self._start_workers()
         self.state = "Ready"
         log.info("bridge ready", extra=fields(**self.info()))
+
+    async def _watch_store(self, interval: float = 5.0) -> None:
+        """Probe the store every ``interval`` seconds, and on the reconnect schedule while it
+        is down: an outage and the store's return show on ``/health`` (and are logged, by
+        :class:`~waku_legacy.bridge.store_threads.StoreHealth`) even when no request or
+        live row touches the store."""
+        health = self.store.health
+        while True:
+            await asyncio.sleep(max(health.retry_in(), 0.1) if health.down else interval)
+            try:
+                await self.store.probe()
+            except StoreUnavailable:
+                pass  # logged once per outage by StoreHealth
+            except Exception as exc:
+                log.debug("store probe failed", extra=fields(error=str(exc)))
 
     async def _start_http(self) -> None:
         """The REST API: on its own socket, or (workers) on one this process binds for all."""
@@ -447,7 +463,14 @@ class BridgeService:
     # -- what the HTTP API shows --------------------------------------------------------------
 
     def health(self) -> tuple[str, list[dict[str, str]]]:
-        protocols = [{"Store": self.state}]
+        outage = self.store.health.describe() if self.store is not None else None
+        if outage is not None and self.state == "Ready":
+            # the store cannot be reached: queries answer 503, live rows go to the spool
+            protocols = [{"Store": f"Not Ready: {outage}"}]
+            node = "Not Ready"
+        else:
+            protocols = [{"Store": self.state}]
+            node = self.state
         if self.config.v1 is not None:
             up = self.mailserver is not None and self.mailserver._server is not None
             protocols.append({"Waku v1 mailserver": "Ready" if up else self.state})
@@ -460,7 +483,6 @@ class BridgeService:
             else:
                 libp2p = "Ready" if p2p.running else f"Not Ready: {p2p.failure or 'stopped'}"
             protocols.append({"Store (libp2p)": libp2p})
-        node = self.state
         if self.leader is not None and not self.is_leader and self.config.communities:
             protocols.append({"Archives": "Standby: another instance on this store archives"})
         if self.archive is not None:
@@ -547,6 +569,7 @@ class BridgeService:
             now=now, uptime=None if self.started_at is None else now - self.started_at,
             listeners=tuple(info["listenAddresses"]), seed_port=info["seedPort"],
             store=public_store_url(self.config.store.url),
+            store_backlog=self.live.writer.backlog if self.live is not None else 0,
         )  # fmt: skip
         return StatusReport(
             service=service,

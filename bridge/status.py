@@ -79,6 +79,8 @@ class ServiceStatus:
     listeners: tuple[str, ...]  # the REST URL, the enode URL
     seed_port: int | None
     store: str  # its URL, a password redacted
+    # live rows accepted and not yet in the store (an outage: they wait in the spool file)
+    store_backlog: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,7 @@ def _service(service: ServiceStatus) -> str:
         ("listeners", "<br>".join(_code(x) for x in service.listeners) or NONE),
         ("seed port", _text(service.seed_port)),
         ("store", _code(service.store)),
+        ("live rows waiting for the store", _text(service.store_backlog)),
     ])  # fmt: skip
     return f'<h2>Service</h2><div class="card">{fields}{protocols}</div>'
 

@@ -77,12 +77,13 @@ from waku_legacy.store.rest_json import (
     lenient_b64decode,
     response_json_bytes,
 )
-from waku_legacy.store.types import StoredMessage, StoreError, StoreQuery
+from waku_legacy.store.types import StoredMessage, StoreError, StoreQuery, StoreUnavailable
 
 __all__ = [  # the legacy cursor types and limits are waku_legacy.store's, re-exported
     "LEGACY_CURSOR_SCAN",
     "MAX_CONTENT_TOPICS",
     "NWAKU_CURSOR_NOT_FOUND",
+    "NWAKU_SERVICE_UNAVAILABLE",
     "LegacyCursor",
     "LegacyCursorCache",
     "LegacyQuery",
@@ -391,12 +392,26 @@ def run_legacy_query(
     return _dumps(out)
 
 
+# A store that cannot be reached: nwaku's store error kind for it is SERVICE_UNAVAILABLE (503;
+# waku/waku_store/common.nim: ErrorCode.SERVICE_UNAVAILABLE = 503, `$` gives the bare name), and
+# its REST self-store path words an error "error in handleSelfStoreRequest: " & $error
+# (waku_store/self_req_handler.nim). nwaku sends that with 500 (rest_api/endpoint/store/
+# handlers.nim: internalServerError for any error); ours is 503 with Retry-After, so that
+# clients and proxies retry instead of treating the node as broken.
+NWAKU_SERVICE_UNAVAILABLE = "error in handleSelfStoreRequest: SERVICE_UNAVAILABLE"
+STORE_RETRY_AFTER = 5  # seconds: about the reconnect schedule's longest step
+
+
 def store_error_status(exc: BaseException) -> RestError:
     """The answer for a store failure while serving (never the exception text of a driver)."""
     if isinstance(exc, RestError):
         return exc
     if isinstance(exc, InvalidQuery):  # refused by the store itself, the same on every backend
         return RestError(400, str(exc))
+    if isinstance(exc, StoreUnavailable):
+        return RestError(
+            503, NWAKU_SERVICE_UNAVAILABLE, {"Retry-After": str(STORE_RETRY_AFTER)}
+        )
     if isinstance(exc, StoreError):
         return RestError(503, "the store cannot answer right now; retry later")
     return RestError(500, "internal error")

@@ -5,29 +5,81 @@ gets its own instance (``open_store(url)`` per thread), so that SQLite readers r
 parallel under WAL (and release the GIL inside SQLite) and PostgreSQL gets a connection per
 thread. All writes go through ONE writer thread, in submission order; :meth:`close` waits for
 writes already submitted (graceful shutdown finishes in-flight writes) before closing.
+
+Outages: every connection of one store shares one :class:`StoreHealth` (the reconnect
+schedule of :mod:`waku_legacy.store.reconnect`, bounded exponential backoff with jitter).
+A lost connection raises :class:`~waku_legacy.store.StoreUnavailable` and is opened again
+by a later call; while the store is down, calls fail at once (the REST API and the store
+protocols answer 503 SERVICE_UNAVAILABLE, ``/health`` says the store is NOT_READY with the
+reason) and the outage is logged as three kinds of structured lines: store unreachable,
+still unreachable (every minute), reachable again (with the outage's length).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from waku_legacy.bridge.logs import fields
+from waku_legacy.bridge.status import public_store_url
 from waku_legacy.store import (
     MessageStore,
     QueryPage,
+    Reconnect,
     StoredMessage,
     StoreQuery,
+    StoreUnavailable,
     V1EnvelopeQuery,
     open_store,
 )
 
-__all__ = ["StoreAccess", "ThreadLocalStore"]
+__all__ = ["StoreAccess", "StoreHealth", "ThreadLocalStore"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("waku_legacy.bridge.store")
+
+
+class StoreHealth(Reconnect):
+    """One store's reconnect schedule, logged; :meth:`describe` is what ``/health`` says."""
+
+    def __init__(self, url: str, *, initial: float = 0.25, maximum: float = 5.0) -> None:
+        super().__init__(initial=initial, maximum=maximum)
+        self.url = url
+        self.outages = 0
+        self.down_wall: float | None = None  # time.time() of the outage's start
+
+    def on_down(self, reason: str) -> None:
+        self.outages += 1
+        self.down_wall = time.time()
+        log.error("store unreachable; serving 503 and spooling live rows until it is back",
+                  extra=fields(store=public_store_url(self.url), error=reason))  # fmt: skip
+
+    def on_still_down(self, reason: str, down_for: float, attempts: int) -> None:
+        log.error("store still unreachable", extra=fields(
+            store=public_store_url(self.url), down_s=round(down_for, 1), attempts=attempts,
+            error=reason))  # fmt: skip
+
+    def on_up(self, down_for: float, attempts: int) -> None:
+        self.down_wall = None
+        log.warning("store reachable again", extra=fields(
+            store=public_store_url(self.url), down_s=round(down_for, 3),
+            failed_attempts=attempts))  # fmt: skip
+
+    def describe(self) -> str | None:
+        """None when the store is up, else why it is not (for ``/health``'s ``desc``)."""
+        reason = self.reason
+        since = self.down_wall
+        if not self.down or reason is None:
+            return None
+        when = "" if since is None else time.strftime(" since %H:%M:%SZ", time.gmtime(since))
+        return f"store unreachable{when}: {reason}"
 
 
 class ThreadLocalStore(MessageStore):
@@ -36,9 +88,12 @@ class ThreadLocalStore(MessageStore):
     Hand it to synchronous code run from several threads (the mailserver's
     ``V2StoreSource`` queries from ``asyncio.to_thread``)."""
 
-    def __init__(self, url: str, *, read_only: bool = False) -> None:
+    def __init__(
+        self, url: str, *, read_only: bool = False, health: StoreHealth | None = None
+    ) -> None:
         self.url = url
         self.read_only = read_only  # every connection refuses writes (a worker process)
+        self.health = health or StoreHealth(url)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._instances: list[MessageStore] = []
@@ -49,7 +104,7 @@ class ThreadLocalStore(MessageStore):
         if store is None:
             if self._closed:
                 raise RuntimeError("the store is closed")
-            store = open_store(self.url)
+            store = open_store(self.url, reconnect=self.health)
             if self.read_only:
                 store.make_read_only()
             self._local.store = store
@@ -85,6 +140,9 @@ class ThreadLocalStore(MessageStore):
     def count_envelopes(self) -> int:
         return self.get().count_envelopes()
 
+    def ping(self) -> None:
+        self.get().ping()
+
     def close(self) -> None:
         """Close every thread's instance (call when no thread uses the store any more)."""
         with self._lock:
@@ -104,16 +162,30 @@ class StoreAccess:
     hand-over: faster for SQLite pages that take well under a millisecond, but one slow
     query then holds up every other request)."""
 
-    def __init__(self, url: str, *, readers: int = 4, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        readers: int = 4,
+        read_only: bool = False,
+        start_in_outage: bool = False,
+    ) -> None:
         self.url = url
         self.stores = ThreadLocalStore(url, read_only=read_only)
+        self.health = self.stores.health
         self.inline_reads = readers == 0
         self._readers = ThreadPoolExecutor(max(readers, 1), thread_name_prefix="store-read")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="store-write")
         self._pending_writes: set[asyncio.Future[Any]] = set()
         self._closing = False
-        # Open (and create the schema) once up front so that a bad URL fails at start.
-        self._writer.submit(self.stores.get).result()
+        # Open (and create the schema) once up front so that a bad URL fails at start; a
+        # process started during an outage (a REST worker restarted) serves 503 until the
+        # store is back instead of failing.
+        try:
+            self._writer.submit(self.stores.get).result()
+        except StoreUnavailable:
+            if not start_in_outage:
+                raise
 
     async def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(store, *args, **kwargs)`` on a reader thread."""
@@ -141,6 +213,11 @@ class StoreAccess:
         if not rows:
             return 0
         return await self.write(lambda store: store.insert_messages(rows))
+
+    async def probe(self) -> None:
+        """Check the store answers (a reader thread's connection; raises
+        :class:`~waku_legacy.store.StoreUnavailable` when not)."""
+        await self.read(lambda store: store.ping())
 
     @property
     def pending_writes(self) -> int:

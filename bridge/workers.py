@@ -340,8 +340,9 @@ class WorkerProcess:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         self.store = await asyncio.to_thread(
-            StoreAccess, self.config.store.url, readers=server.reader_threads, read_only=True
-        )
+            StoreAccess, self.config.store.url, readers=server.reader_threads, read_only=True,
+            start_in_outage=True,
+        )  # fmt: skip
         self._session = aiohttp.ClientSession(
             connector=aiohttp.UnixConnector(path=str(self.run_dir / PRIMARY_SOCKET), limit=64),
             timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT),

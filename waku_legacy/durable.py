@@ -15,7 +15,7 @@ from pathlib import Path
 
 from waku_legacy.faults import FaultHook, no_fault
 
-__all__ = ["fsync_dir", "write_atomic"]
+__all__ = ["append_durable", "fsync_dir", "write_atomic"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -26,6 +26,22 @@ def fsync_dir(path: Path) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def append_durable(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` in one write and fsync it (and the folder when the file
+    is new): once this returns, a kill or a power cut keeps it."""
+    new = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        fsync_dir(path.parent)
 
 
 def write_atomic(

@@ -98,6 +98,7 @@ from waku_legacy.mailserver_compat.wire.waku_protocol import (
     encode_batch_ack,
     encode_envelope_list,
 )
+from waku_legacy.store import StoreUnavailable
 
 __all__ = [
     "LiveRefusal",
@@ -114,6 +115,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("waku_legacy.mailserver")
+# The request's failure text while the store cannot be reached (nwaku's store error name
+# for it, waku_store/common.nim): the peer may ask again later.
+STORE_UNAVAILABLE = "SERVICE_UNAVAILABLE: the store is unreachable; retry later"
 
 SYNC_ALLOWANCE = 10  # status-go DefaultSyncAllowance, seconds
 ENVELOPE_HEADER_LENGTH = 20  # status-go EnvelopeHeaderLength: size() = 20 + len(data)
@@ -577,6 +581,13 @@ class MailServer:
         request = prepared.request
         try:
             page = await asyncio.to_thread(self.core.query, prepared)
+        except StoreUnavailable as exc:  # an outage (logged once by the store's owner)
+            self.stats["request_errors"] += 1
+            log.warning("mailserver: peer %s: store unreachable: %s", peer.name, exc)
+            await peer.send_request_complete(
+                RequestComplete.failure(request.request_id, STORE_UNAVAILABLE)
+            )
+            return
         except Exception as exc:  # a store failure is this request's error, not the server's
             self.stats["request_errors"] += 1
             log.exception("mailserver: store query failed for peer %s", peer.name)

@@ -11,7 +11,14 @@
 URLs: ``sqlite:///abs/path``, ``sqlite:relative/path``, a bare filesystem path (SQLite),
 ``postgresql://...`` or ``postgres://...``. A ``?synchronous=FULL`` query on a SQLite URL
 sets SQLite's durability level; ``?mmap_size=<bytes>`` lets SQLite read the file through
-memory-mapped I/O (about half the time of a 100-message page on a 1M-message store).
+memory-mapped I/O (about half the time of a 100-message page on a 1M-message store);
+``?busy_timeout=<ms>`` how long a write waits for another process's lock on the file (30 s)
+before the store counts as unavailable.
+
+A lost connection (PostgreSQL server gone, SQLite file locked or gone) raises
+:class:`StoreUnavailable` and is re-opened by a later call, on the schedule of the
+``reconnect`` passed to :func:`open_store` (:mod:`waku_legacy.store.reconnect`; share one
+between the connections to one store).
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 from waku_legacy.store import types
+from waku_legacy.store.reconnect import Reconnect
 from waku_legacy.store.types import *  # noqa: F403  (the store's values and errors)
 from waku_legacy.store.types import MessageStore, StoreError
 
-__all__ = ["is_postgres_url", "open_store", "sqlite_path"]
+__all__ = ["Reconnect", "is_postgres_url", "open_store", "sqlite_path"]
 __all__ += types.__all__
 
 
@@ -48,29 +56,38 @@ def sqlite_path(url: str) -> str:
     return url
 
 
-def open_store(url: str) -> MessageStore:
-    """Open (creating tables when missing) the v2 store at ``url``."""
+def _count_option(
+    url: str, options: dict[str, list[str]], name: str, default: int, unit: str
+) -> int:
+    text = options.get(name, [str(default)])[-1]
+    if not text.isdigit():
+        raise StoreError(f"store URL {url!r}: {name} must be a {unit}, not {text!r}")
+    return int(text)
+
+
+def open_store(url: str, *, reconnect: Reconnect | None = None) -> MessageStore:
+    """Open (creating tables when missing) the v2 store at ``url``; ``reconnect``: when a
+    lost connection may be opened again (one per store, shared by its connections)."""
     if not isinstance(url, str) or not url.strip():
         raise StoreError("the store URL is empty")
     url = url.strip()
     if is_postgres_url(url):
         from waku_legacy.store.postgres import PostgresMessageStore
 
-        return PostgresMessageStore(url)
+        return PostgresMessageStore(url, reconnect=reconnect)
     path = sqlite_path(url)
     if not path:
         raise StoreError(f"store URL {url!r} names no file")
     synchronous = "NORMAL"
-    mmap_size = 0
+    options: dict[str, list[str]] = {}
     if url.startswith("sqlite:") and "?" in url:
         options = parse_qs(urlsplit(url).query)
         synchronous = options.get("synchronous", [synchronous])[-1]
-        mmap_text = options.get("mmap_size", ["0"])[-1]
-        if not mmap_text.isdigit():
-            raise StoreError(
-                f"store URL {url!r}: mmap_size must be a byte count, not {mmap_text!r}"
-            )
-        mmap_size = int(mmap_text)
     from waku_legacy.store.sqlite import SqliteMessageStore
 
-    return SqliteMessageStore(path, synchronous=synchronous, mmap_size=mmap_size)
+    return SqliteMessageStore(
+        path, synchronous=synchronous,
+        mmap_size=_count_option(url, options, "mmap_size", 0, "byte count"),
+        busy_timeout=_count_option(url, options, "busy_timeout", 30000, "time in ms"),
+        reconnect=reconnect,
+    )  # fmt: skip

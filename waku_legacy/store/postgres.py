@@ -23,13 +23,17 @@ transaction per batch, ``ON CONFLICT DO NOTHING``: reruns are idempotent and par
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
+from waku_legacy.store.reconnect import Reconnect
 from waku_legacy.store.sql import COLUMNS, Dialect, Row, SqlMessageStore
-from waku_legacy.store.types import StoredMessage, StoreError
+from waku_legacy.store.types import StoredMessage, StoreError, StoreUnavailable
 
-__all__ = ["SCHEMA", "PostgresMessageStore"]
+__all__ = ["SCHEMA", "PostgresMessageStore", "is_connection_error"]
+
+T = TypeVar("T")
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS messages ("
@@ -109,22 +113,134 @@ POSTGRES = Dialect(
 )
 
 
+# SQLSTATEs that mean the session is gone or the server cannot take one, not that a
+# statement was wrong: class 08 (connection exception), 57P01 admin shutdown
+# (pg_terminate_backend, a fast stop), 57P02 crash shutdown, 57P03 cannot connect now
+# (starting, stopping, recovering), 57P05 idle session timeout, 53300 too many connections.
+_CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "57P05", "53300"})
+
+
+def is_connection_error(exc: BaseException, conn: Any = None) -> bool:
+    """Whether ``exc`` (a psycopg error) means the connection or the server is gone, as
+    opposed to an error of the statement (which is not worth a reconnect)."""
+    import psycopg
+
+    if conn is not None and (conn.closed or conn.broken):
+        return True
+    if isinstance(exc, psycopg.InterfaceError):
+        return True  # "the connection is closed"
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    # None: the client library's own failure (connection refused, server closed the
+    # connection unexpectedly, consuming input failed)
+    return state is None or state.startswith("08") or state in _CONNECTION_SQLSTATES
+
+
 class PostgresMessageStore(SqlMessageStore):
+    """One connection. A lost connection (:func:`is_connection_error`) is dropped and the
+    call that met it raises :class:`StoreUnavailable`, after one immediate retry on a new
+    connection when the old one had been working (a terminated session costs nothing
+    more); later calls open a new one when ``reconnect`` allows (its backoff is shared by
+    every connection to the store)."""
+
     dialect = POSTGRES
 
-    def __init__(self, dsn: str, *, connect_timeout: int = 10) -> None:
+    def __init__(
+        self, dsn: str, *, connect_timeout: int = 10, reconnect: Reconnect | None = None
+    ) -> None:
         import psycopg
 
         self.url = dsn
+        self.connect_timeout = connect_timeout
+        self.reconnect = reconnect or Reconnect()
+        self._read_only = False
+        self._conn: psycopg.Connection[Any] | None = None
         try:
-            self._conn = psycopg.connect(dsn, connect_timeout=connect_timeout)
-            with self._conn.transaction():
+            conn = self._connection()
+            with conn.transaction():
                 # Serialise schema creation between parallel writers opening at once.
-                self._conn.execute("SELECT pg_advisory_xact_lock(7377656)")
+                conn.execute("SELECT pg_advisory_xact_lock(7377656)")
                 for statement in SCHEMA:
-                    self._conn.execute(statement)
+                    conn.execute(statement)
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(f"cannot open the PostgreSQL store: {exc}") from exc
         except psycopg.Error as exc:
+            if is_connection_error(exc, self._conn):
+                self._drop()
+                raise StoreUnavailable(f"cannot open the PostgreSQL store: {exc}") from exc
             raise StoreError(f"cannot open the PostgreSQL store: {exc}") from exc
+
+    # -- the connection -----------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        """The open connection, or a new one (when the reconnect schedule allows)."""
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            return conn
+        if not self.reconnect.may_connect():
+            raise StoreUnavailable(
+                f"the PostgreSQL store is unreachable ({self.reconnect.reason}); next "
+                f"attempt in {self.reconnect.retry_in():.1f} s"
+            )
+        import psycopg
+
+        try:
+            conn = psycopg.connect(self.url, **self._connect_options())
+            if self._read_only:
+                conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+                conn.commit()
+        except psycopg.Error as exc:
+            reason = _one_line(exc)
+            self.reconnect.connect_failed(reason)
+            raise StoreUnavailable(f"the PostgreSQL store is unreachable: {reason}") from exc
+        self._conn = conn
+        self.reconnect.connected()
+        return conn
+
+    def _connect_options(self) -> dict[str, Any]:
+        """libpq options: the connect timeout, and TCP keepalives unless the URL sets them,
+        so that a server that vanished from the network (no FIN, no RST) is noticed in about
+        30 s instead of the kernel's two hours (libpq ignores them on a Unix socket)."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        given = conninfo_to_dict(self.url)
+        options: dict[str, Any] = {"connect_timeout": self.connect_timeout}
+        for name, value in (("keepalives", 1), ("keepalives_idle", 15),
+                            ("keepalives_interval", 5), ("keepalives_count", 3)):  # fmt: skip
+            if name not in given:
+                options[name] = value
+        return options
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _run(self, work: Callable[[Any], T]) -> T:
+        """``work(connection)``; a lost connection is replaced once at once if it had been
+        working, else :class:`StoreUnavailable`. Other database errors are raised as they
+        are (the read transaction rolled back)."""
+        import psycopg
+
+        for attempt in (1, 2):
+            fresh = self._conn is None or self._conn.closed
+            conn = self._connection()
+            try:
+                return work(conn)
+            except psycopg.Error as exc:
+                if not is_connection_error(exc, conn):
+                    if not conn.closed and conn.info.transaction_status != 0:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.rollback()
+                    raise
+                self._drop()
+                if fresh or attempt == 2:
+                    raise StoreUnavailable(
+                        f"the PostgreSQL connection was lost: {_one_line(exc)}"
+                    ) from exc
+        raise AssertionError("unreachable")
 
     def insert_messages(
         self, rows: Iterable[StoredMessage | tuple[Any, ...]], *, batch_size: int = 5000
@@ -162,8 +278,9 @@ class PostgresMessageStore(SqlMessageStore):
             lookups.append((timestamp, hx))
             if rest and rest[0] is not None:
                 envelopes.append((hx, bytes(rest[0]), rest[1] if len(rest) > 1 else None))
-        try:
-            with self._conn.transaction(), self._conn.cursor() as cur:
+
+        def write(conn: Any) -> int:
+            with conn.transaction(), conn.cursor() as cur:
                 # A temporary table and one INSERT ... SELECT tells us how many rows were new.
                 cur.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS messages_load (LIKE messages) "
@@ -188,20 +305,40 @@ class PostgresMessageStore(SqlMessageStore):
                         "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                         envelopes,
                     )
+            return int(new)
+
+        try:
+            new = self._run(write)
+        except StoreUnavailable:
+            raise
         except psycopg.Error as exc:
             raise StoreError(f"writing {len(batch)} messages failed: {exc}") from exc
         return max(new, 0)
 
     def _fetch(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
-        return self._conn.execute(sql, params).fetchall()
+        return self._run(lambda conn: conn.execute(sql, params).fetchall())
 
     def _end_read(self) -> None:
-        self._conn.rollback()  # end the read transaction
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):  # a lost connection ends its reads too
+                conn.rollback()  # end the read transaction
 
     def make_read_only(self) -> None:
         """Refuse every write on this connection from now on (a reader process)."""
-        self._conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-        self._conn.commit()
+        self._read_only = True  # and on every connection opened after a loss
+
+        def read_only(conn: Any) -> None:
+            conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            conn.commit()
+
+        self._run(read_only)
 
     def close(self) -> None:
-        self._conn.close()
+        self._drop()
+
+
+def _one_line(exc: BaseException) -> str:
+    """A driver error's first line (psycopg appends server detail lines)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

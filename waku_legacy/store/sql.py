@@ -123,6 +123,10 @@ class SqlMessageStore(MessageStore):
     def count_envelopes(self) -> int:
         return int(self._read("SELECT count(*) FROM v1_envelopes", [])[0][0])
 
+    def ping(self) -> None:
+        """Read one row's worth of the message table: raises when the store is unreachable."""
+        self._read(f"SELECT 1 FROM {self.dialect.messages} LIMIT 1", [])
+
 
 def select_page(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> QueryPage:
     """One page of ``query``: timestamps in ns, inclusive; without ``include_data`` only

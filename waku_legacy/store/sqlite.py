@@ -28,10 +28,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from waku_legacy.store.reconnect import Reconnect
 from waku_legacy.store.sql import Dialect, Row, SqlMessageStore
-from waku_legacy.store.types import StoredMessage, StoreError
+from waku_legacy.store.types import StoredMessage, StoreError, StoreUnavailable
 
-__all__ = ["SCHEMA", "SqliteMessageStore"]
+__all__ = ["SCHEMA", "SqliteMessageStore", "is_unavailable_error"]
 
 TABLES = (
     "CREATE TABLE IF NOT EXISTS Message ("
@@ -114,30 +115,121 @@ SQLITE = Dialect(
 )
 
 
+# SQLite errors that say the file cannot be used now (another process holds the lock past
+# busy_timeout, the file or its folder went away, the disk fails or is full), as opposed to
+# a wrong statement (or a write refused on a read-only connection: "readonly database").
+# The connection is re-opened on the next call.
+_UNAVAILABLE = (
+    "database is locked",
+    "unable to open database file",
+    "disk i/o error",
+    "database or disk is full",
+)
+
+
+def is_unavailable_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (an sqlite3 error) means the store file cannot be used now."""
+    if isinstance(exc, sqlite3.ProgrammingError):
+        return "closed database" in str(exc)
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _UNAVAILABLE)
+
+
 class SqliteMessageStore(SqlMessageStore):
+    """One connection to the file. An error saying the file cannot be used now
+    (:func:`is_unavailable_error`) closes it and raises :class:`StoreUnavailable`; the next
+    call opens the file again when ``reconnect`` allows (a busy lock is waited for
+    ``busy_timeout`` ms first, as SQLite does)."""
+
     dialect = SQLITE
 
     def __init__(
-        self, path: str | Path, *, synchronous: str = "NORMAL", mmap_size: int = 0
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "NORMAL",
+        mmap_size: int = 0,
+        busy_timeout: int = 30000,
+        reconnect: Reconnect | None = None,
     ) -> None:
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.synchronous = synchronous.upper()
+        self.mmap_size = mmap_size
+        self.busy_timeout = busy_timeout
+        self.reconnect = reconnect or Reconnect()
+        self._read_only = False
+        self._conn: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            if mmap_size > 0:  # read through memory-mapped I/O (no pread per page)
-                self._db.execute(f"PRAGMA mmap_size={int(mmap_size)}")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._open()
+            db.execute("BEGIN IMMEDIATE")
             for statement in SCHEMA:
-                self._db.execute(statement)
-            self._db.execute("COMMIT")
+                db.execute(statement)
+            db.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
-            raise StoreError(f"cannot open the SQLite store {self.path}: {exc}") from exc
+            self._drop()
+            error = StoreUnavailable if is_unavailable_error(exc) else StoreError
+            raise error(f"cannot open the SQLite store {self.path}: {exc}") from exc
+
+    # -- the connection -----------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._conn = db
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self.synchronous}")
+        if self.mmap_size > 0:  # read through memory-mapped I/O (no pread per page)
+            db.execute(f"PRAGMA mmap_size={int(self.mmap_size)}")
+        db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout)}")
+        if self._read_only:
+            db.execute("PRAGMA query_only=ON")
+        return db
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The open connection, or the file opened again (when the schedule allows)."""
+        db = self._conn
+        if db is not None:
+            return db
+        if not self.reconnect.may_connect():
+            raise StoreUnavailable(
+                f"the SQLite store {self.path} is unavailable ({self.reconnect.reason}); "
+                f"next attempt in {self.reconnect.retry_in():.1f} s"
+            )
+        try:
+            if not self.path.exists():  # never create an empty store in place of a lost one
+                raise sqlite3.OperationalError("unable to open database file (it is gone)")
+            db = self._open()
+            db.execute("SELECT 1 FROM Message LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            self._drop()
+            self.reconnect.connect_failed(str(exc))
+            raise StoreUnavailable(f"the SQLite store {self.path} is unavailable: {exc}") from exc
+        self.reconnect.connected()
+        return db
+
+    def _drop(self) -> None:
+        db, self._conn = self._conn, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        """The error to raise after ``exc``. A lock held past ``busy_timeout`` keeps the
+        connection (the file is fine; the next write waits for the lock again); anything
+        else drops it and the file is opened again on the reconnect schedule."""
+        if "locked" in str(exc).lower():
+            db = self._conn
+            if db is not None and db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+        else:
+            self._drop()
+            self.reconnect.connect_failed(str(exc))
+        return StoreUnavailable(f"the SQLite store {self.path} is unavailable: {exc}")
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -175,6 +267,8 @@ class SqliteMessageStore(SqlMessageStore):
                 db.executemany(_INSERT_ENVELOPE, envelopes)
             db.execute("COMMIT")
         except sqlite3.Error as exc:
+            if is_unavailable_error(exc):
+                raise self._unavailable(exc) from exc
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise StoreError(
@@ -185,7 +279,12 @@ class SqliteMessageStore(SqlMessageStore):
     # -- reading ---------------------------------------------------------------------------
 
     def _fetch(self, sql: str, params: Sequence[object]) -> Sequence[Row]:
-        return self._db.execute(sql, params).fetchall()
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            if is_unavailable_error(exc):
+                raise self._unavailable(exc) from exc
+            raise
 
     @contextlib.contextmanager
     def bulk_load(self) -> Iterator[None]:
@@ -211,7 +310,8 @@ class SqliteMessageStore(SqlMessageStore):
 
     def make_read_only(self) -> None:
         """Refuse every write on this connection from now on (a reader process)."""
+        self._read_only = True  # and on a connection opened again
         self._db.execute("PRAGMA query_only=ON")
 
     def close(self) -> None:
-        self._db.close()
+        self._drop()

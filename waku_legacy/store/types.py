@@ -19,6 +19,7 @@ __all__ = [
     "QueryPage",
     "StoreError",
     "StoreQuery",
+    "StoreUnavailable",
     "StoredMessage",
     "V1EnvelopeQuery",
 ]
@@ -31,6 +32,12 @@ V1_CURSOR_SIZE = 36  # a status-go DB key without its topic: sent time + envelop
 
 class StoreError(WakuLegacyError):
     """The v2 store cannot be opened, written or queried as asked."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached now (connection lost, server down, file locked or
+    gone), as opposed to a query it refused: worth retrying later. The connection was
+    dropped; a later call opens a new one (:mod:`waku_legacy.store.reconnect`)."""
 
 
 class CursorNotFound(StoreError):
@@ -209,6 +216,10 @@ class MessageStore(abc.ABC):
 
     @abc.abstractmethod
     def count_envelopes(self) -> int: ...
+
+    def ping(self) -> None:
+        """Check that the store answers (raises :class:`StoreUnavailable` when not)."""
+        self.count()
 
     @abc.abstractmethod
     def close(self) -> None: ...
