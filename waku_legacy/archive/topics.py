@@ -38,11 +38,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 
-from waku_legacy.archive.message import ArchiveMessage, as_archive_message
+from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage, as_archive_message
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.topics import CommunityId, chat_topic
-from waku_legacy.proto import status_archive_pb2
 
 __all__ = [
     "ArchiveTopics",
@@ -98,11 +97,11 @@ def archive_metadata_topics(
 
 
 def apply_archive_topics(
-    messages: Iterable[ArchiveMessage | status_archive_pb2.WakuMessage],
+    messages: Iterable[AnyArchiveMessage],
     channel_topics: Sequence[bytes],
     community: CommunityId | str,
     mode: ArchiveTopics | str,
-) -> tuple[list[ArchiveMessage | status_archive_pb2.WakuMessage], tuple[bytes, ...]]:
+) -> tuple[list[AnyArchiveMessage], tuple[bytes, ...]]:
     """(messages to archive, metadata topics) for ``mode``.
 
     Messages on one of ``channel_topics`` are relabelled as the module docstring says; other
@@ -114,7 +113,7 @@ def apply_archive_topics(
         return list(messages), metadata
     universal = universal_topic(community)
     channels = {bytes(t) for t in channel_topics} - {universal}
-    out: list[ArchiveMessage | status_archive_pb2.WakuMessage] = []
+    out: list[AnyArchiveMessage] = []
     for message in messages:
         if bytes(message.topic) not in channels:
             out.append(message)
