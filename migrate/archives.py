@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from waku_legacy.archive import defaults
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.migrate.records import spark_ddl
@@ -216,7 +217,7 @@ def encode_window(
     flavour: str,
     scratch_dir: str,
     community: str = "",
-    archive_topics: str = "channel",
+    archive_topics: str = defaults.ARCHIVE_TOPICS,
 ) -> pa.Table:
     """Plan and encode one window's archives (the archive module's rules) into a scratch
     file; return one metadata row. The file holds the parts back to back, each preceded by
@@ -369,7 +370,7 @@ def build_archives(
     torrent_dir: str,
     work_dir: str,
     now: int,
-    flavour: str = "status-go",
+    flavour: str = defaults.FLAVOUR,
     partition: int | None = None,
     fault: FaultHook = no_fault,
     community_key: PrivateKey | None = None,

@@ -16,6 +16,7 @@ from typing import Any
 
 import coincurve
 
+from waku_legacy.archive import defaults
 from waku_legacy.archive.canonical import canonical_archives
 from waku_legacy.archive.data_files import (
     append_archives,
@@ -128,10 +129,10 @@ def build_community_archives(
     fault: FaultHook = no_fault,
     fsync: bool = True,
     progress: Progress | None = None,
-    archive_link_chats: str = BOTH,
+    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS,
     payload_signer: coincurve.PrivateKey | None = None,
     logos_storage: LogosStorageClient | None = None,
-    archive_topics: str = "channel",
+    archive_topics: str = "channel",  # the tools pass their setting (archive.defaults)
 ) -> BuildReport:
     """Archive ``messages`` of one community up to ``now`` (seconds) and refresh its torrent.
 
@@ -148,7 +149,9 @@ def build_community_archives(
     ``<id>-magnetlinks``), the 26/WAKU-PAYLOAD signed by ``payload_signer`` (default: the
     community key); see :func:`write_magnet_message`. ``archive_topics`` (``"channel"``,
     ``"universal"``, ``"both"``) relabels the messages on ``content_topics`` (the channels)
-    with the community's ``-memberUpdate`` topic (:mod:`waku_legacy.archive.topics`).
+    with the community's ``-memberUpdate`` topic (:mod:`waku_legacy.archive.topics`); this
+    library default relabels nothing, and every tool passes its setting, whose one default
+    is :data:`waku_legacy.archive.defaults.ARCHIVE_TOPICS`.
     """
     started = time.monotonic()
     flavour = Flavour.parse(flavour)
@@ -432,7 +435,7 @@ def finish_interrupted_build(
     announce_list: Sequence[str] = ANNOUNCE_LIST,
     fault: FaultHook = no_fault,
     fsync: bool = True,
-    archive_link_chats: str = BOTH,
+    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS,
     payload_signer: coincurve.PrivateKey | None = None,
     backend: str = TORRENT,
     link_clock: Callable[[str], int] | None = None,

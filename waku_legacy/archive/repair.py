@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import coincurve
 from google.protobuf.message import DecodeError
 
+from waku_legacy.archive import defaults
 from waku_legacy.archive.build import link_signer, write_magnet_message
 from waku_legacy.archive.canonical import canonical_archives
 from waku_legacy.archive.clock import ClockEvidence, choose_link_clock, read_evidence
@@ -56,7 +57,6 @@ from waku_legacy.archive.data_files import (
 from waku_legacy.archive.encode import EncodedArchive, Flavour
 from waku_legacy.archive.errors import ArchiveError
 from waku_legacy.archive.layout import CommunityLayout
-from waku_legacy.archive.magnet import BOTH
 from waku_legacy.archive.message import AnyArchiveMessage
 from waku_legacy.archive.partition import MAX_ARCHIVE_BYTES
 from waku_legacy.archive.topics import ArchiveTopics
@@ -136,6 +136,7 @@ def _encode(
     community: CommunityId,
     channel_topics: Sequence[bytes],
     archive_topics: ArchiveTopics | str,
+    window_topics: Mapping[tuple[int, int], ArchiveTopics | str],
     flavour: Flavour,
     max_archive_bytes: int,
 ) -> list[EncodedArchive]:
@@ -145,7 +146,8 @@ def _encode(
     encoded = []
     for (start, end), messages in sorted(windows.items()):
         archives = canonical_archives(
-            messages, channel_topics, community, archive_topics, last_end=start, now=end,
+            messages, channel_topics, community,
+            window_topics.get((start, end), archive_topics), last_end=start, now=end,
             flavour=flavour, partition=end - start, max_archive_bytes=max_archive_bytes,
             relabelled=True,
         )  # fmt: skip
@@ -177,10 +179,11 @@ def repair_archives(
     channel_topics: Sequence[bytes],
     *,
     archive_topics: ArchiveTopics | str,
+    window_topics: Mapping[tuple[int, int], ArchiveTopics | str] | None = None,
     community_key: coincurve.PrivateKey,
     payload_signer: coincurve.PrivateKey | None = None,
     pubsub_topic: str,
-    archive_link_chats: str = BOTH,
+    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS,
     evidence: ClockEvidence | None = None,
     clock_ms: int | None = None,
     now: int | None = None,
@@ -204,8 +207,8 @@ def repair_archives(
         report.data_length = index.data_length
         return report
     windows = catch_up_windows(missing, index, int(time.time()) if now is None else now)
-    encoded = _encode(windows, layout.community, channel_topics, archive_topics, flavour,
-                      max_archive_bytes)  # fmt: skip
+    encoded = _encode(windows, layout.community, channel_topics, archive_topics,
+                      window_topics or {}, flavour, max_archive_bytes)  # fmt: skip
     last_end = recorded_last_end(layout, index)
     result = append_archives(archive_dir, layout.community, encoded, flavour=flavour,
                              fsync=fsync, catch_up=True)  # fmt: skip

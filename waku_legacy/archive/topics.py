@@ -47,6 +47,7 @@ __all__ = [
     "ArchiveTopics",
     "apply_archive_topics",
     "archive_metadata_topics",
+    "archive_topics_of",
     "relabelled_hash",
     "universal_topic",
 ]
@@ -131,3 +132,20 @@ def apply_archive_topics(
         )  # fmt: skip
         out.append(relabelled)
     return out, metadata
+
+
+def archive_topics_of(
+    metadata_topics: Sequence[bytes],
+    community: CommunityId | str,
+    message_topics: Iterable[bytes] = (),
+) -> ArchiveTopics | None:
+    """The mode an archive was written in, from its metadata's topics (as
+    :func:`archive_metadata_topics` lists them), else -- metadata without topics -- from its
+    messages' topics; None when neither says (no topic at all)."""
+    universal = universal_topic(community)
+    topics = {bytes(t) for t in metadata_topics} or {bytes(t) for t in message_topics}
+    if not topics:
+        return None
+    if universal not in topics:
+        return ArchiveTopics.CHANNEL
+    return ArchiveTopics.UNIVERSAL if topics == {universal} else ArchiveTopics.BOTH
