@@ -67,7 +67,13 @@ from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.store import MessageStore, StoreQuery
 
-__all__ = ["ArchiveScheduler", "CollectStats", "CommunityArchiver", "SeederHost"]
+__all__ = [
+    "ArchiveScheduler",
+    "CollectStats",
+    "CommunityArchiver",
+    "SeederHost",
+    "build_from_store",
+]
 
 log = logging.getLogger("waku_legacy.bridge.archive")
 
@@ -163,6 +169,37 @@ def node_clock_evidence(
         if len(messages) >= 3 * CLOCK_EVIDENCE_LIMIT:
             break
     return read_evidence(messages, community.id)
+
+
+def build_from_store(
+    store: MessageStore,
+    community: CommunityConfig,
+    config: ArchiveConfig,
+    *,
+    now: int,
+    clock_ms: int,
+    key: coincurve.PrivateKey | None,
+    operator_key: coincurve.PrivateKey | None = None,
+    logos_storage: Any = None,
+) -> tuple[BuildReport, CollectStats]:
+    """One archive run's files: the channel messages since the recorded end, read from
+    ``store``, archived by :func:`build_community_archives` (the bytes every other writer
+    makes for the same window: :mod:`waku_legacy.archive.canonical`)."""
+    layout = CommunityLayout.of(config.archive_dir, community.id, config.torrent_dir)
+    index = read_index(config.archive_dir, community.id, flavour=config.flavour)
+    last_end = recorded_last_end(layout, index)
+    messages, stats = collect_archive_messages(store, community, last_end, now)
+    report = build_community_archives(
+        config.archive_dir, config.torrent_dir, community.id,
+        list(community.channel_topics()), messages, now=now,
+        flavour=config.flavour, community_key=key,
+        pubsub_topic=community.pubsub_topic, clock_ms=clock_ms,
+        archive_link_chats=community.archive_link_chats,
+        payload_signer=operator_key,
+        logos_storage=logos_storage,
+        archive_topics=community.archive_topics,  # channel/universal/both
+    )  # fmt: skip
+    return report, stats
 
 
 class SeederHost:
@@ -372,19 +409,10 @@ class CommunityArchiver:
     def _build(
         self, store: MessageStore, now: int, clock_ms: int
     ) -> tuple[BuildReport, CollectStats]:
-        last_end = recorded_last_end(self.layout, self.index())
-        messages, stats = collect_archive_messages(store, self.community, last_end, now)
-        report = build_community_archives(
-            self.config.archive_dir, self.config.torrent_dir, self.community.id,
-            list(self.community.channel_topics()), messages, now=now,
-            flavour=self.config.flavour, community_key=self.key,
-            pubsub_topic=self.community.pubsub_topic, clock_ms=clock_ms,
-            archive_link_chats=self.community.archive_link_chats,
-            payload_signer=self.operator_key,
-            logos_storage=self.logos_storage,
-            archive_topics=self.community.archive_topics,  # channel/universal/both
+        return build_from_store(
+            store, self.community, self.config, now=now, clock_ms=clock_ms, key=self.key,
+            operator_key=self.operator_key, logos_storage=self.logos_storage,
         )  # fmt: skip
-        return report, stats
 
     async def run(self, reason: str = "schedule") -> RunReport:
         async with self.lock:

@@ -149,6 +149,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from waku_legacy.archive import defaults
 from waku_legacy.community_config import (
     CommunityConfig,
     parse_communities,
@@ -289,7 +290,7 @@ class ArchiveConfig:
     utp: bool = True
     interval: float = 7 * DAY
     republish_interval: float = 6 * 3600.0
-    flavour: str = "status-go"
+    flavour: str = defaults.FLAVOUR
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,7 +597,7 @@ def _parse_archive(top: ConfigTable, base: Path) -> ArchiveConfig | None:
     assert archive_dir is not None and torrent_dir is not None
     seed_listen = t.string("seed_listen", default="0.0.0.0:6881")
     parse_listen(seed_listen, t.where, "seed_listen")
-    flavour = t.string("flavour", default="status-go")
+    flavour = t.string("flavour", default=defaults.FLAVOUR)
     if flavour not in ("status-go", "seed-spec"):
         raise t.error("flavour", "'status-go' or 'seed-spec'", flavour)
     config = ArchiveConfig(

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from waku_legacy.archive import defaults
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.migrate.records import spark_ddl
@@ -48,17 +49,14 @@ if TYPE_CHECKING:
 
     from waku_legacy.archive import (
         ArchiveIndex,
-        ArchiveMessage,
         EncodedArchive,
         IndexEntry,
-        PlannedArchive,
     )
     from waku_legacy.archive.build import BuildReport
     from waku_legacy.archive.clock import ClockEvidence
     from waku_legacy.archive.layout import CommunityLayout
     from waku_legacy.archive.logos_storage import LogosStorageClient
     from waku_legacy.community_config import CommunityConfig
-    from waku_legacy.proto import status_archive_pb2
 
 __all__ = [
     "ARCHIVE_SCHEMA",
@@ -219,14 +217,14 @@ def encode_window(
     flavour: str,
     scratch_dir: str,
     community: str = "",
-    archive_topics: str = "channel",
+    archive_topics: str = defaults.ARCHIVE_TOPICS,
 ) -> pa.Table:
     """Plan and encode one window's archives (the archive module's rules) into a scratch
     file; return one metadata row. The file holds the parts back to back, each preceded by
     its 8-byte big-endian length and message count. ``topics`` are the channel topics;
     ``archive_topics`` relabels as :func:`~waku_legacy.archive.topics.apply_archive_topics`."""
-    from waku_legacy.archive import ArchiveMessage, plan_archives
-    from waku_legacy.archive.topics import apply_archive_topics
+    from waku_legacy.archive import ArchiveMessage
+    from waku_legacy.archive.canonical import canonical_archives
 
     rows = table.to_pylist()
     window = rows[0]["window"]
@@ -243,15 +241,19 @@ def encode_window(
         )
         for r in rows
     ]
-    relabelled, topics = apply_archive_topics(messages, topics, community, archive_topics)
-    plan = plan_archives(relabelled, last_end=window_from, now=window_to, partition=partition)
+    # the archives' bytes as every other writer makes them (one window: starts at its from)
+    archives = canonical_archives(
+        messages, topics, community, archive_topics, last_end=window_from, now=window_to,
+        flavour=flavour, partition=partition,
+    )  # fmt: skip
+    plan = archives.plan
     if plan.late or plan.future or plan.windows != 1:
         raise WakuLegacyError(
             f"window {window_from}..{window_to} planned into {plan.windows} windows "
             f"({plan.late} late, {plan.future} future): inconsistent window assignment"
         )
     path = Path(scratch_dir) / f"window-{window:06d}.bin"
-    count = _write_window_file(path, plan.archives, topics, flavour)
+    count = _write_window_file(path, archives.encoded)
     return pa.Table.from_pylist(
         [
             {
@@ -269,29 +271,20 @@ def encode_window(
     )
 
 
-def _write_window_file(
-    path: Path,
-    archives: Sequence[PlannedArchive[ArchiveMessage | status_archive_pb2.WakuMessage]],
-    topics: tuple[bytes, ...],
-    flavour: str,
-) -> int:
-    """Encode ``archives`` into ``path`` (read back by :func:`read_window_file`): each part
+def _write_window_file(path: Path, encoded: Sequence[EncodedArchive]) -> int:
+    """Write ``encoded`` into ``path`` (read back by :func:`read_window_file`): each part
     preceded by its 8-byte big-endian length and message count. Returns the messages."""
-    from waku_legacy.archive import EncodedArchive
     from waku_legacy.durable import write_atomic
 
     chunks: list[bytes] = []
     count = 0
-    for planned in archives:
-        encoded = EncodedArchive.build(
-            planned.window_from, planned.window_to, topics, planned.messages, flavour=flavour
-        )
+    for archive in encoded:
         chunks += [
-            len(encoded.data).to_bytes(8, "big"),
-            encoded.message_count.to_bytes(8, "big"),
-            encoded.data,
+            len(archive.data).to_bytes(8, "big"),
+            archive.message_count.to_bytes(8, "big"),
+            archive.data,
         ]
-        count += encoded.message_count
+        count += archive.message_count
     # A task run twice (retry, speculation) replaces the file whole: never half of one.
     write_atomic(path, b"".join(chunks), step="archive-window", tmp=path.with_suffix(".tmp"))
     return count
@@ -377,7 +370,7 @@ def build_archives(
     torrent_dir: str,
     work_dir: str,
     now: int,
-    flavour: str = "status-go",
+    flavour: str = defaults.FLAVOUR,
     partition: int | None = None,
     fault: FaultHook = no_fault,
     community_key: PrivateKey | None = None,
@@ -556,11 +549,11 @@ def _encode_windows(run: _CommunityRun, good: DataFrame, start: int | None) -> l
 def _append_windows(run: _CommunityRun, windows: list[Row], start: int | None) -> None:
     """Step 5: the windows appended in order, one at a time (bounded memory), then the end
     date recorded and the scratch files removed."""
+    from waku_legacy.archive.canonical import canonical_metadata_topics
     from waku_legacy.archive.data_files import append_archives, write_last_end
-    from waku_legacy.archive.topics import archive_metadata_topics
 
     result = run.result
-    metadata_topics = archive_metadata_topics(
+    metadata_topics = canonical_metadata_topics(
         run.topics, run.cid, run.community.archive_topics
     )  # issue 12: "channel" | "universal" | "both"
     for row in windows:

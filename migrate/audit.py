@@ -33,11 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from waku_legacy.archive import defaults
 from waku_legacy.archive.encode import Flavour, IndexEntry
 from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage
 from waku_legacy.archive.partition import WEEK_SECONDS, window_start
 from waku_legacy.archive.topics import ArchiveTopics, apply_archive_topics
-from waku_legacy.errors import WakuLegacyError
+from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.topics import CommunityId, chat_topic, v1_topic_to_content_topic
 from waku_legacy.migrate.archives import archive_hash
 
@@ -55,12 +56,15 @@ __all__ = [
     "community_folder",
     "raw_records",
     "render_audit_table",
+    "with_published_archive_topics",
 ]
 
 UNKNOWN = "unknown"
 LIVE_V2 = "live v2 traffic"
 WORST_WINDOWS = 10
 _NANOS = 1_000_000_000
+DEFAULT_ARCHIVE_TOPICS = ArchiveTopics(defaults.ARCHIVE_TOPICS)
+DEFAULT_FLAVOUR = Flavour(defaults.FLAVOUR)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +78,24 @@ class AuditRequest:
     origin: str  # how the archives were given (magnet link, .torrent, folder), for the report
     work_dir: str  # scratch for sources that save pages (store-rest)
     pubsub_topic: str = "/waku/2/rs/16/64"
-    archive_topics: ArchiveTopics = ArchiveTopics.CHANNEL
-    flavour: Flavour = Flavour.STATUS_GO
+    # of windows without archive; None: read from the archives (with_published_archive_topics)
+    archive_topics: ArchiveTopics | None = None
+    flavour: Flavour = DEFAULT_FLAVOUR
     store_url: str | None = None  # a v2 store: its messages count as live v2 traffic
     keep_messages: bool = False  # keep each expected copy whole (a repair archives them)
+    # (from, to) -> the mode an archived window was written in (with_published_archive_topics)
+    window_topics: tuple[tuple[int, int, ArchiveTopics], ...] = ()
+
+    def topics_at(self, timestamp: int) -> ArchiveTopics:
+        """The mode of the archived window holding ``timestamp``, else ``archive_topics``."""
+        for start, end, mode in self.window_topics:
+            if start <= timestamp < end:
+                return mode
+        return self.new_window_topics()
+
+    def new_window_topics(self) -> ArchiveTopics:
+        """The mode of a window without archive (what the builder writes now)."""
+        return self.archive_topics or DEFAULT_ARCHIVE_TOPICS
 
 
 @dataclass(slots=True)
@@ -265,13 +283,77 @@ def _copies(
     request: AuditRequest, channel_topics: Sequence[bytes], message: ArchiveMessage
 ) -> Sequence[AnyArchiveMessage]:
     """The copies ``archive_topics`` makes of ``message`` (:mod:`waku_legacy.archive.topics`)."""
-    copies, _ = apply_archive_topics(
-        [message], channel_topics, request.community, request.archive_topics
-    )
+    mode = request.topics_at(message.timestamp)
+    copies, _ = apply_archive_topics([message], channel_topics, request.community, mode)
     return copies
 
 
 # -- the archives ----------------------------------------------------------------------------
+
+
+def published_archive_topics(
+    archive_dir: Path, community: CommunityId, flavour: Flavour
+) -> list[tuple[int, int, ArchiveTopics, str]]:
+    """(from, to, mode, archive id) of every archive in the folder whose mode can be read:
+    from its index metadata's topics, else from its messages' topics
+    (:func:`~waku_legacy.archive.topics.archive_topics_of`). No folder or index: []."""
+    from waku_legacy.archive.data_files import inspect_store, read_archive_bytes
+    from waku_legacy.archive.encode import decode_archive
+    from waku_legacy.archive.layout import CommunityLayout
+    from waku_legacy.archive.topics import archive_topics_of
+
+    layout = CommunityLayout.of(archive_dir, community)
+    if not layout.index.exists():
+        return []
+    try:
+        entries = inspect_store(layout, flavour).index.entries
+    except WakuLegacyError:
+        return []  # the audit reports an unreadable index
+    out = []
+    for entry in sorted(entries, key=lambda e: e.offset):
+        message_topics: list[bytes] = []
+        if not entry.content_topics:
+            try:
+                archive = decode_archive(read_archive_bytes(layout.data, entry), flavour=flavour)
+            except WakuLegacyError:
+                continue  # reported as a bad archive
+            message_topics = [bytes(m.topic) for m in archive.messages]
+        mode = archive_topics_of(entry.content_topics, community, message_topics)
+        if mode is not None:
+            out.append((entry.window_from, entry.window_to, mode, entry.archive_id))
+    return out
+
+
+def with_published_archive_topics(
+    request: AuditRequest, explicit: ArchiveTopics | None
+) -> AuditRequest:
+    """``request`` with the mode of the published archives: each archived window keeps the
+    mode it was written in (what the builder wrote there), and windows without archive take
+    the newest archive's (what the builder writes now); without archives, ``explicit`` or
+    the default. An ``explicit`` mode the archives contradict is a ConfigError: audited in
+    another mode, half of the archive would look "extra" and a repair would append copies
+    no current client imports."""
+    if request.window_topics:
+        return request  # already read
+    published = published_archive_topics(request.archive_dir, request.community, request.flavour)
+    if not published:
+        mode = explicit if explicit is not None else DEFAULT_ARCHIVE_TOPICS
+        return dataclasses.replace(request, archive_topics=mode, window_topics=())
+    modes = Counter(str(mode) for _, _, mode, _ in published)
+    if explicit is not None and set(modes) != {str(explicit)}:
+        found = ", ".join(f"{n} archive(s) {mode!r}" for mode, n in sorted(modes.items()))
+        raise ConfigError(
+            f"audit: --archive-topics {explicit} contradicts the published archives of "
+            f"{request.community} ({found}, read from their metadata topics: '-memberUpdate' "
+            "alone is 'universal', with the channel topics 'both', without it 'channel'); "
+            "leave --archive-topics out to audit them in their own mode"
+        )
+    newest = max(published, key=lambda p: (p[0], p[1]))[2]
+    windows = {(start, end): mode for start, end, mode, _ in published}
+    return dataclasses.replace(
+        request, archive_topics=newest,
+        window_topics=tuple((s, e, m) for (s, e), m in sorted(windows.items())),
+    )  # fmt: skip
 
 
 def community_folder(directory: Path, community: CommunityId) -> Path:
@@ -582,6 +664,7 @@ def audit_missing(
     reported in (what :func:`~waku_legacy.archive.repair.repair_archives` archives)."""
     from waku_legacy.archive.repair import MissingMessage
 
+    request = with_published_archive_topics(request, request.archive_topics)
     document, scan = _audit(dataclasses.replace(request, keep_messages=True), progress)
     ends = {w["start"]: w["end"] for w in document["windows"]}
     missing = []
@@ -596,6 +679,8 @@ def _audit(request: AuditRequest, progress: Progress | None) -> tuple[dict[str, 
     from waku_legacy.migrate.progress import Progress
 
     progress = progress or Progress(enabled=False)
+    if not request.window_topics:
+        request = with_published_archive_topics(request, request.archive_topics)
     archives, store_problems = scan_archives(
         request.archive_dir, request.community, request.flavour, progress
     )

@@ -69,17 +69,23 @@ def repair_community(
 ) -> tuple[RepairReport, dict[str, Any]]:
     """Audit, append the catch-up archives, sign the new link; then the second audit."""
     from waku_legacy.archive.repair import repair_archives
-    from waku_legacy.archive.topics import apply_archive_topics
     from waku_legacy.identity.topics import chat_topic
-    from waku_legacy.migrate.audit import audit_community, audit_missing
+    from waku_legacy.migrate.audit import (
+        audit_community,
+        audit_missing,
+        with_published_archive_topics,
+    )
 
+    request = with_published_archive_topics(request, request.archive_topics)
     _first, missing = audit_missing(request, progress)
     channel_topics = [chat_topic(request.community.channel_chat_id(c)) for c in request.channels]
-    _, topics = apply_archive_topics([], channel_topics, request.community, request.archive_topics)
     progress.log(f"repair: {len(missing)} missing message(s) to archive")
     report = repair_archives(
-        request.archive_dir, keys.torrent_dir, request.community, missing, topics,
-        community_key=keys.community_key, payload_signer=keys.operator_key,
+        request.archive_dir, keys.torrent_dir, request.community, missing, channel_topics,
+        archive_topics=request.new_window_topics(),
+        window_topics={(s, e): m for s, e, m in request.window_topics},
+        community_key=keys.community_key,
+        payload_signer=keys.operator_key,
         pubsub_topic=request.pubsub_topic, archive_link_chats=keys.archive_link_chats,
         evidence=link_evidence(request) if missing else None, flavour=request.flavour,
     )  # fmt: skip

@@ -153,7 +153,10 @@ def _export(args: argparse.Namespace) -> int:
     if not channels:
         discovery = _discover(args, sources, out)
         channels = list(discovery.channels)
-    community: dict[str, Any] = {"id": args.community, "channels": channels, "shard": args.shard}
+    community: dict[str, Any] = {
+        "id": args.community, "channels": channels, "shard": args.shard,
+        "archive_topics": args.archive_topics, "archive_link_chats": args.archive_link_chats,
+    }  # fmt: skip
     if args.key_file:
         community["key_file"] = str(Path(args.key_file).resolve())
     data: dict[str, Any] = {
@@ -244,7 +247,12 @@ def _audit(args: argparse.Namespace) -> int:
     from waku_legacy.console import print_json
     from waku_legacy.identity.shards import community_pubsub_topic
     from waku_legacy.identity.topics import CommunityId
-    from waku_legacy.migrate.audit import AuditRequest, audit_community, render_audit_table
+    from waku_legacy.migrate.audit import (
+        AuditRequest,
+        audit_community,
+        render_audit_table,
+        with_published_archive_topics,
+    )
     from waku_legacy.migrate.config import parse_source
     from waku_legacy.migrate.progress import Progress
 
@@ -263,9 +271,11 @@ def _audit(args: argparse.Namespace) -> int:
             sources=[parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)],
             archive_dir=archive_dir, origin=args.magnet or args.torrent or args.archive_dir,
             work_dir=str(scratch), pubsub_topic=community_pubsub_topic(args.shard),
-            archive_topics=ArchiveTopics.parse(args.archive_topics),
             flavour=Flavour.parse(args.flavour), store_url=args.store,
         )  # fmt: skip
+        # the mode the published archives were built with; a contradicting flag is refused
+        explicit = None if args.archive_topics is None else ArchiveTopics.parse(args.archive_topics)
+        request = with_published_archive_topics(request, explicit)
         if keys is not None:
             document = _audit_repair(request, keys, progress)
         else:
@@ -424,6 +434,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from waku_legacy.archive import defaults
+
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print the report as JSON")
         p.add_argument("--master", help="Spark master URL (overrides the config)")
@@ -454,6 +466,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
     export.add_argument("--key-file", help="community private key (hex) to sign the magnet link")
     export.add_argument("--now", type=int, help="archive clock, Unix seconds (default: now)")
+    export.add_argument(
+        "--archive-topics", choices=("channel", "universal", "both"),
+        default=defaults.ARCHIVE_TOPICS,
+        help=f"topics of archived channel messages (default: {defaults.ARCHIVE_TOPICS})",
+    )  # fmt: skip
+    export.add_argument(
+        "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
+        default=defaults.ARCHIVE_LINK_CHATS,
+        help=f"chats of the signed link message (default: {defaults.ARCHIVE_LINK_CHATS})",
+    )  # fmt: skip
     export.add_argument("--out", required=True, help="output directory")
     common(export)
     export.set_defaults(func=_export)
@@ -475,6 +497,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from waku_legacy.archive import defaults
     from waku_legacy.archive.cli import add_session
 
     audit = subparsers.add_parser(
@@ -494,13 +517,17 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "newest signed CommunityDescription in the sources",
     )  # fmt: skip
     audit.add_argument(
-        "--archive-topics", choices=("channel", "universal", "both"), default="channel",
-        help="which topics the archives were built with (the community's archive_topics)",
+        "--archive-topics", choices=("channel", "universal", "both"), default=None,
+        help="which topics the archives were built with (the community's archive_topics; "
+        "default: read from the published archives' metadata, and "
+        f"{defaults.ARCHIVE_TOPICS} when there is no archive yet); a value the archives "
+        "contradict is refused",
     )  # fmt: skip
     audit.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
     audit.add_argument("--store", help="v2 store URL: its messages count as live v2 traffic")
     audit.add_argument("--html", help="also write the report as one self-contained HTML file")
-    audit.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go")
+    audit.add_argument("--flavour", choices=("status-go", "seed-spec"), default=defaults.FLAVOUR,
+                       help=f"archive format (default: {defaults.FLAVOUR})")  # fmt: skip
     audit.add_argument("--save-dir", help="where --magnet/--torrent fetch to (default: temp)")
     audit.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
     audit.add_argument("--metadata-timeout", type=float, default=20.0)
@@ -519,8 +546,10 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )  # fmt: skip
     audit.add_argument("--torrent-dir", help="--repair: where the torrent and link message go")
     audit.add_argument(
-        "--archive-link-chats", choices=("both", "universal", "magnetlinks"), default="both",
-        help="--repair: the chats the link message is made for",
+        "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
+        default=defaults.ARCHIVE_LINK_CHATS,
+        help="--repair: the chats the link message is made for "
+        f"(default: {defaults.ARCHIVE_LINK_CHATS}, as a [[community]])",
     )  # fmt: skip
     add_session(audit, "0.0.0.0:0")
     audit.set_defaults(func=_audit)

@@ -70,6 +70,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from waku_legacy.archive import defaults
 from waku_legacy.community_config import (
     CommunityConfig,
     parse_communities,
@@ -142,7 +143,7 @@ class SourceConfig:
 class PipelineConfig:
     default_pubsub_topic: str = DEFAULT_PUBSUB_TOPIC
     now: int | None = None
-    flavour: str = "status-go"
+    flavour: str = defaults.FLAVOUR
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +260,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     if not default_topic.startswith("/waku/2/"):
         raise pipe_t.error("default_pubsub_topic", "a Waku v2 pubsub topic (/waku/2/…)",
                            default_topic)  # fmt: skip
-    flavour = pipe_t.string("flavour", default="status-go")
+    flavour = pipe_t.string("flavour", default=defaults.FLAVOUR)
     if flavour not in ("status-go", "seed-spec"):
         raise pipe_t.error("flavour", "'status-go' or 'seed-spec'", flavour)
     pipeline = PipelineConfig(

@@ -54,7 +54,8 @@ def test_build_inspect_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     )  # fmt: skip
     assert code == 0, err
     report = json.loads(out)
-    assert report["archives_added"] == 3 and report["messages_archived"] == len(messages)
+    # archive_topics "both", the one default (waku_legacy.archive.defaults): two copies each
+    assert report["archives_added"] == 3 and report["messages_archived"] == 2 * len(messages)
     assert '"event": "progress"' in err  # not a tty: structured progress lines
     body = json.loads(Path(report["magnet_message_paths"][1]).read_text())
     assert body["path"] == "/relay/v1/messages/%2Fwaku%2F2%2Frs%2F16%2F128"
@@ -101,6 +102,7 @@ def test_seed_and_fetch_commands(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "--torrent-dir", str(tmp_path / "t"), "--community", str(COMMUNITY),
         "--channel", CHANNEL, "--input", str(tmp_path / "in.jsonl"), "--now", str(T0 + 3 * W),
         "--community-key-file", str(tmp_path / "key"), "--json", "--quiet",
+        "--archive-topics", "channel",
     )  # fmt: skip
     assert code == 0, err
     report = json.loads(out)

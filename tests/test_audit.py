@@ -20,6 +20,7 @@ from waku_legacy.archive import ArchiveMessage, EncodedArchive, append_archives
 from waku_legacy.archive.build import BuildReport, build_community_archives
 from waku_legacy.archive.partition import WEEK_SECONDS
 from waku_legacy.cli import main
+from waku_legacy.errors import ConfigError
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import chat_topic
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter
@@ -163,7 +164,8 @@ def damaged(sample, tmp_path_factory):
     fabricated = ArchiveMessage(week1[2].timestamp, b"\x42" * 32, TOPICS[0], b"not from a source")
     kept = [m for m in week0 + week1 if m not in removed] + [foreign_public, fabricated]
     build_community_archives(
-        archive_dir, tmp / "torrents", CID, TOPICS, kept, now=start + 2 * WEEK_SECONDS
+        archive_dir, tmp / "torrents", CID, TOPICS, kept, now=start + 2 * WEEK_SECONDS,
+        archive_topics="channel",  # the channel-only archives published before issue 12
     )
     # no archive for week 2; week 3's archive holds one message twice
     doubled = sorted([*week3, week3[3]], key=lambda m: (m.timestamp, m.hash))
@@ -379,9 +381,14 @@ def test_a_relabelled_build_audits_complete_with_its_archive_topics(sample, tmp_
     doc = audit_community(_request(out, archive_dir, tmp_path, archive_topics="both"))
     assert doc["complete"] is True
     assert doc["totals"]["both"] == doc["totals"]["source_messages"] == 2 * len(channel)
-    # audited as if built with the channel topics, the relabelled copies are extra
+    # without a mode the audit reads it from the archives' metadata (issue 22)
     doc = audit_community(_request(out, archive_dir, tmp_path))
-    assert (doc["complete"], doc["totals"]["extra"]) == (True, len(channel))
+    assert (doc["complete"], doc["totals"]["extra"]) == (True, 0)
+    assert doc["totals"]["both"] == 2 * len(channel)
+    # a mode the archives contradict is refused, naming what they say
+    for wrong in ("channel", "universal"):
+        with pytest.raises(ConfigError, match=r"contradicts the published archives.*'both'"):
+            audit_community(_request(out, archive_dir, tmp_path, archive_topics=wrong))
 
 
 def test_a_corrupted_archive_is_reported(sample, tmp_path) -> None:
@@ -477,7 +484,7 @@ def test_an_extra_message_the_store_holds_is_live_v2_traffic(sample, tmp_path) -
     archive_dir = tmp_path / "archives"
     build_community_archives(
         archive_dir, tmp_path / "torrents", CID, TOPICS, [*channel, live],
-        now=start + 4 * WEEK_SECONDS,
+        now=start + 4 * WEEK_SECONDS, archive_topics="channel",
     )  # fmt: skip
     doc = audit_community(_request(out, archive_dir, tmp_path, store_url=url))
     assert doc["extra"] == [
@@ -552,7 +559,10 @@ def test_an_index_that_breaks_the_rules_is_reported(sample, tmp_path) -> None:
     raw = bytearray(index.read_bytes())
     raw[-1] ^= 1  # an entry's metadata no longer hashes to its key
     index.write_bytes(bytes(raw))
-    doc = audit_community(_request(out, tmp_path / "archives", tmp_path))
+    # the index does not read, so the archives cannot say their mode: the flag does
+    doc = audit_community(
+        _request(out, tmp_path / "archives", tmp_path, archive_topics="channel")
+    )
     [problem] = doc["archive_problems"]
     assert problem["archive_id"] == "index"
     assert doc["totals"]["missing"] == len(channel) and doc["totals"]["bad_archives"] == 1

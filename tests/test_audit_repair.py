@@ -213,3 +213,56 @@ def test_repair_needs_its_keys(tmp_path: Path, capsys) -> None:
             f"dump:{tmp_path / 'none.dump'}", "--repair"]  # fmt: skip
     assert main(argv) == 2
     assert "--key-file and --torrent-dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["channel", "universal", "both"])
+def test_repair_in_each_mode_appends_what_the_builder_writes(
+    sample, tmp_path: Path, capsys, mode: str  # noqa: F811
+) -> None:
+    """Issue 22: ``audit --repair`` without ``--archive-topics`` reads the archives' mode, and
+    every catch-up archive is byte for byte what the builder writes for its window and
+    messages in that mode (metadata topics, copies, hashes, order, padding)."""
+    from tests.test_audit import TOPICS, _week
+    from waku_legacy.archive.build import build_community_archives
+    from waku_legacy.archive.partition import WEEK_SECONDS
+    from waku_legacy.archive.topics import universal_topic
+
+    out, channel, _public, start = sample
+    week0, week1 = _week(channel, start, 0), _week(channel, start, 1)
+    removed = [week0[1], week0[5], week1[2]]
+    kept = [m for m in week0 + week1 if m not in removed]
+    archive_dir, torrents = tmp_path / "archives", tmp_path / "torrents"
+    build_community_archives(archive_dir, torrents, CID, TOPICS, kept,
+                             now=start + 2 * WEEK_SECONDS, archive_topics=mode)  # fmt: skip
+    old_entries = read_index(archive_dir, CID).entries
+    key_file = tmp_path / "community.key"
+    key_file.write_text(COMMUNITY.secret.hex())
+    argv = ["audit", "--community", CID, "--archive-dir", str(archive_dir),
+            *[a for s in _sources(out) for a in ("--source", s)], "--quiet", "--json",
+            "--repair", "--key-file", str(key_file), "--torrent-dir", str(torrents)]  # fmt: skip
+    assert main(argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    totals = document["totals"]
+    assert document["complete"] and (totals["extra"], totals["missing"]) == (0, 0)
+    index = read_index(archive_dir, CID)
+    assert index.entries[: len(old_entries)] == old_entries
+    new_entries = index.entries[len(old_entries) :]
+    # removed messages in weeks 0 and 1, and weeks 2 and 3 that had no archive
+    assert {(e.window_from - start) // WEEK_SECONDS for e in new_entries} == {0, 1, 2, 3}
+    missing = removed + [m for m in channel if m.timestamp >= start + 2 * WEEK_SECONDS]
+    universal = universal_topic(CID)
+    data = CommunityLayout.of(archive_dir, CID).data
+    for number, entry in enumerate(new_entries):
+        assert (universal in entry.content_topics) == (mode != "channel")
+        messages = [m for m in missing if entry.window_from <= m.timestamp < entry.window_to]
+        reference = tmp_path / f"builder-{number}"
+        build_community_archives(
+            reference, tmp_path / f"builder-torrents-{number}", CID, TOPICS, messages,
+            now=entry.window_to, last_end=entry.window_from,
+            partition=entry.window_to - entry.window_from, archive_topics=mode,
+        )  # fmt: skip
+        [built] = read_index(reference, CID).entries
+        assert built.content_topics == entry.content_topics
+        assert read_archive_bytes(CommunityLayout.of(reference, CID).data, built) == (
+            read_archive_bytes(data, entry)
+        )

@@ -365,3 +365,34 @@ def test_a_failing_source_is_one_clear_error(spark, dataset, tmp_path) -> None:
     missing = {"kind": "mailserver-leveldb", "name": "gone", "path": str(tmp_path / "nope")}
     with pytest.raises(WakuLegacyError, match="cannot open LevelDB"):
         _run(spark, dataset, tmp_path / "gone", sources=[missing])
+
+
+def test_the_bridge_writes_the_migrations_bytes_from_its_output_store(
+    baseline, dataset, tmp_path
+) -> None:
+    """Issue 22: the bridge, archiving the migration's output store into empty folders, writes
+    byte for byte the migration's archives, index and torrent (one function decides the
+    metadata topic order, the message order and the windows), even with its config listing
+    the channels in another order than their sorted topics."""
+    from waku_legacy.bridge.archiver import build_from_store
+    from waku_legacy.bridge.config import ArchiveConfig
+    from waku_legacy.community_config import CommunityConfig
+
+    out, _ = baseline
+    bridge = tmp_path / "bridge"
+    config = ArchiveConfig(str(bridge / "archives"), str(bridge / "torrents"))
+    with open_store(f"sqlite:///{out}/store.sqlite3") as store:
+        for c in dataset.communities:
+            topic_of = {u: chat_topic(c.id.channel_chat_id(u)) for u in c.channels}
+            channels = tuple(sorted(c.channels, key=topic_of.__getitem__, reverse=True))
+            community = CommunityConfig(c.id, channels, c.shard)
+            assert list(community.channel_topics()) != sorted(community.channel_topics())
+            report, stats = build_from_store(
+                store, community, config, now=NOW, clock_ms=NOW * 1000, key=None
+            )
+            assert report.archives_added >= 5 and stats.undecryptable == 0
+            assert stats.from_envelopes == stats.read  # v1-era: the envelope hash, as migrated
+    migrated, bridged = _archive_files(out), _archive_files(bridge)
+    assert set(bridged) == set(migrated)
+    for name, data in migrated.items():
+        assert bridged[name] == data, name

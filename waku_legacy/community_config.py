@@ -9,6 +9,7 @@ archives; and ``[logos_storage]``, which that back end needs.
     key_file = "community.key"          # optional: hex private key, signs the archive link
     archive_link_chats = "both"         # "universal" (<id>-memberUpdate), "magnetlinks"
                                         #   (<id>-magnetlinks, 2024 clients) or "both"
+                                        #   (defaults: waku_legacy.archive.defaults)
     operator_key_file = "operator.key"  # optional: signs the link's 26/WAKU-PAYLOAD
     backend = "torrent"                 # or "logos-storage"
     archive_topics = "both"             # "channel", "universal" or "both"
@@ -25,6 +26,7 @@ from typing import Any
 
 import coincurve
 
+from waku_legacy.archive import defaults
 from waku_legacy.config import ConfigTable, resolve_path
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import community_pubsub_topic
@@ -46,10 +48,10 @@ class CommunityConfig:
     shard: int
     key_file: str | None = None
     name: str | None = None
-    archive_link_chats: str = "both"  # "both" | "universal" | "magnetlinks"
+    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS  # "both" | "universal" | "magnetlinks"
     operator_key_file: str | None = None  # signs the archive-link message's 26/WAKU-PAYLOAD
-    backend: str = "torrent"  # "torrent" | "logos-storage" (issue 12)
-    archive_topics: str = "both"  # "channel" | "universal" | "both" (waku_legacy.archive.topics)
+    backend: str = defaults.BACKEND  # "torrent" | "logos-storage" (issue 12)
+    archive_topics: str = defaults.ARCHIVE_TOPICS  # "channel" | "universal" | "both"
 
     @property
     def pubsub_topic(self) -> str:
@@ -89,7 +91,7 @@ def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
         raise ConfigError(f"{t.where}: key 'shard': {exc}") from None
     key_file = resolve_path(base, t.string("key_file"))
     name = t.string("name")
-    link_chats = t.string("archive_link_chats", default="both")
+    link_chats = t.string("archive_link_chats", default=defaults.ARCHIVE_LINK_CHATS)
     if link_chats not in ("both", "universal", "magnetlinks"):
         raise t.error(
             "archive_link_chats",
@@ -103,7 +105,7 @@ def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
     backend = parse_backend(t.raw("backend"), t.where)
     from waku_legacy.archive.topics import ArchiveTopics
 
-    archive_topics = t.string("archive_topics", default=str(ArchiveTopics.BOTH))
+    archive_topics = t.string("archive_topics", default=defaults.ARCHIVE_TOPICS)
     if archive_topics not in set(ArchiveTopics):
         raise t.error(
             "archive_topics",

@@ -16,6 +16,8 @@ from typing import Any
 
 import coincurve
 
+from waku_legacy.archive import defaults
+from waku_legacy.archive.canonical import canonical_archives
 from waku_legacy.archive.data_files import (
     append_archives,
     recorded_last_end,
@@ -41,14 +43,12 @@ from waku_legacy.archive.magnet import (
 from waku_legacy.archive.magnet import (
     archive_link_chats as link_chats_of,
 )
-from waku_legacy.archive.message import ArchiveMessage
+from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage
 from waku_legacy.archive.partition import (
     MAX_ARCHIVE_BYTES,
     WEEK_SECONDS,
     ArchivePlan,
-    plan_archives,
 )
-from waku_legacy.archive.topics import apply_archive_topics
 from waku_legacy.archive.torrent import (
     ANNOUNCE_LIST,
     TorrentInfo,
@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 Progress = Callable[[str, int, int], None]
-_Message = ArchiveMessage | status_archive_pb2.WakuMessage
+_Message = AnyArchiveMessage
 
 
 @dataclass(slots=True)
@@ -129,10 +129,10 @@ def build_community_archives(
     fault: FaultHook = no_fault,
     fsync: bool = True,
     progress: Progress | None = None,
-    archive_link_chats: str = BOTH,
+    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS,
     payload_signer: coincurve.PrivateKey | None = None,
     logos_storage: LogosStorageClient | None = None,
-    archive_topics: str = "channel",
+    archive_topics: str = "channel",  # the tools pass their setting (archive.defaults)
 ) -> BuildReport:
     """Archive ``messages`` of one community up to ``now`` (seconds) and refresh its torrent.
 
@@ -149,7 +149,9 @@ def build_community_archives(
     ``<id>-magnetlinks``), the 26/WAKU-PAYLOAD signed by ``payload_signer`` (default: the
     community key); see :func:`write_magnet_message`. ``archive_topics`` (``"channel"``,
     ``"universal"``, ``"both"``) relabels the messages on ``content_topics`` (the channels)
-    with the community's ``-memberUpdate`` topic (:mod:`waku_legacy.archive.topics`).
+    with the community's ``-memberUpdate`` topic (:mod:`waku_legacy.archive.topics`); this
+    library default relabels nothing, and every tool passes its setting, whose one default
+    is :data:`waku_legacy.archive.defaults.ARCHIVE_TOPICS`.
     """
     started = time.monotonic()
     flavour = Flavour.parse(flavour)
@@ -157,19 +159,20 @@ def build_community_archives(
     signer = link_signer(layout, community_key, pubsub_topic, archive_link_chats, payload_signer)
     topics = tuple(bytes(t) for t in content_topics)
     report_progress = progress or _no_progress
-    # 1. repair what an interrupted run left, then plan the windows since the last run
+    # 1. repair what an interrupted run left; the windows start where the last run ended
     layout.check_directories()
     layout.root.mkdir(parents=True, exist_ok=True)
     status = repair_store(layout, flavour, fault=fault, fsync=fsync)
     previous_end = last_end if last_end is not None else recorded_last_end(layout, status.index)
-    messages, topics = apply_archive_topics(messages, topics, layout.community, archive_topics)
-    plan = plan_archives(
-        messages, last_end=previous_end, now=now, partition=partition,
-        max_archive_bytes=max_archive_bytes,
+    # 2. the archives' bytes (canonical: the migration and the repair write the same), then
+    # append them to data and index and record the new end
+    archives = canonical_archives(
+        messages, topics, layout.community, archive_topics, last_end=previous_end, now=now,
+        flavour=flavour, partition=partition, max_archive_bytes=max_archive_bytes,
+        progress=lambda done, total: report_progress("encode", done, total),
     )  # fmt: skip
+    plan, encoded = archives.plan, archives.encoded
     report = _planned_report(layout, flavour, now, plan, status.torn_tail)
-    # 2. encode the new archives, append them to data and index, record the new end
-    encoded = _encode_planned(plan, topics, flavour, report_progress)
     _append(layout, encoded, report, flavour, fault=fault, fsync=fsync)
     if plan.new_last_end is not None:
         write_last_end(layout, plan.new_last_end, fault=fault, fsync=fsync)
@@ -242,21 +245,6 @@ def _planned_report(
         oversize_messages=plan.oversize,
         repaired_bytes=repaired_bytes,
     )
-
-
-def _encode_planned(
-    plan: ArchivePlan[_Message], topics: Sequence[bytes], flavour: Flavour, progress: Progress
-) -> list[EncodedArchive]:
-    encoded = []
-    for number, planned in enumerate(plan.archives):
-        progress("encode", number, len(plan.archives))
-        encoded.append(
-            EncodedArchive.build(
-                planned.window_from, planned.window_to, topics, planned.messages, flavour=flavour
-            )
-        )
-    progress("encode", len(plan.archives), len(plan.archives))
-    return encoded
 
 
 def _append(
@@ -447,7 +435,7 @@ def finish_interrupted_build(
     announce_list: Sequence[str] = ANNOUNCE_LIST,
     fault: FaultHook = no_fault,
     fsync: bool = True,
-    archive_link_chats: str = BOTH,
+    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS,
     payload_signer: coincurve.PrivateKey | None = None,
     backend: str = TORRENT,
     link_clock: Callable[[str], int] | None = None,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from waku_legacy.archive import defaults
 from waku_legacy.errors import ConfigError, DecodeError
 
 if TYPE_CHECKING:  # imported where used: the CLI starts without loading every command
@@ -163,6 +164,8 @@ def _build(args: argparse.Namespace) -> int:
         community_key=key,
         pubsub_topic=_pubsub_topic(args),
         progress=Progress(not args.quiet),
+        archive_topics=args.archive_topics,
+        archive_link_chats=args.archive_link_chats,
     )
     _emit(
         args,
@@ -529,8 +532,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flavour",
         choices=("status-go", "seed-spec"),
-        default="status-go",
-        help="archive format: status-go (what Status Desktop imports, default) or seed-spec",
+        default=defaults.FLAVOUR,
+        help="archive format: status-go (what Status Desktop imports) or seed-spec "
+        f"(default: {defaults.FLAVOUR})",
     )
 
 
@@ -566,6 +570,18 @@ def _register_archive(subparsers: Any) -> None:
     )
     build.add_argument("--now", type=int, help="end of the last window, seconds (default: now)")
     build.add_argument(
+        "--archive-topics", choices=("channel", "universal", "both"),
+        default=defaults.ARCHIVE_TOPICS,
+        help="topics of archived channel messages: channel (clients before status-go PR "
+        "#5993), universal (<id>-memberUpdate: current clients) or both "
+        f"(default: {defaults.ARCHIVE_TOPICS}, as a [[community]])",
+    )  # fmt: skip
+    build.add_argument(
+        "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
+        default=defaults.ARCHIVE_LINK_CHATS,
+        help=f"chats of the signed link message (default: {defaults.ARCHIVE_LINK_CHATS})",
+    )  # fmt: skip
+    build.add_argument(
         "--community-key-file", help="file with the community private key (hex) to sign"
     )
     build.add_argument("--pubsub-topic", help="where the magnet-link message is to be published")
@@ -595,8 +611,9 @@ def _register_seed(subparsers: Any) -> None:
     seed.add_argument("--duration", type=float, help="stop after this many seconds")
     seed.add_argument("--once", action="store_true", help="seed, report once and exit")
     seed.add_argument("--json", action="store_true", help="JSON lines")
-    seed.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go",
-                      help="archive format, for repairing an interrupted build")  # fmt: skip
+    seed.add_argument("--flavour", choices=("status-go", "seed-spec"), default=defaults.FLAVOUR,
+                      help="archive format, for repairing an interrupted build "
+                      f"(default: {defaults.FLAVOUR})")  # fmt: skip
     add_session(seed, "0.0.0.0:6881")
     seed.set_defaults(func=_seed)
 

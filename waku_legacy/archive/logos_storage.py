@@ -96,7 +96,9 @@ def parse_backend(value: Any, where: str) -> str:
     own back end, so a torrent member handed a CID (or a Logos Storage member handed a magnet
     link) cancels its download and fails. Asking for both is refused with that reason."""
     if value is None:
-        return TORRENT
+        from waku_legacy.archive.defaults import BACKEND
+
+        return BACKEND
     both = (isinstance(value, list | tuple) and len(value) > 1) or value in ("both", "all")
     if both:
         raise ConfigError(

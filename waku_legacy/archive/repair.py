@@ -36,14 +36,16 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import coincurve
 from google.protobuf.message import DecodeError
 
+from waku_legacy.archive import defaults
 from waku_legacy.archive.build import link_signer, write_magnet_message
+from waku_legacy.archive.canonical import canonical_archives
 from waku_legacy.archive.clock import ClockEvidence, choose_link_clock, read_evidence
 from waku_legacy.archive.data_files import (
     ArchiveIndex,
@@ -55,9 +57,9 @@ from waku_legacy.archive.data_files import (
 from waku_legacy.archive.encode import EncodedArchive, Flavour
 from waku_legacy.archive.errors import ArchiveError
 from waku_legacy.archive.layout import CommunityLayout
-from waku_legacy.archive.magnet import BOTH
 from waku_legacy.archive.message import AnyArchiveMessage
-from waku_legacy.archive.partition import MAX_ARCHIVE_BYTES, plan_archives
+from waku_legacy.archive.partition import MAX_ARCHIVE_BYTES
+from waku_legacy.archive.topics import ArchiveTopics
 from waku_legacy.archive.torrent import ANNOUNCE_LIST, build_torrent
 from waku_legacy.faults import no_fault
 from waku_legacy.identity.topics import CommunityId
@@ -131,25 +133,27 @@ def catch_up_windows(
 
 def _encode(
     windows: dict[tuple[int, int], list[AnyArchiveMessage]],
-    index: ArchiveIndex,
-    content_topics: Sequence[bytes],
+    community: CommunityId,
+    channel_topics: Sequence[bytes],
+    archive_topics: ArchiveTopics | str,
+    window_topics: Mapping[tuple[int, int], ArchiveTopics | str],
     flavour: Flavour,
     max_archive_bytes: int,
 ) -> list[EncodedArchive]:
-    """One archive per window (several when too large, as the builder splits), with the
-    content topics of the window's existing archive, else ``content_topics``."""
-    topics_of = {(e.window_from, e.window_to): e.content_topics for e in index.entries}
+    """One archive per window (several when too large, as the builder splits), encoded as
+    the builder encodes (:func:`~waku_legacy.archive.canonical.canonical_archives`: the
+    metadata topics of ``archive_topics``, whatever an earlier archive of the window lists)."""
     encoded = []
     for (start, end), messages in sorted(windows.items()):
-        plan = plan_archives(messages, last_end=start, now=end, partition=end - start,
-                             max_archive_bytes=max_archive_bytes)  # fmt: skip
-        if plan.late or plan.future:
+        archives = canonical_archives(
+            messages, channel_topics, community,
+            window_topics.get((start, end), archive_topics), last_end=start, now=end,
+            flavour=flavour, partition=end - start, max_archive_bytes=max_archive_bytes,
+            relabelled=True,
+        )  # fmt: skip
+        if archives.plan.late or archives.plan.future:
             raise ArchiveError(f"catch-up window {start}..{end} does not hold its messages")
-        topics = topics_of.get((start, end), tuple(content_topics))
-        encoded += [
-            EncodedArchive.build(p.window_from, p.window_to, topics, p.messages, flavour=flavour)
-            for p in plan.archives
-        ]
+        encoded += archives.encoded
     return encoded
 
 
@@ -172,12 +176,14 @@ def repair_archives(
     torrent_dir: str | os.PathLike[str],
     community: CommunityId | str,
     missing: Sequence[MissingMessage],
-    content_topics: Sequence[bytes],
+    channel_topics: Sequence[bytes],
     *,
+    archive_topics: ArchiveTopics | str,
+    window_topics: Mapping[tuple[int, int], ArchiveTopics | str] | None = None,
     community_key: coincurve.PrivateKey,
     payload_signer: coincurve.PrivateKey | None = None,
     pubsub_topic: str,
-    archive_link_chats: str = BOTH,
+    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS,
     evidence: ClockEvidence | None = None,
     clock_ms: int | None = None,
     now: int | None = None,
@@ -201,7 +207,8 @@ def repair_archives(
         report.data_length = index.data_length
         return report
     windows = catch_up_windows(missing, index, int(time.time()) if now is None else now)
-    encoded = _encode(windows, index, content_topics, flavour, max_archive_bytes)
+    encoded = _encode(windows, layout.community, channel_topics, archive_topics,
+                      window_topics or {}, flavour, max_archive_bytes)  # fmt: skip
     last_end = recorded_last_end(layout, index)
     result = append_archives(archive_dir, layout.community, encoded, flavour=flavour,
                              fsync=fsync, catch_up=True)  # fmt: skip

@@ -38,16 +38,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 
-from waku_legacy.archive.message import ArchiveMessage, as_archive_message
+from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage, as_archive_message
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.topics import CommunityId, chat_topic
-from waku_legacy.proto import status_archive_pb2
 
 __all__ = [
     "ArchiveTopics",
     "apply_archive_topics",
     "archive_metadata_topics",
+    "archive_topics_of",
     "relabelled_hash",
     "universal_topic",
 ]
@@ -98,11 +98,11 @@ def archive_metadata_topics(
 
 
 def apply_archive_topics(
-    messages: Iterable[ArchiveMessage | status_archive_pb2.WakuMessage],
+    messages: Iterable[AnyArchiveMessage],
     channel_topics: Sequence[bytes],
     community: CommunityId | str,
     mode: ArchiveTopics | str,
-) -> tuple[list[ArchiveMessage | status_archive_pb2.WakuMessage], tuple[bytes, ...]]:
+) -> tuple[list[AnyArchiveMessage], tuple[bytes, ...]]:
     """(messages to archive, metadata topics) for ``mode``.
 
     Messages on one of ``channel_topics`` are relabelled as the module docstring says; other
@@ -114,7 +114,7 @@ def apply_archive_topics(
         return list(messages), metadata
     universal = universal_topic(community)
     channels = {bytes(t) for t in channel_topics} - {universal}
-    out: list[ArchiveMessage | status_archive_pb2.WakuMessage] = []
+    out: list[AnyArchiveMessage] = []
     for message in messages:
         if bytes(message.topic) not in channels:
             out.append(message)
@@ -132,3 +132,20 @@ def apply_archive_topics(
         )  # fmt: skip
         out.append(relabelled)
     return out, metadata
+
+
+def archive_topics_of(
+    metadata_topics: Sequence[bytes],
+    community: CommunityId | str,
+    message_topics: Iterable[bytes] = (),
+) -> ArchiveTopics | None:
+    """The mode an archive was written in, from its metadata's topics (as
+    :func:`archive_metadata_topics` lists them), else -- metadata without topics -- from its
+    messages' topics; None when neither says (no topic at all)."""
+    universal = universal_topic(community)
+    topics = {bytes(t) for t in metadata_topics} or {bytes(t) for t in message_topics}
+    if not topics:
+        return None
+    if universal not in topics:
+        return ArchiveTopics.CHANNEL
+    return ArchiveTopics.UNIVERSAL if topics == {universal} else ArchiveTopics.BOTH
