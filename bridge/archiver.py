@@ -255,6 +255,8 @@ class CommunityArchiver:
         self.last_run: RunReport | None = None
         self.last_published: dict[str, Any] | None = None
         self.last_clock: ClockChoice | None = None  # the last archive-link clock and why
+        # what members' clients import from the archives, after the last run (issue 23)
+        self.members_preview: dict[str, Any] | None = None
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
@@ -409,6 +411,7 @@ class CommunityArchiver:
                 self.degraded = None
                 if report.archives_added and report.archive_link:  # magnet link or CID
                     run.published = await self.publish(report.archive_link)
+                self.members_preview = await self._preview_members()
                 self.metrics.archive_runs.inc(1, self.name, "ok")
                 self.metrics.archive_last_success.set(self.clock.time(), self.name)
                 log.info(
@@ -426,6 +429,35 @@ class CommunityArchiver:
                 log.error("archive run failed", exc_info=True, extra=fields(community=self.name))
             self.metrics.archive_duration.observe(time.monotonic() - started, self.name)
             return run
+
+    def _members_preview(self, store: MessageStore) -> dict[str, Any]:
+        """A member's client of each generation on the archives as they are now, with the
+        newest signed description and link messages in the store and the link message files
+        (:mod:`waku_legacy.members`)."""
+        from waku_legacy.identity.descriptions import newest_description
+        from waku_legacy.members.preview import preview_community, status_summary
+        from waku_legacy.members.published import (
+            folder_entries,
+            read_link_file,
+            read_store_published,
+        )
+
+        published = read_store_published(store, self.community.id, "store")
+        if self.layout.magnet_message_json.is_file():
+            published.links += read_link_file(self.layout.magnet_message_json)
+        description = newest_description(published.descriptions)
+        if description is None:
+            return {"error": "no CommunityDescription signed by the community key in the store"}
+        entries = folder_entries(self.config.archive_dir, self.community.id, self.config.flavour)
+        document = preview_community(entries, self.community.id, description, published.links)
+        return {"at": self.clock.time(), **status_summary(document)}
+
+    async def _preview_members(self) -> dict[str, Any]:
+        try:
+            return await self.store.read(self._members_preview)
+        except (WakuLegacyError, OSError, ValueError) as exc:  # never fails the run
+            log.warning("members preview failed", extra=fields(community=self.name, error=str(exc)))
+            return {"error": str(exc)}
 
     async def publish(self, magnet_uri: str | None = None) -> bool:
         """Sign (fresh clock) and publish the magnet-link message; False when not possible."""
@@ -499,6 +531,7 @@ class CommunityArchiver:
                 "uploaded": seed.uploaded,
             },
             "lastRun": None if self.last_run is None else self.last_run.to_json(),
+            "membersPreview": self.members_preview,
         }  # fmt: skip
 
 

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,9 +34,6 @@ if TYPE_CHECKING:
     from waku_legacy.members.published import Published
 
 __all__ = ["register"]
-
-MAX_LINK_FILE_BYTES = 1 << 20  # a link message is ~1 KB; its JSON file a few
-
 
 @dataclass(frozen=True, slots=True)
 class _Row:
@@ -129,27 +125,6 @@ def _link_files(
     return []
 
 
-def _link_file_messages(path: Path) -> Iterator[Any]:
-    """The WakuMessages of a link message file (.pb, or the JSON ``archive build`` writes)."""
-    from waku_legacy.archive.magnet import magnet_message_from_json
-    from waku_legacy.files import read_small_file
-    from waku_legacy.proto import waku_message_pb2
-    from waku_legacy.proto.codec import parse_message
-
-    raw = read_small_file(str(path), what="link message", max_size=MAX_LINK_FILE_BYTES)
-    if path.suffix != ".json":
-        yield parse_message(waku_message_pb2.WakuMessage, raw, f"link message {path}",
-                            max_size=MAX_LINK_FILE_BYTES)  # fmt: skip
-        return
-    body = json.loads(raw)
-    bodies = body.get("messages") if isinstance(body, dict) else None
-    if isinstance(bodies, list) and bodies:
-        for item in bodies:
-            yield magnet_message_from_json(item.get("body") if isinstance(item, dict) else item)
-    else:
-        yield magnet_message_from_json(body.get("body", body) if isinstance(body, dict) else body)
-
-
 def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator[_Row]:
     """A source's records on the community's chat and its two link chats."""
     import dataclasses
@@ -180,17 +155,18 @@ def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator
 def _published(
     args: argparse.Namespace, community: CommunityId, folder: Path | None, scratch: Path
 ) -> Published:
-    from waku_legacy.members.preview import LinkCandidate
-    from waku_legacy.members.published import Published, read_published, read_store_published
+    from waku_legacy.members.published import (
+        Published,
+        read_link_file,
+        read_published,
+        read_store_published,
+    )
     from waku_legacy.migrate.cli import parse_source_spec
     from waku_legacy.migrate.config import parse_source
 
     out = Published()
     for path in _link_files(args, community, folder):
-        for message in _link_file_messages(path):
-            out.links.append(LinkCandidate(
-                message.content_topic, bytes(message.payload), int(message.version), str(path)
-            ))  # fmt: skip
+        out.links += read_link_file(path)
     if args.store:
         from waku_legacy.store import open_store
 

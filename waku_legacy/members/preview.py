@@ -99,6 +99,7 @@ __all__ = [
     "judge_message",
     "preview_community",
     "preview_generation",
+    "status_summary",
 ]
 
 IMPORTED = "imported"
@@ -522,3 +523,23 @@ ASSUMPTIONS = (
     "the member has joined the community; messages of departed or banned authors and of "
     "deleted channels are refused by the client whatever the archives hold",
 )
+
+
+def status_summary(document: dict[str, Any]) -> dict[str, Any]:
+    """The preview in brief, camelCase, for the bridge's status report: per generation the
+    link verdict, imported, refused by reason, and how many authors lose messages."""
+    return {
+        "archivedMessages": document["archived_messages"],
+        "descriptionClock": document["description"]["clock"],
+        "generations": {
+            name: {
+                "linkActedOn": view["link_acted_on"],
+                "linkReason": view["link"]["reason"],
+                "imported": view["imported"],
+                "membersReceive": view["members_receive"],
+                "skipped": dict(view["skipped"]),
+                "authorsLosingMessages": len(view["lost_authors"]),
+            }
+            for name, view in document["generations"].items()
+        },
+    }
