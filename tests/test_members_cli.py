@@ -79,13 +79,11 @@ def _description(members: list[str], banned: str) -> bytes:
     return field_bytes(1, signature) + field_bytes(2, body) + field_varint(3, 25)
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    tmp = tmp_path_factory.mktemp("members")
+def _messages_and_topics() -> tuple[list, list[bytes]]:
+    """The sample's channel messages as archived (decrypted, seconds), and the channel topics."""
     channels = {chat_topic(COMMUNITY.id.channel_chat_id(c)): c for c in COMMUNITY.channels}
-    messages, authors = [], Counter()
-    raws = list(generate_envelopes(SPEC, [COMMUNITY]))
-    for raw in raws:
+    messages = []
+    for raw in generate_envelopes(SPEC, [COMMUNITY]):
         envelope = Envelope.decode(raw)
         if envelope.topic not in channels:
             continue  # the sample's public chats
@@ -95,7 +93,15 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
             message_hash=reference_keccak256(raw), topic=envelope.topic,
             timestamp=envelope.expiry - envelope.ttl, decoded=decoded,
         ))  # fmt: skip
-        authors[_author(bytes(decoded.payload))] += 1
+    return messages, sorted(channels)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("members")
+    messages, topics = _messages_and_topics()
+    raws = list(generate_envelopes(SPEC, [COMMUNITY]))
+    authors = Counter(_author(bytes(m.payload)) for m in messages)
     ordered = sorted(authors)
     gone, banned, kept = ordered[0], ordered[1], ordered[2:]
     description = encode_payload(
@@ -109,7 +115,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for raw in [*raws, *generate_descriptions(SPEC, [COMMUNITY]), newest.encode()]:
             writer.append(raw)
     report = build_community_archives(
-        tmp / "archives", tmp / "torrents", CID, sorted(channels), messages,
+        tmp / "archives", tmp / "torrents", CID, topics, messages,
         now=SPEC.start + 4 * WEEK, community_key=OWNER, clock_ms=LINK_CLOCK, fsync=False,
         archive_topics="both",
     )  # fmt: skip
@@ -193,3 +199,30 @@ def test_preview_by_torrent_as_a_member_fetches(
     document = json.loads(capsys.readouterr().out)
     _check(document, p)
     assert document["archives"]["origin"].startswith(p["report"].torrent_path)
+
+
+def test_preview_by_logos_storage_cid(
+    published: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same history on the Logos Storage back end: the index and archives fetched by CID
+    from a node speaking its REST API (the fake, on loopback), as a member's client does."""
+    from tests.logos_storage_fake import running_fake
+    from waku_legacy.archive.logos_storage import LogosStorageClient
+
+    p = published
+    messages, topics = _messages_and_topics()
+    with running_fake() as node:
+        report = build_community_archives(
+            tmp_path / "archives", tmp_path / "torrents", CID, topics, messages,
+            now=SPEC.start + 4 * WEEK, community_key=OWNER, clock_ms=LINK_CLOCK, fsync=False,
+            archive_topics="both", logos_storage=LogosStorageClient(node.url),
+        )  # fmt: skip
+        link_file = tmp_path / "torrents" / f"{CID}.magnet-message.json"
+        argv = ["members", "preview", "--community", CID, "--cid", report.archive_link,
+                "--logos-url", node.url, "--source", f"dump:{p['dump']}",
+                "--link-message", str(link_file), "--quiet", "--json"]  # fmt: skip
+        assert main(argv) == 0
+    document = json.loads(capsys.readouterr().out)
+    _check(document, p)
+    assert document["archives"]["origin"] == f"Logos Storage index {report.archive_link}"
+    assert document["generations"]["current"]["link"]["link"] == report.archive_link
