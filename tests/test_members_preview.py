@@ -256,3 +256,14 @@ def test_members_receive_nothing_without_a_link(generation: Generation) -> None:
     entries = [ArchivedEntry(T0, archived(ALICE, A, MEMBER_UPDATE, T0))]
     got = preview_generation(entries, COMMUNITY, DESCRIPTION, [], generation).to_json()
     assert got["imported"] == 1 and got["members_receive"] == 0 and not got["link_acted_on"]
+
+
+def test_warnings_say_when_the_answer_is_hollow() -> None:
+    entries = [ArchivedEntry(T0, archived(ALICE, A, MEMBER_UPDATE, T0))]
+    assert preview_community(entries, COMMUNITY, DESCRIPTION, [link(T0 * 1000)])["warnings"] == []
+    bare = read_signed_description(
+        signed(field_varint(1, 43) + map_entry(6, A, field_varint(5, 0)), 25, OWNER), COMMUNITY
+    )
+    warnings = preview_community(entries, COMMUNITY, bare, [])["warnings"]
+    assert len(warnings) == 2 and "lists no members" in warnings[0]
+    assert "no archive-link message" in warnings[1]

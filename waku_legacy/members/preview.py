@@ -509,8 +509,22 @@ def preview_community(
             "channels": list(description.channel_uuids),
         },
         "links_found": len(links),
+        "warnings": _warnings(description, links),
         "assumes": ASSUMPTIONS,
     }
+
+
+def _warnings(description: SignedDescription, links: Sequence[LinkCandidate]) -> list[str]:
+    """What makes the answer less useful than it looks."""
+    out = []
+    if not description.members:
+        out.append(
+            "the newest description lists no members: every author but the control node counts "
+            "as departed (status-go's CanView needs the author in members)"
+        )
+    if not links:
+        out.append("no archive-link message found: give --link-message, --store or --source")
+    return out
 
 
 #: What no archive can change: said in every report (see the module docstring for the code).

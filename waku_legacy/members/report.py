@@ -51,6 +51,8 @@ def render_preview_table(document: Mapping[str, Any]) -> str:
         f"{document['links_found']} archive-link message(s) found",
         "",
     ]
+    lines += [f"warning: {w}" for w in document["warnings"]]
+    lines += [""] if document["warnings"] else []
     for name, view in gens.items():
         lines += [*_generation_lines(name, view), ""]
     header = ["week (UTC)"] + [f"{g} imported" for g in gens] + [f"{g} refused" for g in gens]
@@ -169,5 +171,6 @@ def render_preview_html(document: Mapping[str, Any]) -> str:
         f"{_e(description['clock'])}: {description['members']:,} members, "
         f"{description['banned']:,} banned, {len(description['channels'])} channels; "
         f"{document['links_found']} archive-link message(s) found.</div>"
-        f"{body}<h2>What no archive can change</h2><ul>{assumes}</ul></main></body></html>\n"
+        + "".join(f'<div class="card bad">{_e(w)}</div>' for w in document["warnings"])
+        + f"{body}<h2>What no archive can change</h2><ul>{assumes}</ul></main></body></html>\n"
     )
