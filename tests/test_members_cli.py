@@ -135,6 +135,7 @@ def _expected(p: dict) -> dict[str, dict[str, int]]:
 
 def _check(document: dict, p: dict) -> None:
     assert document["version"] == 1 and document["community"] == CID
+    assert document["warnings"] == []
     assert document["archived_messages"] == 2 * p["total"]
     for generation, want in _expected(p).items():
         got = document["generations"][generation]
@@ -222,7 +223,14 @@ def test_preview_by_logos_storage_cid(
                 "--logos-url", node.url, "--source", f"dump:{p['dump']}",
                 "--link-message", str(link_file), "--quiet", "--json"]  # fmt: skip
         assert main(argv) == 0
-    document = json.loads(capsys.readouterr().out)
+        document = json.loads(capsys.readouterr().out)
+        # given the torrent's link message instead: it names other archives than the CID's
+        other = str(p["tmp"] / "torrents" / f"{CID}.magnet-message.json")
+        assert main([*argv[:-4], "--link-message", other, "--quiet", "--json"]) == 0
+        mismatch = json.loads(capsys.readouterr().out)
     _check(document, p)
     assert document["archives"]["origin"] == f"Logos Storage index {report.archive_link}"
     assert document["generations"]["current"]["link"]["link"] == report.archive_link
+    assert len(mismatch["warnings"]) == 2
+    assert all(f"not the archives previewed ({report.archive_link})" in w
+               for w in mismatch["warnings"])  # fmt: skip

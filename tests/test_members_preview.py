@@ -220,6 +220,7 @@ def test_the_link_per_generation() -> None:
     for generation in Generation:
         verdict = judge_link([link(T0 * 1000)], COMMUNITY, DESCRIPTION, generation)
         assert verdict.acted_on and verdict.clock == T0 * 1000 and verdict.chat == "universal"
+        assert verdict.layering == "protocol-message"  # as status-go's SendPublic wraps it
         assert not judge_link([], COMMUNITY, DESCRIPTION, generation).acted_on
     # -magnetlinks only: 2024 clients have its filter, current ones do not
     only = [link(T0 * 1000, "magnetlinks")]

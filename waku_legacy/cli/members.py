@@ -44,11 +44,16 @@ class _Row:
     version: int
 
 
-def _archives(
-    args: argparse.Namespace, community: CommunityId, scratch: Path
-) -> tuple[list[ArchivedEntry], str, Path | None]:
-    """Every archived message in import order (archives oldest first), where they came from,
-    and the folder holding them (for the link message files next to it)."""
+@dataclass(frozen=True, slots=True)
+class _Archives:
+    entries: list[ArchivedEntry]  # import order: archives oldest first
+    origin: str  # where they came from, for the report
+    folder: Path | None  # where the link message files may be
+    link: str | None = None  # the fetched torrent's info hash or the Logos Storage index CID
+
+
+def _archives(args: argparse.Namespace, community: CommunityId, scratch: Path) -> _Archives:
+    """Every archived message, read from ``--archive-dir`` or fetched as a member does."""
     from waku_legacy.members.preview import ArchivedEntry
 
     given = [v for v in (args.archive_dir, args.torrent, args.magnet, args.cid) if v]
@@ -64,7 +69,7 @@ def _archives(
         fetched = fetch_by_cid(LogosStorageClient(args.logos_url, timeout=args.timeout), args.cid)
         start = {a["archive_id"]: int(a["from"]) for a in fetched.archives}
         entries = [ArchivedEntry(start[i], m) for i, m in fetched.messages]
-        return entries, f"Logos Storage index {args.cid}", None
+        return _Archives(entries, f"Logos Storage index {args.cid}", None, args.cid)
     if args.archive_dir:
         return _folder_archives(args, community)
     from waku_legacy.archive.cli import Progress, session_config
@@ -82,12 +87,11 @@ def _archives(
     entries = [ArchivedEntry(f.entry.window_from, m) for f in result.archives
                for m in f.archive.messages]  # fmt: skip
     folder = Path(args.torrent).resolve().parent if args.torrent else None
-    return entries, f"{'magnet link' if args.magnet else args.torrent} ({result.info_hash})", folder
+    origin = f"{'magnet link' if args.magnet else args.torrent} ({result.info_hash})"
+    return _Archives(entries, origin, folder, result.info_hash)
 
 
-def _folder_archives(
-    args: argparse.Namespace, community: CommunityId
-) -> tuple[list[ArchivedEntry], str, Path]:
+def _folder_archives(args: argparse.Namespace, community: CommunityId) -> _Archives:
     from waku_legacy.archive.encode import Flavour
     from waku_legacy.members.preview import ArchivedEntry
     from waku_legacy.migrate.audit import community_folder, scan_archives
@@ -105,7 +109,29 @@ def _folder_archives(
         raise ConfigError(f"--archive-dir {args.archive_dir}: bad archive {bad[0]}")
     ordered = sorted(archives, key=lambda a: (a.entry.window_from, a.entry.offset))
     entries = [ArchivedEntry(a.entry.window_from, m) for a in ordered for m in a.messages]
-    return entries, str(folder), folder
+    return _Archives(entries, str(folder), folder)
+
+
+def _link_mismatch(document: dict[str, Any], previewed: str) -> list[str]:
+    """A warning when the newest link found names other archives than those previewed."""
+    from waku_legacy.archive.torrent import parse_magnet_uri
+    from waku_legacy.errors import WakuLegacyError
+
+    warnings = []
+    for name, view in document["generations"].items():
+        link = view["link"]["link"]
+        if link is None:
+            continue
+        try:
+            named = parse_magnet_uri(link).info_hash if link.startswith("magnet:") else link
+        except WakuLegacyError:
+            named = link
+        if named != previewed:
+            warnings.append(
+                f"the newest link a {name} client accepts names {link}, not the archives "
+                f"previewed ({previewed}): members fetch those"
+            )
+    return warnings
 
 
 def _link_files(
@@ -195,15 +221,19 @@ def _preview(args: argparse.Namespace) -> int:
         )
     with tempfile.TemporaryDirectory(prefix="waku-legacy-members-") as scratch_name:
         scratch = Path(scratch_name)
-        entries, origin, folder = _archives(args, community, scratch)
-        published = _published(args, community, folder, scratch)
+        archives = _archives(args, community, scratch)
+        published = _published(args, community, archives.folder, scratch)
     description = newest_description(published.descriptions)
     if description is None:
         raise ConfigError(
             f"members preview: no CommunityDescription signed by {community} in the --source/"
             f"--store given ({published.unreadable_descriptions} unreadable message(s) on its chat)"
         )
-    document = preview_community(entries, community, description, published.links, origin=origin)
+    document = preview_community(
+        archives.entries, community, description, published.links, origin=archives.origin
+    )
+    if archives.link is not None:
+        document["warnings"] += _link_mismatch(document, archives.link)
     if args.html:
         write_atomic(Path(args.html), render_preview_html(document).encode(), fsync=False)
     if args.json:

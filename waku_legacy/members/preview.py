@@ -162,11 +162,13 @@ class LinkVerdict:
     link: str | None = None
     chat: str | None = None  # "universal" or "magnetlinks"
     where: str | None = None
+    layering: str | None = None  # "protocol-message" or "bare" (both are read)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "acted_on": self.acted_on, "reason": self.reason, "clock": self.clock,
             "link": self.link, "chat": self.chat, "where": self.where,
+            "layering": self.layering,
         }  # fmt: skip
 
 
@@ -188,7 +190,7 @@ def judge_link(
 
     heard = {content_topic_of_chat(c) for c in filter_chat_ids(community, description, generation)}
     refused: Counter[str] = Counter()
-    best: tuple[int, str, str, str] | None = None  # clock, link, chat, where
+    best: tuple[int, str, str, str, str] | None = None  # clock, link, chat, where, layering
     seen = 0
     for candidate in candidates:
         seen += 1
@@ -204,7 +206,10 @@ def judge_link(
         except (WakuLegacyError, ValueError) as exc:
             refused[(getattr(exc, "reason", None) or str(exc)).split(":")[0][:80]] += 1
             continue
-        key = (int(link.clock), str(link.archive_link), opened.chat, candidate.where)
+        key = (
+            int(link.clock), str(link.archive_link), opened.chat, candidate.where,
+            opened.layering,
+        )  # fmt: skip
         if best is None or key[:2] > best[:2]:
             best = key
     if best is None:
@@ -214,17 +219,17 @@ def judge_link(
             "no signed archive-link message found" if not seen
             else f"no archive-link message this client accepts ({why})",
         )  # fmt: skip
-    clock, link_text, chat, where = best
+    clock, link_text, chat, where, layering = best
     floor = description.archive_clock if description is not None else 0
     if clock < floor:
         return LinkVerdict(
             False,
             f"clock {clock} is below {floor}, the description's archive_link_clock (field 9) "
             "that members already hold: dropped (clock >= lastClock)",
-            clock, link_text, chat, where,
+            clock, link_text, chat, where, layering,
         )  # fmt: skip
     return LinkVerdict(True, f"signed by the community key, clock {clock} >= {floor}",
-                       clock, link_text, chat, where)  # fmt: skip
+                       clock, link_text, chat, where, layering)  # fmt: skip
 
 
 # -- the messages ----------------------------------------------------------------------------
