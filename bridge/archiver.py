@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import coincurve
 
@@ -66,6 +66,9 @@ from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_cont
 from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.store import MessageStore, StoreQuery
+
+if TYPE_CHECKING:
+    from waku_legacy.members.published import Published
 
 __all__ = ["ArchiveScheduler", "CollectStats", "CommunityArchiver", "SeederHost"]
 
@@ -430,19 +433,14 @@ class CommunityArchiver:
             self.metrics.archive_duration.observe(time.monotonic() - started, self.name)
             return run
 
-    def _members_preview(self, store: MessageStore) -> dict[str, Any]:
+    def _members_preview(self, published: Published) -> dict[str, Any]:
         """A member's client of each generation on the archives as they are now, with the
         newest signed description and link messages in the store and the link message files
         (:mod:`waku_legacy.members`)."""
         from waku_legacy.identity.descriptions import newest_description
         from waku_legacy.members.preview import preview_community, status_summary
-        from waku_legacy.members.published import (
-            folder_entries,
-            read_link_file,
-            read_store_published,
-        )
+        from waku_legacy.members.published import folder_entries, read_link_file
 
-        published = read_store_published(store, self.community.id, "store")
         if self.layout.magnet_message_json.is_file():
             published.links += read_link_file(self.layout.magnet_message_json)
         description = newest_description(published.descriptions)
@@ -453,8 +451,12 @@ class CommunityArchiver:
         return {"at": self.clock.time(), **status_summary(document)}
 
     async def _preview_members(self) -> dict[str, Any]:
+        from waku_legacy.members.published import read_store_published
+
         try:
-            return await self.store.read(self._members_preview)
+            published = await self.store.read(read_store_published, self.community.id, "store")
+            # decoding every archive is the long part: off the store's reader threads
+            return await asyncio.to_thread(self._members_preview, published)
         except (WakuLegacyError, OSError, ValueError) as exc:  # never fails the run
             log.warning("members preview failed", extra=fields(community=self.name, error=str(exc)))
             return {"error": str(exc)}

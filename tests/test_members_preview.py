@@ -18,6 +18,8 @@ import uuid
 
 import coincurve
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import reference_keccak256
 from tests.pb_wire import field_bytes, field_varint
@@ -268,3 +270,31 @@ def test_warnings_say_when_the_answer_is_hollow() -> None:
     warnings = preview_community(entries, COMMUNITY, bare, [])["warnings"]
     assert len(warnings) == 2 and "lists no members" in warnings[0]
     assert "no archive-link message" in warnings[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    topic=st.sampled_from([MEMBER_UPDATE, topic(CID + A), topic(CID + D), b"\x00\x00\x00\x00"]),
+    payload=st.one_of(
+        st.binary(max_size=300),
+        st.builds(lambda body: protocol_message(signed(body, 1, ALICE)), st.binary(max_size=200)),
+    ),
+    sig=st.one_of(st.just(ALICE.public_key.format(compressed=False)), st.binary(max_size=70)),
+    timestamp=st.integers(0, 1 << 40),
+)
+def test_any_archived_bytes_get_a_fate_and_never_an_exception(
+    topic: bytes, payload: bytes, sig: bytes, timestamp: int
+) -> None:
+    """Archives nobody vouches for: whatever a message holds, it gets one of the fates."""
+    message = ArchiveMessage(timestamp=timestamp, hash=b"\x00" * 32, topic=topic,
+                             payload=payload, sig=sig)  # fmt: skip
+    for generation in Generation:
+        result = preview_generation(
+            [ArchivedEntry(0, message)], COMMUNITY, DESCRIPTION, [
+                LinkCandidate(MEMBER_UPDATE.hex(), payload, 1, "fuzz"),
+                LinkCandidate(link(5).content_topic, payload, 1, "fuzz"),
+            ], generation,
+        )  # fmt: skip
+        assert result.imported + sum(result.skipped.values()) == 1
+        assert set(result.skipped) <= set(REASONS)
+        assert not result.link.acted_on

@@ -364,12 +364,9 @@ def judge_message(
     ``seen_ids`` is the import's ``ExistingMessagesMap``: updated as status-go does."""
     listed = set(description.channel_uuids)
     if entry.topic not in filter_topics:
-        opened = _open(entry)
-        if (
-            generation is Generation.Y2024
-            and not isinstance(opened, str)
-            and (opened.type == CHAT_MESSAGE)
-        ):
+        # only a 2024 client had a filter per channel: say when the channel is the cause
+        opened = _open(entry) if generation is Generation.Y2024 else "not opened"
+        if not isinstance(opened, str) and opened.type == CHAT_MESSAGE:
             try:
                 chat_id = _chat_message(opened.payload).chat_id
             except WakuLegacyError:
