@@ -234,3 +234,19 @@ def test_preview_by_logos_storage_cid(
     assert len(mismatch["warnings"]) == 2
     assert all(f"not the archives previewed ({report.archive_link})" in w
                for w in mismatch["warnings"])  # fmt: skip
+
+
+def test_bad_invocations_are_one_line_errors(
+    published: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["members", "preview", "--community", CID, "--source", f"dump:{published['dump']}"]
+    cases = [
+        ([], "exactly one of --archive-dir, --torrent, --magnet or --cid"),
+        (["--archive-dir", str(tmp_path), "--cid", "zQm"], "exactly one of"),
+        (["--archive-dir", str(tmp_path)], f"no {CID}/index there"),
+        (["--cid", "zQm"], "--cid and --logos-url go together"),
+    ]
+    for extra, message in cases:
+        assert main([*base, *extra, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err

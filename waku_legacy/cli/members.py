@@ -4,8 +4,8 @@
 --cid CID --logos-url URL) [--source SPEC…] [--store URL] [--link-message F…] [--json]
 [--html FILE]``
 
-1. the archives: read from ``--archive-dir`` (decoded and checked as ``audit`` does,
-   :func:`waku_legacy.migrate.audit.scan_archives`), or fetched as a member fetches them:
+1. the archives: read from ``--archive-dir``
+   (:func:`waku_legacy.members.published.folder_entries`), or fetched as a member fetches them:
    the torrent back end (:func:`waku_legacy.archive.fetch.fetch_archives`, the ``fetch``
    command's code) or Logos Storage (:func:`waku_legacy.archive.logos_storage.fetch_by_cid`);
 2. the archive-link messages: the ``0x<id>.magnet-message.json``/``.pb`` files next to the
@@ -92,24 +92,15 @@ def _archives(args: argparse.Namespace, community: CommunityId, scratch: Path) -
 
 
 def _folder_archives(args: argparse.Namespace, community: CommunityId) -> _Archives:
-    from waku_legacy.archive.encode import Flavour
-    from waku_legacy.members.preview import ArchivedEntry
-    from waku_legacy.migrate.audit import community_folder, scan_archives
-    from waku_legacy.migrate.progress import Progress
+    """The archives of ``--archive-dir`` (the archive dir or the community's ``0x<id>``
+    folder), each checked against its index entry as it is read."""
+    from waku_legacy.members.published import folder_entries
+    from waku_legacy.migrate.audit import community_folder
 
     folder = community_folder(Path(args.archive_dir).resolve(), community)
-    archives, problems = scan_archives(
-        folder, community, Flavour.parse(args.flavour), Progress(enabled=not args.quiet)
-    )
-    if problems and not archives:
-        raise ConfigError(f"--archive-dir {args.archive_dir}: {problems[0]['problem']}")
-    bad = [f"{a.entry.archive_id}: {p}" for a in archives for p in a.problems]
-    if bad:
-        # a member's fetch stops at such an archive; say so rather than preview around it
-        raise ConfigError(f"--archive-dir {args.archive_dir}: bad archive {bad[0]}")
-    ordered = sorted(archives, key=lambda a: (a.entry.window_from, a.entry.offset))
-    entries = [ArchivedEntry(a.entry.window_from, m) for a in ordered for m in a.messages]
-    return _Archives(entries, str(folder), folder)
+    if not (folder / str(community) / "index").is_file():
+        raise ConfigError(f"--archive-dir {args.archive_dir}: no {community}/index there")
+    return _Archives(folder_entries(folder, community, args.flavour), str(folder), folder)
 
 
 def _link_mismatch(document: dict[str, Any], previewed: str) -> list[str]:
