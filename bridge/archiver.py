@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import coincurve
 
@@ -66,6 +66,9 @@ from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_cont
 from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.store import MessageStore, StoreQuery
+
+if TYPE_CHECKING:
+    from waku_legacy.members.published import Published
 
 __all__ = [
     "ArchiveScheduler",
@@ -292,6 +295,8 @@ class CommunityArchiver:
         self.last_run: RunReport | None = None
         self.last_published: dict[str, Any] | None = None
         self.last_clock: ClockChoice | None = None  # the last archive-link clock and why
+        # what members' clients import from the archives, after the last run (issue 23)
+        self.members_preview: dict[str, Any] | None = None
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
@@ -437,6 +442,7 @@ class CommunityArchiver:
                 self.degraded = None
                 if report.archives_added and report.archive_link:  # magnet link or CID
                     run.published = await self.publish(report.archive_link)
+                self.members_preview = await self._preview_members()
                 self.metrics.archive_runs.inc(1, self.name, "ok")
                 self.metrics.archive_last_success.set(self.clock.time(), self.name)
                 log.info(
@@ -454,6 +460,34 @@ class CommunityArchiver:
                 log.error("archive run failed", exc_info=True, extra=fields(community=self.name))
             self.metrics.archive_duration.observe(time.monotonic() - started, self.name)
             return run
+
+    def _members_preview(self, published: Published) -> dict[str, Any]:
+        """A member's client of each generation on the archives as they are now, with the
+        newest signed description and link messages in the store and the link message files
+        (:mod:`waku_legacy.members`)."""
+        from waku_legacy.identity.descriptions import newest_description
+        from waku_legacy.members.preview import preview_community, status_summary
+        from waku_legacy.members.published import folder_entries, read_link_file
+
+        if self.layout.magnet_message_json.is_file():
+            published.links += read_link_file(self.layout.magnet_message_json)
+        description = newest_description(published.descriptions)
+        if description is None:
+            return {"error": "no CommunityDescription signed by the community key in the store"}
+        entries = folder_entries(self.config.archive_dir, self.community.id, self.config.flavour)
+        document = preview_community(entries, self.community.id, description, published.links)
+        return {"at": self.clock.time(), **status_summary(document)}
+
+    async def _preview_members(self) -> dict[str, Any]:
+        from waku_legacy.members.published import read_store_published
+
+        try:
+            published = await self.store.read(read_store_published, self.community.id, "store")
+            # decoding every archive is the long part: off the store's reader threads
+            return await asyncio.to_thread(self._members_preview, published)
+        except (WakuLegacyError, OSError, ValueError) as exc:  # never fails the run
+            log.warning("members preview failed", extra=fields(community=self.name, error=str(exc)))
+            return {"error": str(exc)}
 
     async def publish(self, magnet_uri: str | None = None) -> bool:
         """Sign (fresh clock) and publish the magnet-link message; False when not possible."""
@@ -527,6 +561,7 @@ class CommunityArchiver:
                 "uploaded": seed.uploaded,
             },
             "lastRun": None if self.last_run is None else self.last_run.to_json(),
+            "membersPreview": self.members_preview,
         }  # fmt: skip
 
 

@@ -137,6 +137,8 @@ class CommunityStatus:
     last_run: ArchiveRun | None
     next_run: float | None
     degraded: str | None
+    # what members' clients import, after the last archive run (waku_legacy.members)
+    members_preview: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +314,7 @@ def community_status(
         published=_publication(archiver.last_published), seeding=_seeding(archiver),
         last_run=_run(archiver.last_run),
         next_run=archiver.next_due() if index_error is None else None,
-        degraded=archiver.degraded,
+        degraded=archiver.degraded, members_preview=archiver.members_preview,
     )  # fmt: skip
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from waku_legacy.bridge.status import (
     ArchiveRun,
@@ -188,6 +189,25 @@ def _run(run: ArchiveRun | None) -> str:
     return facts if run.error is None else f"{facts}<br>error: {_code(run.error)}"
 
 
+def _members(preview: Mapping[str, Any] | None) -> str:
+    """Per generation: the link verdict, imported, refused by reason (issue 23)."""
+    if preview is None:
+        return "after the next archive run"
+    if "error" in preview:
+        return f"not previewed: {_code(str(preview['error']))}"
+    lines = []
+    for name, view in preview["generations"].items():
+        refused = ", ".join(f"{_e(r)} {_e(number(n))}" for r, n in view["skipped"].items() if n)
+        acted = bool(view["linkActedOn"])
+        link = "link acted on" if acted else "link NOT acted on"
+        why = "" if acted else f" ({_e(view['linkReason'])})"
+        lines.append(
+            f"{_e(name)}: {_badge(link, good=acted, bad=not acted)}{why} "
+            f"{_e(number(view['imported']))} imported; refused: {refused or 'none'}"
+        )
+    return "<br>".join(lines)
+
+
 def _community(community: CommunityStatus) -> str:
     title = _e(community.name) if community.name else "(no name)"
     fields = _fields([
@@ -198,6 +218,7 @@ def _community(community: CommunityStatus) -> str:
         *_publication(community.published, community.link),
         ("seeding", _seeding(community.seeding)),
         ("last archive run", _run(community.last_run)),
+        ("members' clients", _members(community.members_preview)),
         ("next run", _e(utc(community.next_run))),
         ("archives", _e(number(community.archives))),
         *([("degraded", _badge(community.degraded, good=False, bad=True))]

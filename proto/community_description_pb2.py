@@ -24,21 +24,41 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-waku_legacy/proto/community_description.proto\x12\x08protobuf\"x\n\x0c\x43hatIdentity\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x10\n\x08\x65ns_name\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12\r\n\x05\x63olor\x18\x06 \x01(\t\x12\r\n\x05\x65moji\x18\x07 \x01(\t\"`\n\rCommunityChat\x12(\n\x08identity\x18\x03 \x01(\x0b\x32\x16.protobuf.ChatIdentity\x12\x13\n\x0b\x63\x61tegory_id\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x05\"\x8d\x02\n\x14\x43ommunityDescription\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12(\n\x08identity\x18\x05 \x01(\x0b\x32\x16.protobuf.ChatIdentity\x12\x38\n\x05\x63hats\x18\x06 \x03(\x0b\x32).protobuf.CommunityDescription.ChatsEntry\x12 \n\x18\x61rchive_magnetlink_clock\x18\t \x01(\x04\x12\x19\n\x11relay_shard_index\x18\x0f \x01(\r\x1a\x45\n\nChatsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.protobuf.CommunityChat:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-waku_legacy/proto/community_description.proto\x12\x08protobuf\"x\n\x0c\x43hatIdentity\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x10\n\x08\x65ns_name\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x04 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12\r\n\x05\x63olor\x18\x06 \x01(\t\x12\r\n\x05\x65moji\x18\x07 \x01(\t\"\xa9\x02\n\x0f\x43ommunityMember\x12.\n\x05roles\x18\x01 \x03(\x0e\x32\x1f.protobuf.CommunityMember.Roles\x12\x19\n\x11last_update_clock\x18\x03 \x01(\x04\x12;\n\x0c\x63hannel_role\x18\x04 \x01(\x0e\x32%.protobuf.CommunityMember.ChannelRole\"M\n\x05Roles\x12\r\n\tROLE_NONE\x10\x00\x12\x0e\n\nROLE_OWNER\x10\x01\x12\x0e\n\nROLE_ADMIN\x10\x04\x12\x15\n\x11ROLE_TOKEN_MASTER\x10\x05\"?\n\x0b\x43hannelRole\x12\x17\n\x13\x43HANNEL_ROLE_POSTER\x10\x00\x12\x17\n\x13\x43HANNEL_ROLE_VIEWER\x10\x01\"/\n\x10\x43ommunityBanInfo\x12\x1b\n\x13\x64\x65lete_all_messages\x18\x01 \x01(\x08\"\xe2\x01\n\rCommunityChat\x12\x35\n\x07members\x18\x01 \x03(\x0b\x32$.protobuf.CommunityChat.MembersEntry\x12(\n\x08identity\x18\x03 \x01(\x0b\x32\x16.protobuf.ChatIdentity\x12\x13\n\x0b\x63\x61tegory_id\x18\x04 \x01(\t\x12\x10\n\x08position\x18\x05 \x01(\x05\x1aI\n\x0cMembersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.protobuf.CommunityMember:\x02\x38\x01\"\xc5\x04\n\x14\x43ommunityDescription\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12<\n\x07members\x18\x02 \x03(\x0b\x32+.protobuf.CommunityDescription.MembersEntry\x12(\n\x08identity\x18\x05 \x01(\x0b\x32\x16.protobuf.ChatIdentity\x12\x38\n\x05\x63hats\x18\x06 \x03(\x0b\x32).protobuf.CommunityDescription.ChatsEntry\x12\x10\n\x08\x62\x61n_list\x18\x07 \x03(\t\x12 \n\x18\x61rchive_magnetlink_clock\x18\t \x01(\x04\x12\x19\n\x11relay_shard_index\x18\x0f \x01(\r\x12I\n\x0e\x62\x61nned_members\x18\x13 \x03(\x0b\x32\x31.protobuf.CommunityDescription.BannedMembersEntry\x1aI\n\x0cMembersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12(\n\x05value\x18\x02 \x01(\x0b\x32\x19.protobuf.CommunityMember:\x02\x38\x01\x1a\x45\n\nChatsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.protobuf.CommunityChat:\x02\x38\x01\x1aP\n\x12\x42\x61nnedMembersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12)\n\x05value\x18\x02 \x01(\x0b\x32\x1a.protobuf.CommunityBanInfo:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'waku_legacy.proto.community_description_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_COMMUNITYCHAT_MEMBERSENTRY']._loaded_options = None
+  _globals['_COMMUNITYCHAT_MEMBERSENTRY']._serialized_options = b'8\001'
+  _globals['_COMMUNITYDESCRIPTION_MEMBERSENTRY']._loaded_options = None
+  _globals['_COMMUNITYDESCRIPTION_MEMBERSENTRY']._serialized_options = b'8\001'
   _globals['_COMMUNITYDESCRIPTION_CHATSENTRY']._loaded_options = None
   _globals['_COMMUNITYDESCRIPTION_CHATSENTRY']._serialized_options = b'8\001'
+  _globals['_COMMUNITYDESCRIPTION_BANNEDMEMBERSENTRY']._loaded_options = None
+  _globals['_COMMUNITYDESCRIPTION_BANNEDMEMBERSENTRY']._serialized_options = b'8\001'
   _globals['_CHATIDENTITY']._serialized_start=59
   _globals['_CHATIDENTITY']._serialized_end=179
-  _globals['_COMMUNITYCHAT']._serialized_start=181
-  _globals['_COMMUNITYCHAT']._serialized_end=277
-  _globals['_COMMUNITYDESCRIPTION']._serialized_start=280
-  _globals['_COMMUNITYDESCRIPTION']._serialized_end=549
-  _globals['_COMMUNITYDESCRIPTION_CHATSENTRY']._serialized_start=480
-  _globals['_COMMUNITYDESCRIPTION_CHATSENTRY']._serialized_end=549
+  _globals['_COMMUNITYMEMBER']._serialized_start=182
+  _globals['_COMMUNITYMEMBER']._serialized_end=479
+  _globals['_COMMUNITYMEMBER_ROLES']._serialized_start=337
+  _globals['_COMMUNITYMEMBER_ROLES']._serialized_end=414
+  _globals['_COMMUNITYMEMBER_CHANNELROLE']._serialized_start=416
+  _globals['_COMMUNITYMEMBER_CHANNELROLE']._serialized_end=479
+  _globals['_COMMUNITYBANINFO']._serialized_start=481
+  _globals['_COMMUNITYBANINFO']._serialized_end=528
+  _globals['_COMMUNITYCHAT']._serialized_start=531
+  _globals['_COMMUNITYCHAT']._serialized_end=757
+  _globals['_COMMUNITYCHAT_MEMBERSENTRY']._serialized_start=684
+  _globals['_COMMUNITYCHAT_MEMBERSENTRY']._serialized_end=757
+  _globals['_COMMUNITYDESCRIPTION']._serialized_start=760
+  _globals['_COMMUNITYDESCRIPTION']._serialized_end=1341
+  _globals['_COMMUNITYDESCRIPTION_MEMBERSENTRY']._serialized_start=684
+  _globals['_COMMUNITYDESCRIPTION_MEMBERSENTRY']._serialized_end=757
+  _globals['_COMMUNITYDESCRIPTION_CHATSENTRY']._serialized_start=1190
+  _globals['_COMMUNITYDESCRIPTION_CHATSENTRY']._serialized_end=1259
+  _globals['_COMMUNITYDESCRIPTION_BANNEDMEMBERSENTRY']._serialized_start=1261
+  _globals['_COMMUNITYDESCRIPTION_BANNEDMEMBERSENTRY']._serialized_end=1341
 # @@protoc_insertion_point(module_scope)

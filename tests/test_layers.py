@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (W + "config", W + "crypto", W + "proto"),
     (W + "identity",),
     (W + "store", W + "archive"),
-    (W + "community_config", W + "p2p"),
+    (W + "community_config", W + "p2p", W + "members"),
     (W + "mailserver_compat",),
     (W + "migrate", W + "bridge"),
     (W + "cli",),

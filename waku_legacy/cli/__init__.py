@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "waku_legacy.migrate.cli",  # migrate, export, demo
     "waku_legacy.bridge.cli",  # serve
     "waku_legacy.p2p.cli",  # store query
+    "waku_legacy.cli.members",  # members preview
 )
 
 

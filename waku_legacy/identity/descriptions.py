@@ -13,7 +13,10 @@ How status-go publishes it (``publishOrg`` in ``protocol/messenger_communities.g
   signature over ``keccak256(payload)``;
 - its payload is the ``CommunityDescription`` proto: ``clock`` (field 1) orders
   descriptions, newest wins; ``chats`` (field 6) maps each channel uuid to its
-  ``CommunityChat`` (display name in ``identity.display_name``).
+  ``CommunityChat`` (display name in ``identity.display_name``, its members in field 1);
+  ``members`` (field 2), ``ban_list`` (7, deprecated) and ``banned_members`` (19) are keyed
+  by ``"0x04…"`` public keys (``common.PubkeyToHex``), what ``CanView``/``CanPost``
+  (``protocol/communities/community.go``) check an author against.
 
 :func:`read_signed_description` checks one decrypted ``ApplicationMetadataMessage`` and
 returns what it says; :func:`open_description_payload` first opens the 26/WAKU-PAYLOAD
@@ -25,6 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
@@ -37,6 +41,7 @@ from waku_legacy.identity.topics import CommunityId, symmetric_key_for_chat
 
 __all__ = [
     "DescribedChannel",
+    "DescribedMember",
     "SignedDescription",
     "newest_description",
     "open_description_payload",
@@ -47,10 +52,28 @@ COMMUNITY_DESCRIPTION_TYPE = 25  # ApplicationMetadataMessage.Type.COMMUNITY_DES
 
 
 @dataclass(frozen=True, slots=True)
+class DescribedMember:
+    """A ``CommunityMember``: its roles and, in a channel's member list, its channel role."""
+
+    roles: tuple[int, ...] = ()  # CommunityMember.Roles values
+    channel_role: int = 0  # 0 = CHANNEL_ROLE_POSTER (the default), 1 = CHANNEL_ROLE_VIEWER
+
+
+@dataclass(frozen=True, slots=True)
 class DescribedChannel:
     uuid: str  # canonical lowercase 8-4-4-4-12
     name: str  # identity.display_name ("" when unset)
     position: int
+    # "0x04…" key -> member; compare=False: the channel list (and ties) stay as before
+    members: dict[str, DescribedMember] = field(default_factory=dict, compare=False)
+
+
+def _members(entries: Any) -> dict[str, DescribedMember]:
+    """A ``map<string, CommunityMember>`` with lowercase keys (``PubkeyToHex`` is lowercase)."""
+    return {
+        key.lower(): DescribedMember(tuple(int(r) for r in member.roles), int(member.channel_role))
+        for key, member in entries.items()
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +85,9 @@ class SignedDescription:
     channels: tuple[DescribedChannel, ...]  # ordered by (position, uuid)
     archive_clock: int  # field 9 (archive_magnetlink_clock / archive_link_clock)
     ignored: tuple[str, ...] = field(default=())  # chat keys that are not channel uuids
+    # "0x04…" key -> member (field 2), and the banned keys (fields 7 and 19)
+    members: dict[str, DescribedMember] = field(default_factory=dict, compare=False)
+    banned: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def channel_uuids(self) -> tuple[str, ...]:
@@ -124,7 +150,9 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
         if canonical is None:
             ignored.append(key)
             continue
-        channels.append(DescribedChannel(canonical, chat.identity.display_name, chat.position))
+        channels.append(DescribedChannel(
+            canonical, chat.identity.display_name, chat.position, _members(chat.members)
+        ))  # fmt: skip
     channels.sort(key=lambda c: (c.position, c.uuid))
     return SignedDescription(
         clock=description.clock,
@@ -133,6 +161,11 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
         # field 9 by number: status-go renamed it (archive_magnetlink_clock -> archive_link_clock)
         archive_clock=getattr(description, description.DESCRIPTOR.fields_by_number[9].name),
         ignored=tuple(sorted(ignored)),
+        members=_members(description.members),
+        banned=frozenset(
+            [key.lower() for key in description.ban_list]
+            + [key.lower() for key in description.banned_members]
+        ),
     )
 
 

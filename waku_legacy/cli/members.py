@@ -1,0 +1,271 @@
+"""``waku-legacy members preview``: what members' clients will import from the published history.
+
+``members preview --community 0x… (--archive-dir DIR | --torrent F | --magnet URI [--peer …] |
+--cid CID --logos-url URL) [--source SPEC…] [--store URL] [--link-message F…] [--json]
+[--html FILE]``
+
+1. the archives: read from ``--archive-dir``
+   (:func:`waku_legacy.members.published.folder_entries`), or fetched as a member fetches them:
+   the torrent back end (:func:`waku_legacy.archive.fetch.fetch_archives`, the ``fetch``
+   command's code) or Logos Storage (:func:`waku_legacy.archive.logos_storage.fetch_by_cid`);
+2. the archive-link messages: the ``0x<id>.magnet-message.json``/``.pb`` files next to the
+   archives (the folder, its parent, ``../torrents``, the ``.torrent``'s folder) or
+   ``--link-message``, the ``--store`` (newest 2000 per link chat) and the ``--source``\\ s;
+3. the newest ``CommunityDescription`` signed by the community key in ``--source``/``--store``
+   (members, bans, channels, roles);
+4. :func:`waku_legacy.members.preview.preview_community` per generation; a table, ``--json``
+   (version 1) or ``--html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from waku_legacy.errors import ConfigError
+
+if TYPE_CHECKING:
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.members.preview import ArchivedEntry
+    from waku_legacy.members.published import Published
+
+__all__ = ["register"]
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A decoded source record as :class:`~waku_legacy.archive.clock.RawMessage`."""
+
+    content_topic: str
+    payload: bytes
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Archives:
+    entries: list[ArchivedEntry]  # import order: archives oldest first
+    origin: str  # where they came from, for the report
+    folder: Path | None  # where the link message files may be
+    link: str | None = None  # the fetched torrent's info hash or the Logos Storage index CID
+
+
+def _archives(args: argparse.Namespace, community: CommunityId, scratch: Path) -> _Archives:
+    """Every archived message, read from ``--archive-dir`` or fetched as a member does."""
+    from waku_legacy.members.preview import ArchivedEntry
+
+    given = [v for v in (args.archive_dir, args.torrent, args.magnet, args.cid) if v]
+    if len(given) != 1:
+        raise ConfigError(
+            "members preview: give exactly one of --archive-dir, --torrent, --magnet or --cid"
+        )
+    if args.cid is not None or args.logos_url is not None:
+        if args.cid is None or args.logos_url is None:
+            raise ConfigError("--cid and --logos-url go together")
+        from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
+
+        fetched = fetch_by_cid(LogosStorageClient(args.logos_url, timeout=args.timeout), args.cid)
+        start = {a["archive_id"]: int(a["from"]) for a in fetched.archives}
+        entries = [ArchivedEntry(start[i], m) for i, m in fetched.messages]
+        return _Archives(entries, f"Logos Storage index {args.cid}", None, args.cid)
+    if args.archive_dir:
+        return _folder_archives(args, community)
+    from waku_legacy.archive.cli import Progress, session_config
+    from waku_legacy.archive.encode import Flavour
+    from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+
+    options = FetchOptions(
+        peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
+        data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
+        session=session_config(args),
+    )  # fmt: skip
+    save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
+    source = args.magnet or args.torrent
+    result = fetch_archives(source, community, save_dir, options, progress=Progress(not args.quiet))
+    entries = [ArchivedEntry(f.entry.window_from, m) for f in result.archives
+               for m in f.archive.messages]  # fmt: skip
+    folder = Path(args.torrent).resolve().parent if args.torrent else None
+    origin = f"{'magnet link' if args.magnet else args.torrent} ({result.info_hash})"
+    return _Archives(entries, origin, folder, result.info_hash)
+
+
+def _folder_archives(args: argparse.Namespace, community: CommunityId) -> _Archives:
+    """The archives of ``--archive-dir`` (the archive dir or the community's ``0x<id>``
+    folder), each checked against its index entry as it is read."""
+    from waku_legacy.members.published import folder_entries
+    from waku_legacy.migrate.audit import community_folder
+
+    folder = community_folder(Path(args.archive_dir).resolve(), community)
+    if not (folder / str(community) / "index").is_file():
+        raise ConfigError(f"--archive-dir {args.archive_dir}: no {community}/index there")
+    return _Archives(folder_entries(folder, community, args.flavour), str(folder), folder)
+
+
+def _link_mismatch(document: dict[str, Any], previewed: str) -> list[str]:
+    """A warning when the newest link found names other archives than those previewed."""
+    from waku_legacy.archive.torrent import parse_magnet_uri
+    from waku_legacy.errors import WakuLegacyError
+
+    warnings = []
+    for name, view in document["generations"].items():
+        link = view["link"]["link"]
+        if link is None:
+            continue
+        try:
+            named = parse_magnet_uri(link).info_hash if link.startswith("magnet:") else link
+        except WakuLegacyError:
+            named = link
+        if named != previewed:
+            warnings.append(
+                f"the newest link a {name} client accepts names {link}, not the archives "
+                f"previewed ({previewed}): members fetch those"
+            )
+    return warnings
+
+
+def _link_files(
+    args: argparse.Namespace, community: CommunityId, folder: Path | None
+) -> list[Path]:
+    """``--link-message`` files, else the link message files the builder writes near the
+    archives (``export``: ``out/archives`` and ``out/torrents``)."""
+    if args.link_message:
+        return [Path(p) for p in args.link_message]
+    if folder is None:
+        return []
+    name = f"{community}.magnet-message"
+    for place in (folder, folder.parent, folder.parent / "torrents", folder / "torrents"):
+        for suffix in (".json", ".pb"):  # the JSON holds every chat's message, the .pb one
+            if (place / (name + suffix)).is_file():
+                return [place / (name + suffix)]
+    return []
+
+
+def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator[_Row]:
+    """A source's records on the community's chat and its two link chats."""
+    import dataclasses
+
+    from waku_legacy.identity.topic_mapping import TopicMapping
+    from waku_legacy.identity.topics import content_topic_of_chat
+    from waku_legacy.members.published import link_topics
+    from waku_legacy.migrate.config import SourceKind
+    from waku_legacy.migrate.decode import decode_record
+    from waku_legacy.migrate.sources import plan_source, read_task
+
+    topics = (content_topic_of_chat(community.chat_id), *link_topics(community))
+    if source.kind is SourceKind.STORE_REST and source.url:
+        source = dataclasses.replace(
+            source, content_topics=topics, partitions=None, state_file=None
+        )
+    mapping = TopicMapping.build("/waku/2/rs/16/64", [])
+    for task in plan_source(source, 1, work_dir):
+        for batch in read_task(task):
+            for raw in batch.to_pylist():
+                if raw.get("data") is None:
+                    continue
+                row = decode_record(raw, mapping)
+                if not row["quarantined"] and row["content_topic"] in topics:
+                    yield _Row(row["content_topic"], bytes(row["payload"]), int(row["version"]))
+
+
+def _published(
+    args: argparse.Namespace, community: CommunityId, folder: Path | None, scratch: Path
+) -> Published:
+    from waku_legacy.members.published import (
+        Published,
+        read_link_file,
+        read_published,
+        read_store_published,
+    )
+    from waku_legacy.migrate.cli import parse_source_spec
+    from waku_legacy.migrate.config import parse_source
+
+    out = Published()
+    for path in _link_files(args, community, folder):
+        out.links += read_link_file(path)
+    if args.store:
+        from waku_legacy.store import open_store
+
+        with open_store(args.store) as store:
+            out.merge(read_store_published(store, community, "store"))
+    for number, spec in enumerate(args.source or (), start=1):
+        config = parse_source(parse_source_spec(spec, number), number, Path.cwd())
+        rows = _source_rows(config, community, str(scratch / "sources"))
+        out.merge(read_published(rows, community, config.name))
+    return out
+
+
+def _preview(args: argparse.Namespace) -> int:
+    from waku_legacy.console import print_json
+    from waku_legacy.durable import write_atomic
+    from waku_legacy.identity.descriptions import newest_description
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.members.preview import preview_community
+    from waku_legacy.members.report import render_preview_html, render_preview_table
+
+    community = CommunityId.parse(args.community)
+    if not args.source and not args.store:
+        raise ConfigError(
+            "members preview needs --source or --store: the community's signed "
+            "CommunityDescription (members, bans, channels) is read there"
+        )
+    with tempfile.TemporaryDirectory(prefix="waku-legacy-members-") as scratch_name:
+        scratch = Path(scratch_name)
+        archives = _archives(args, community, scratch)
+        published = _published(args, community, archives.folder, scratch)
+    description = newest_description(published.descriptions)
+    if description is None:
+        raise ConfigError(
+            f"members preview: no CommunityDescription signed by {community} in the --source/"
+            f"--store given ({published.unreadable_descriptions} unreadable message(s) on its chat)"
+        )
+    document = preview_community(
+        archives.entries, community, description, published.links, origin=archives.origin
+    )
+    if archives.link is not None:
+        document["warnings"] += _link_mismatch(document, archives.link)
+    if args.html:
+        write_atomic(Path(args.html), render_preview_html(document).encode(), fsync=False)
+    if args.json:
+        print_json(document)
+    else:
+        print(render_preview_table(document))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    from waku_legacy.archive.cli import add_session
+
+    members = subparsers.add_parser("members", help="what members' Status clients will see")
+    sub = members.add_subparsers(dest="members_command", metavar="SUBCOMMAND")
+    sub.required = True
+    preview = sub.add_parser(
+        "preview", help="act as a member's client of each generation on the published history"
+    )
+    preview.add_argument("--community", required=True, help="community id, 0x + 66 hex")
+    preview.add_argument("--archive-dir", help="archive folder (holding 0x<id>/data and index)")
+    preview.add_argument("--torrent", help=".torrent file: fetch the archives as a member would")
+    preview.add_argument("--magnet", help="magnet link: fetch the archives as a member would")
+    preview.add_argument("--cid", help="Logos Storage index CID (with --logos-url)")
+    preview.add_argument("--logos-url", help="Logos Storage node REST root, with --cid")
+    preview.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
+    preview.add_argument(
+        "--source", action="append", default=[],
+        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH "
+        "(descriptions and link messages are read there)",
+    )  # fmt: skip
+    preview.add_argument("--store", help="v2 store URL (descriptions and link messages)")
+    preview.add_argument(
+        "--link-message", action="append", default=[],
+        help="archive-link message file (.pb or .json); default: the one next to the archives",
+    )  # fmt: skip
+    preview.add_argument("--json", action="store_true", help="print the report as JSON")
+    preview.add_argument("--html", help="also write the report as one self-contained HTML page")
+    preview.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go")
+    preview.add_argument("--save-dir", help="where --magnet/--torrent fetch to (default: temp)")
+    preview.add_argument("--metadata-timeout", type=float, default=20.0)
+    preview.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
+    preview.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_session(preview, "0.0.0.0:0")
+    preview.set_defaults(func=_preview)
