@@ -223,3 +223,16 @@ def test_config_file_must_be_a_small_regular_file(tmp_path):
     big.write_text('[store]\nurl = "a.db"\n# ' + "x" * (2 * 1024 * 1024) + "\n")
     with pytest.raises(ConfigError, match="larger than the 1048576-byte limit"):
         load_config(big)
+
+
+def test_missing_community_key_names_the_community_key_file(tmp_path, capsys):
+    """Issue 24: a missing community key_file read "node key file: …"; it names the
+    community key file (serve --check and the migration share the reader)."""
+    from waku_legacy.cli import main
+
+    (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
+    path = tmp_path / "bridge.toml"
+    path.write_text(FULL)
+    assert main(["serve", "--config", str(path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "community key file" in err and "node key file" not in err, err
