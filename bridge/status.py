@@ -29,7 +29,7 @@ from waku_legacy.store import is_postgres_url
 from waku_legacy.store.dsn import redact_dsn
 
 if TYPE_CHECKING:
-    from waku_legacy.bridge.archiver import CommunityArchiver, RunReport
+    from waku_legacy.bridge.archiver import CommunityArchiver, LinkReach, RunReport
     from waku_legacy.bridge.history import HistoryPuller, PullReport
     from waku_legacy.mailserver_compat.server.mailserver import MailServer
     from waku_legacy.mailserver_compat.waku_peer import WakuPeer
@@ -135,6 +135,7 @@ class CommunityStatus:
     last_run: ArchiveRun | None
     next_run: float | None
     degraded: str | None
+    link_reach: LinkReach | None  # None: archiving not started yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +296,7 @@ def community_status(
         pubsub_topic=community.pubsub_topic, channels=tuple(community.channels),
         backend=community.backend, archives=0, windows=(), index_error=None, link=None,
         published=None, seeding=None, last_run=None, next_run=None, degraded=None,
+        link_reach=None,
     )  # fmt: skip
     if archiver is None:  # archiving not started yet
         return base
@@ -310,7 +312,7 @@ def community_status(
         published=_publication(archiver.last_published), seeding=_seeding(archiver),
         last_run=_run(archiver.last_run),
         next_run=archiver.next_due() if index_error is None else None,
-        degraded=archiver.degraded,
+        degraded=archiver.degraded, link_reach=archiver.reach(),
     )  # fmt: skip
 
 
