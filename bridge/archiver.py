@@ -50,7 +50,7 @@ from waku_legacy.archive.clock import (
     read_store_evidence,
 )
 from waku_legacy.archive.data_files import recorded_last_end
-from waku_legacy.archive.logos_storage import recorded_index_cid
+from waku_legacy.archive.logos_storage import TORRENT, recorded_index_cid
 from waku_legacy.archive.magnet import build_archive_link_messages
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig
@@ -74,8 +74,10 @@ __all__ = [
     "ArchiveScheduler",
     "CollectStats",
     "CommunityArchiver",
+    "LinkReach",
     "SeederHost",
     "build_from_store",
+    "link_reach",
 ]
 
 log = logging.getLogger("waku_legacy.bridge.archive")
@@ -259,6 +261,45 @@ class RunReport:
         }  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class LinkReach:
+    """Whether members' clients can get this community's history through its archive link,
+    and if not, every reason why. One concept under one name (``linkReach``, with
+    ``reachesMembers`` and ``why``) in ``/admin/v1/communities``, the status page's JSON
+    and, as ``link_reach`` among its snake_case keys, `serve --check`."""
+
+    reaches_members: bool
+    why: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reachesMembers": self.reaches_members, "why": list(self.why)}
+
+
+#: The reasons :func:`link_reach` gives, each with what the operator does about it.
+NO_KEY = (
+    "no community key (key_file): the link cannot be signed by the community, and members' "
+    "clients drop a link their community did not sign"
+)
+NO_RELAY = "no [relay]: nothing publishes the link on the community's shard"
+NOT_SEEDING = "not seeding: members' clients find no peer for the torrent"
+
+
+def link_reach(
+    *, has_key: bool, has_relay: bool, seeding: bool, backend: str, backend_down: str | None
+) -> LinkReach:
+    """The one place that decides whether a community's archive link reaches members."""
+    why: list[str] = []
+    if not has_key:
+        why.append(NO_KEY)
+    if not has_relay:
+        why.append(NO_RELAY)
+    if backend == TORRENT and not seeding:
+        why.append(NOT_SEEDING)
+    if backend_down is not None:
+        why.append(f"archives degraded ({backend} back end down?): {backend_down}")
+    return LinkReach(not why, tuple(why))
+
+
 class CommunityArchiver:
     def __init__(
         self,
@@ -330,6 +371,13 @@ class CommunityArchiver:
             return load_torrent(self.layout.torrent).magnet_uri
         except (OSError, WakuLegacyError):
             return None
+
+    def reach(self) -> LinkReach:
+        return link_reach(
+            has_key=self.key is not None, has_relay=self.relay is not None,
+            seeding=self.seeder is not None, backend=self.community.backend,
+            backend_down=self.degraded,
+        )  # fmt: skip
 
     def _degrade(self, reason: str) -> None:
         self.degraded = reason
@@ -554,7 +602,7 @@ class CommunityArchiver:
             "magnetUri": self.magnet_uri(),
             "lastPublished": self.last_published,
             "archiveLinkClock": None if self.last_clock is None else self.last_clock.to_json(),
-            "canPublish": self.key is not None and self.relay is not None,
+            "linkReach": self.reach().to_json(),
             "degraded": self.degraded,
             "seeding": None if seed is None else {
                 "infoHash": seed.info_hash, "state": seed.state, "peers": seed.peers,

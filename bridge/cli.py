@@ -14,13 +14,21 @@ __all__ = ["register"]
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from waku_legacy.bridge.config import load_config
+    from waku_legacy.bridge.config import busy_listen_addresses, check_key_files, load_config
     from waku_legacy.bridge.logs import configure_logging
     from waku_legacy.bridge.service import BridgeService
     from waku_legacy.console import print_json
+    from waku_legacy.errors import ConfigError
+    from waku_legacy.store import check_store_file
 
     config = load_config(args.config)
+    # what `serve` refuses, --check refuses too: one reading of the store and the key files
+    check_store_file(config.store.url, create=config.store.create)
+    check_key_files(config)
     if args.check:
+        busy = busy_listen_addresses(config)
+        if busy:
+            raise ConfigError(f"listen address(es) in use: {'; '.join(busy)}")
         service = BridgeService(config)  # loads and checks the community keys
         print_json(_summary(config, service))
         return 0
@@ -30,6 +38,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _summary(config: Any, service: Any) -> dict[str, Any]:
+    from waku_legacy.bridge.archiver import link_reach
+
+    def reach(community: Any) -> dict[str, Any]:
+        return link_reach(
+            has_key=str(community.id) in service._keys, has_relay=config.relay is not None,
+            seeding=service.seed_enabled, backend=community.backend, backend_down=None,
+        ).to_json()  # fmt: skip
+
     return {
         "config": config.origin,
         "rest": f"{config.server.host}:{config.server.port}",
@@ -43,7 +59,7 @@ def _summary(config: Any, service: Any) -> dict[str, Any]:
                 "id": str(c.id),
                 "shard": c.shard,
                 "channels": len(c.channels),
-                "can_publish": str(c.id) in service._keys,
+                "link_reach": reach(c),
             }
             for c in config.communities
         ],

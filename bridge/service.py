@@ -118,21 +118,13 @@ class BridgeService:
         self._register_probes()
 
     def _load_community_keys(self) -> dict[str, Any]:
-        from waku_legacy.crypto.key_file import load_node_key
+        from waku_legacy.community_config import load_community_key
 
         keys = {}
         for community in self.config.communities:
-            if community.key_file is None:
-                continue
-            try:
-                key = load_node_key(community.key_file)
-            except WakuLegacyError as exc:
-                raise type(exc)(f"[[community]] {community.id}: key_file: {exc}") from None
-            if CommunityId(key.public_key.format(compressed=True)) != community.id:
-                raise WakuLegacyError(
-                    f"[[community]] {community.id}: key_file holds the key of another community"
-                )
-            keys[str(community.id)] = key
+            key = load_community_key(community)
+            if key is not None:
+                keys[str(community.id)] = key
         return keys
 
     def _register_probes(self) -> None:

@@ -29,7 +29,7 @@ from waku_legacy.store import is_postgres_url
 from waku_legacy.store.dsn import redact_dsn
 
 if TYPE_CHECKING:
-    from waku_legacy.bridge.archiver import CommunityArchiver, RunReport
+    from waku_legacy.bridge.archiver import CommunityArchiver, LinkReach, RunReport
     from waku_legacy.bridge.history import HistoryPuller, PullReport
     from waku_legacy.mailserver_compat.server.mailserver import MailServer
     from waku_legacy.mailserver_compat.waku_peer import WakuPeer
@@ -137,6 +137,7 @@ class CommunityStatus:
     last_run: ArchiveRun | None
     next_run: float | None
     degraded: str | None
+    link_reach: LinkReach | None  # None: archiving not started yet
     # what members' clients import, after the last archive run (waku_legacy.members)
     members_preview: Mapping[str, Any] | None = None
 
@@ -299,6 +300,7 @@ def community_status(
         pubsub_topic=community.pubsub_topic, channels=tuple(community.channels),
         backend=community.backend, archives=0, windows=(), index_error=None, link=None,
         published=None, seeding=None, last_run=None, next_run=None, degraded=None,
+        link_reach=None,
     )  # fmt: skip
     if archiver is None:  # archiving not started yet
         return base
@@ -315,6 +317,7 @@ def community_status(
         last_run=_run(archiver.last_run),
         next_run=archiver.next_due() if index_error is None else None,
         degraded=archiver.degraded, members_preview=archiver.members_preview,
+        link_reach=archiver.reach(),
     )  # fmt: skip
 
 

@@ -166,6 +166,16 @@ def _publication(published: Publication | None, link: str | None) -> list[tuple[
     ]
 
 
+def _reach(community: CommunityStatus) -> list[tuple[str, str]]:
+    reach = community.link_reach
+    if reach is None:
+        return []
+    if reach.reaches_members:
+        return [("reaches members", _badge("yes", good=True))]
+    why = "<br>".join(_e(reason) for reason in reach.why)
+    return [("reaches members", f"{_badge('no', good=False, bad=True)}<br>{why}")]
+
+
 def _seeding(seeding: Seeding | None) -> str:
     if seeding is None:
         return _badge("not seeding", good=False)
@@ -216,6 +226,7 @@ def _community(community: CommunityStatus) -> str:
         ("back end", _e(community.backend)),
         ("archive link", _code(community.link)),
         *_publication(community.published, community.link),
+        *_reach(community),
         ("seeding", _seeding(community.seeding)),
         ("last archive run", _run(community.last_run)),
         ("members' clients", _members(community.members_preview)),

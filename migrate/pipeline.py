@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.community_config import load_community_key
+from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import MigrateConfig
@@ -55,17 +56,6 @@ def start_spark(config: MigrateConfig) -> tuple[SparkSession, float]:
         conf=dict(config.spark.conf),
     )
     return session, time.monotonic() - started
-
-
-def _community_key(path: str | None) -> PrivateKey | None:
-    if not path:
-        return None
-    from waku_legacy.crypto.key_file import load_node_key
-
-    try:
-        return load_node_key(path)
-    except ConfigError as exc:
-        raise ConfigError(f"community key_file: {exc}") from exc
 
 
 def _peak_rss_mb() -> float:
@@ -130,7 +120,7 @@ def run_migration(
     pipeline_started = time.monotonic()
     run = _prepare(config, spark, progress, fault)
     run.timing["jvm_start"] = jvm_seconds
-    keys = {str(c.id): _community_key(c.key_file) for c in config.communities}
+    keys = {str(c.id): load_community_key(c) for c in config.communities}
 
     with run.step("read_decode_dedup", "reading and decoding the sources"):
         tasks = _read_decode_dedup(run)

@@ -20,6 +20,19 @@ CHANNEL = "8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b"
 FULL = full_bridge_config(COMMUNITY, CHANNEL)
 
 
+def _checkable(tmp_path, text=FULL):
+    """FULL as `serve --check` takes it: its SQLite store there, any free ports."""
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "store.sqlite3")
+    db.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    db.close()
+    text = text.replace('"0.0.0.0:9000"', '"127.0.0.1:0"').replace(":30303", ":0")
+    path = tmp_path / "bridge.toml"
+    path.write_text(text)
+    return path
+
+
 def test_full_config(tmp_path):
     (tmp_path / "admin.token").write_text("a-long-enough-admin-token\n")
     path = tmp_path / "bridge.toml"
@@ -123,14 +136,13 @@ def test_serve_check_validates_keys(tmp_path, capsys):
     other = private_key_from_bytes(bytes.fromhex("22" * 32))
     (tmp_path / "community.key").write_text(other.secret.hex())
     (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
-    path = tmp_path / "bridge.toml"
-    path.write_text(FULL)
+    path = _checkable(tmp_path)
     assert main(["serve", "--config", str(path), "--check"]) == 2
     assert "key of another community" in capsys.readouterr().err
     (tmp_path / "community.key").write_text(KEY.secret.hex())
     assert main(["serve", "--config", str(path), "--check"]) == 0
     out = capsys.readouterr().out
-    assert '"can_publish": true' in out and '"admin_api": true' in out
+    assert '"reachesMembers": true' in out and '"admin_api": true' in out
 
 
 def test_deploy_example_config_is_valid(tmp_path):
@@ -186,9 +198,9 @@ def test_community_key_file_must_be_a_small_regular_file(tmp_path, capsys):
     from waku_legacy.cli import main
 
     (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
-    path = tmp_path / "bridge.toml"
     for key_file, message in (("/dev/zero", "not a regular file"), (str(tmp_path), "directory")):
-        path.write_text(FULL.replace('key_file = "community.key"', f'key_file = "{key_file}"'))
+        text = FULL.replace('key_file = "community.key"', f'key_file = "{key_file}"')
+        path = _checkable(tmp_path, text)
         assert main(["serve", "--config", str(path), "--check"]) == 2
         err = capsys.readouterr().err
         assert "key_file" in err and message in err and err.count("\n") == 1, err
@@ -223,3 +235,93 @@ def test_config_file_must_be_a_small_regular_file(tmp_path):
     big.write_text('[store]\nurl = "a.db"\n# ' + "x" * (2 * 1024 * 1024) + "\n")
     with pytest.raises(ConfigError, match="larger than the 1048576-byte limit"):
         load_config(big)
+
+
+def test_missing_community_key_names_the_community_key_file(tmp_path, capsys):
+    """Issue 24: a missing community key_file read "node key file: …"; it names the
+    community key file (serve --check and the migration share the reader)."""
+    from waku_legacy.cli import main
+
+    (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
+    path = _checkable(tmp_path)
+    assert main(["serve", "--config", str(path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "community key file" in err and "node key file" not in err, err
+
+
+def _check(path, capsys):
+    from waku_legacy.cli import main
+
+    code = main(["serve", "--config", str(path), "--check"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_serve_check_refuses_what_serve_refuses(tmp_path, capsys):
+    """Issues 21 and 24: `serve --check` passed a store file that does not exist (`serve`
+    then created an empty one and served nothing) or is not SQLite, a v1 node key of the
+    wrong length, and a listen port another process holds; each is one line, exit 2."""
+    import socket
+
+    (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
+    (tmp_path / "community.key").write_text(KEY.secret.hex())
+    path = _checkable(tmp_path)
+    assert _check(path, capsys)[0] == 0
+    store = tmp_path / "store.sqlite3"
+    store.unlink()
+    code, _, err = _check(path, capsys)
+    assert code == 2 and "does not exist" in err and "create = true" in err, err
+    assert not store.exists()  # nothing created
+    path.write_text(path.read_text().replace('url = "store.sqlite3"',
+                                             'url = "store.sqlite3"\ncreate = true'))
+    assert _check(path, capsys)[0] == 0 and not store.exists()
+    store.write_text("not a database at all, but long enough")
+    code, _, err = _check(path, capsys)
+    assert code == 2 and "not a SQLite database" in err, err
+    store.unlink()
+    path = _checkable(tmp_path)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "nodekey").write_text("ab" * 20)
+    code, _, err = _check(path, capsys)
+    assert code == 2 and "v1 node key file" in err and "64 hex digits" in err, err
+    (tmp_path / "keys" / "nodekey").write_text("11" * 32)
+    assert _check(path, capsys)[0] == 0
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        path.write_text(path.read_text().replace('listen = "127.0.0.1:0"',
+                                                 f'listen = "127.0.0.1:{port}"', 1))
+        code, _, err = _check(path, capsys)
+    assert code == 2 and f"[server] listen 127.0.0.1:{port}" in err and "in use" in err, err
+
+
+def test_serve_check_reports_whether_each_link_reaches_members(tmp_path, capsys):
+    """Issue 24: one name for one meaning (``link_reach``: reachesMembers and why), where
+    `can_publish: true` stood beside `"relay": null`."""
+    import json
+
+    (tmp_path / "admin.token").write_text("a-long-enough-admin-token")
+    (tmp_path / "community.key").write_text(KEY.secret.hex())
+    text = FULL
+    start = text.index("[relay]")
+    text = text[:start] + text[text.index("[history]"):]
+    path = _checkable(tmp_path, text.replace('key_file = "community.key"\n', ""))
+    code, out, err = _check(path, capsys)
+    assert code == 0, err
+    reach = json.loads(out)["communities"][0]["link_reach"]
+    assert reach["reachesMembers"] is False
+    assert any("no community key" in why for why in reach["why"])
+    assert any("no [relay]" in why for why in reach["why"])
+
+
+def test_unknown_key_is_named_before_a_missing_one(tmp_path):
+    """Issue 24: a typo `archive_dirr` was reported as "key 'archive_dir' is required"; the
+    shared config reader names the unknown key (the migration's config too)."""
+    text = FULL.replace('archive_dir = "archives"', 'archive_dirr = "archives"')
+    assert "archive_dirr" in text
+    path = tmp_path / "bridge.toml"
+    path.write_text(text)
+    typo = r"unknown key 'archive_dirr' \(did you mean 'archive_dir'"
+    with pytest.raises(ConfigError, match=typo):
+        load_config(path)

@@ -239,6 +239,7 @@ async def _check_admin_and_metrics(http: aiohttp.ClientSession, link) -> None:
         report = (await response.json())["communities"][0]
     assert report["id"] == str(COMMUNITY) and len(report["archives"]) == 2
     assert report["magnetUri"] == link.magnet_uri and report["seeding"]["infoHash"]
+    assert report["linkReach"] == {"reachesMembers": True, "why": []}
     async with http.post(f"/admin/v1/communities/{COMMUNITY}/archive",
                          headers=headers) as response:  # fmt: skip
         runs = (await response.json())["runs"]

@@ -17,6 +17,7 @@ import pytest
 from tests.browser import WINDOW, check_png, chromium, page_text, screenshot, text_of
 from tests.helpers import start_until_archive_published, store_channel_messages, wait_until
 from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku, bridge_config
+from waku_legacy.bridge.archiver import LinkReach
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.bridge.status import (
@@ -277,7 +278,7 @@ def _hostile_report() -> StatusReport:
         published=Publication("magnet:?x", 1_750_000_000_000, HOSTILE, T0),
         seeding=None,
         last_run=ArchiveRun(T0, "admin", "error", HOSTILE, None, None, False, False),
-        next_run=None, degraded=HOSTILE,
+        next_run=None, degraded=HOSTILE, link_reach=LinkReach(False, (HOSTILE,)),
     )  # fmt: skip
     v1 = V1Status(
         enode="enode://" + "11" * 64 + "@127.0.0.1:30303",
@@ -320,3 +321,19 @@ def test_a_postgres_store_password_is_redacted():
     shown = public_store_url("postgresql://waku:s3cret-pass@db.internal:5432/waku_store")
     assert "s3cret-pass" not in shown and "db.internal" in shown and "***" in shown
     assert public_store_url("sqlite:///var/lib/store.sqlite3") == "sqlite:///var/lib/store.sqlite3"
+
+
+def test_page_and_json_say_whether_the_link_reaches_members():
+    """Issue 24: "not by this process yet" beside `"canPublish": false` said nothing of
+    why; the page and its JSON carry linkReach (reachesMembers and every reason)."""
+    report = _hostile_report()
+    assert report.to_json()["communities"][0]["linkReach"] == {
+        "reachesMembers": False, "why": [HOSTILE],
+    }  # fmt: skip
+    text = " ".join(page_text(render_status_page(report)).parts)
+    assert "reaches members" in text and HOSTILE in text
+    import dataclasses
+
+    fine = dataclasses.replace(report.communities[0], link_reach=LinkReach(True, ()))
+    good = dataclasses.replace(report, communities=(fine,))
+    assert "reaches members yes" in " ".join(page_text(render_status_page(good)).parts)

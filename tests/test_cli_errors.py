@@ -175,3 +175,24 @@ def test_fetch_record_file_errors_are_typed(tmp_path: Path, text: str, fragment:
     path.write_text(text)
     with pytest.raises(ConfigError, match=fragment):
         FetchRecord(path)
+
+
+def test_fetch_magnet_without_any_peer_says_so_at_once(tmp_path: Path, capsys) -> None:
+    """Issue 24: a magnet link with no x.pe peer, no --peer and nothing to search with
+    (trackers off, no DHT) is refused at once with the --peer hint; with trackers left on
+    the command says before its wait that it has no peer and how to give one."""
+    import time
+
+    magnet = "magnet:?xt=urn:btih:" + "ab" * 20 + "&dn=x"
+    argv = ["fetch", "--community", COMMUNITY, "--magnet", magnet,
+            "--save-dir", str(tmp_path / "s"), "--metadata-timeout", "1",
+            "--metadata-retries", "0"]  # fmt: skip
+    started = time.monotonic()
+    assert _run([*argv, "--no-trackers"]) == 2
+    assert time.monotonic() - started < 5
+    assert "--peer HOST:PORT" in _one_line_error(capsys, "fetch")
+    tracked = magnet.replace("&dn=x", "&tr=udp%3A%2F%2F127.0.0.1%3A9%2Fannounce&dn=x")
+    assert _run([*argv[:4], tracked, *argv[5:], "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("waku-legacy fetch: no peer given"), err
+    assert err.count("--peer HOST:PORT") == 2, err  # the notice first, the timeout after

@@ -258,3 +258,76 @@ def test_deeply_nested_input_exits_2(
         code, _, err = run(["decode", kind, write(tmp_path, data), *extra], capsys)
         assert code == 2, err
         assert err.startswith("waku-legacy decode: error: ") and err.count("\n") == 1, err
+
+
+def test_magnet_message_reads_the_tools_own_json_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24: `decode magnet-message X.magnet-message.json` reads the file `archive
+    build`/`migrate` write next to the torrent (it failed as "not a WakuMessage")."""
+    from waku_legacy.archive.build import LinkSigner, write_magnet_message
+    from waku_legacy.archive.layout import CommunityLayout
+    from waku_legacy.archive.magnet import BOTH
+    from waku_legacy.faults import no_fault
+
+    topic = "/waku/2/rs/16/128"
+    layout = CommunityLayout.of(tmp_path / "a", COMMUNITY, tmp_path / "t")
+    layout.magnet_message_json.parent.mkdir(parents=True)
+    signer = LinkSigner(COMMUNITY_KEY, topic, BOTH, None)
+    write_magnet_message(layout, signer, MAGNET, 1_700_000_000_000, fault=no_fault, fsync=False)
+    argv = ["decode", "magnet-message", str(layout.magnet_message_json)]
+    code, out, err = run([*argv, "--community", str(COMMUNITY)], capsys)
+    assert code == 0, err
+    assert out["pubsub_topic"] == topic
+    assert out["archive_link"]["archive_link"] == MAGNET
+    assert out["accepted_by_members"] is True
+    not_ours = write(tmp_path, b'{"x": 1}', "x.json")
+    code, out, err = run(["decode", "magnet-message", not_ours], capsys)
+    assert code == 2 and "magnet-message.json" in err and err.count("\n") == 1
+
+
+def _dump(tmp_path: Path, envelopes: list[Envelope]) -> str:
+    from waku_legacy.mailserver_compat.storage.dump import DumpWriter
+
+    path = tmp_path / "v1-pull.dump"
+    with DumpWriter(path) as writer:
+        for envelope in envelopes:
+            writer.append(envelope.encode())
+    return str(path)
+
+
+def test_decode_dump_reads_v1_pull_dumps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24: `decode dump FILE` lists a `v1 pull --out` dump's envelopes; `decode
+    envelope` of a dump says to use it (it failed with "… superfluous bytes")."""
+    data = encode_payload(b"hello", sign_with=SIGNER, symmetric_key=KEY)
+    envelopes = [
+        Envelope(expiry=1000 + i, ttl=50, topic=bytes.fromhex("1a2b3c4d"), data=data, nonce=i)
+        for i in range(3)
+    ]
+    path = _dump(tmp_path, envelopes)
+    code, out, err = run(["decode", "dump", path, "--symmetric-key", KEY.hex()], capsys)
+    assert code == 0, err
+    assert out["kind"] == "envelope dump" and out["count"] == 3 and out["damaged"] == []
+    assert [e["hash"] for e in out["envelopes"]] == ["0x" + e.hash().hex() for e in envelopes]
+    assert out["envelopes"][2]["decoded"]["payload"] == "0x" + b"hello".hex()
+    code, _, err = run(["decode", "envelope", path], capsys)
+    assert code == 2 and f"decode dump {path}" in err and err.count("\n") == 1
+
+
+def test_decode_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """Issue 24: `decode … | head` ends without "error: Broken pipe" (any command: the CLI
+    handles BrokenPipeError in one place)."""
+    import subprocess
+    import sys
+
+    envelopes = [
+        Envelope(expiry=1000 + i, ttl=50, topic=b"abcd", data=b"x" * 200, nonce=i)
+        for i in range(2000)
+    ]
+    path = _dump(tmp_path, envelopes)
+    command = f"{sys.executable} -m waku_legacy.cli decode dump {path} | head -c 100 >/dev/null"
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {command}"], capture_output=True)
+    assert done.stderr == b"", done.stderr.decode()
+    assert done.returncode == 141

@@ -72,7 +72,10 @@ def test_serve_check_shows_libp2p_and_refuses_a_bad_key(tmp_path, capsys) -> Non
     from waku_legacy.p2p.keys import load_key_pair, peer_id_of
 
     path = tmp_path / "bridge.toml"
-    path.write_text('[store]\nurl = "s.db"\n[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/0"]\n')
+    path.write_text(
+        '[server]\nlisten = "127.0.0.1:0"\n[store]\nurl = "s.db"\ncreate = true\n'
+        '[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/0"]\n'
+    )
     assert main(["serve", "--config", str(path), "--check"]) == 0
     shown = json.loads(capsys.readouterr().out)["libp2p"]
     assert shown["peer_id"] is None and shown["listen"] == ["/ip4/127.0.0.1/tcp/0"]

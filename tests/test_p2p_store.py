@@ -340,6 +340,29 @@ async def test_cli_store_query(rows, bridge) -> None:
     assert table.returncode == 0 and b"page 1: status 200 OK" in table.stdout
 
 
+OTHER_PEER_ID = "16Uiu2HAmPLe7Mzm8TsYUubgCAW1aJoeFScxrLj8ppHFivPo97bUZ"
+
+
+async def test_cli_store_query_unreachable_or_wrong_peer_is_one_line(bridge) -> None:
+    """Issue 24: an unreachable peer or a peer id that is not the node's own is one line
+    with a hint and exit 2 (no py-libp2p log lines, no ExceptionGroup traceback, no 70)."""
+    service, _ = bridge
+    right = _addr(service, "tcp")
+    wrong_id = right.rsplit("/p2p/", 1)[0] + "/p2p/" + OTHER_PEER_ID
+    closed = "/ip4/127.0.0.1/tcp/1/p2p/" + OTHER_PEER_ID
+    for peer in (closed, wrong_id):
+        command = [
+            sys.executable, "-m", "waku_legacy.cli", "store", "query", "--peer", peer,
+            "--pubsub-topic", PUBSUB, "--timeout", "5",
+        ]  # fmt: skip
+        done = await asyncio.to_thread(subprocess.run, command, capture_output=True, timeout=60)
+        err = done.stderr.decode()
+        assert done.returncode == 2, err
+        assert err.startswith("waku-legacy store: error: cannot connect to "), err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert "peer id" in err, err
+
+
 async def test_metrics_count_libp2p_events(bridge) -> None:
     service, http = bridge
     args = StoreQueryArgs(pubsub_topic=PUBSUB, content_topics=[CONTENT[0]], page_size=5)

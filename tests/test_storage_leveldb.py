@@ -89,3 +89,14 @@ def test_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
         LevelDBEnvelopeStore(tmp_path / "nope")
     with pytest.raises(LevelDBError, match="not a LevelDB"):
         snapshot_copy(tmp_path, tmp_path / "x")
+
+
+def test_locked_database_says_what_to_do(tmp_path: Path) -> None:
+    """Issue 24: a LevelDB a running mailserver holds (its LOCK) is refused with the way
+    out: stop the mailserver or copy the folder."""
+    held = LevelDBEnvelopeStore(tmp_path / "db", create=True)
+    try:
+        with pytest.raises(LevelDBError, match="stop the mailserver, or copy the folder"):
+            LevelDBEnvelopeStore(tmp_path / "db")
+    finally:
+        held.close()

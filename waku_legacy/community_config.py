@@ -34,6 +34,7 @@ from waku_legacy.identity.topics import CommunityId, chat_topic
 
 __all__ = [
     "CommunityConfig",
+    "load_community_key",
     "load_operator_key",
     "parse_communities",
     "parse_community",
@@ -131,9 +132,29 @@ def load_operator_key(community: CommunityConfig) -> coincurve.PrivateKey | None
     from waku_legacy.crypto.key_file import load_node_key
 
     try:
-        return load_node_key(community.operator_key_file)
+        return load_node_key(community.operator_key_file, what="operator key file")
     except WakuLegacyError as exc:
         raise ConfigError(f"[[community]] {community.id}: operator_key_file: {exc}") from None
+
+
+def load_community_key(community: CommunityConfig) -> coincurve.PrivateKey | None:
+    """The community's private key (``key_file``: it signs the archive link), or None when
+    none is configured; a ConfigError naming the community key file when it is missing,
+    malformed or holds another community's key."""
+    if community.key_file is None:
+        return None
+    from waku_legacy.crypto.key_file import load_node_key
+
+    try:
+        key = load_node_key(community.key_file, what="community key file")
+    except WakuLegacyError as exc:
+        raise ConfigError(f"[[community]] {community.id}: key_file: {exc}") from None
+    if CommunityId(key.public_key.format(compressed=True)) != community.id:
+        raise ConfigError(
+            f"[[community]] {community.id}: key_file {community.key_file} holds the key of "
+            "another community"
+        )
+    return key
 
 
 def parse_communities(top: ConfigTable, base: Path, origin: str) -> tuple[CommunityConfig, ...]:

@@ -37,6 +37,17 @@ class ConfigTable:
     def error(self, key: str, expected: str, value: Any) -> ConfigError:
         return ConfigError(f"{self.where}: key '{key}' must be {expected}, got {_show(value)}")
 
+    def missing(self, key: str) -> ConfigError:
+        """A required ``key`` is absent: name first a key of the table that looks like a
+        misspelling of it (``archive_dirr``), which is what the operator has to fix."""
+        import difflib
+
+        unread = [k for k in self.data if k not in self.used and isinstance(k, str)]
+        typo = difflib.get_close_matches(key, unread, n=1, cutoff=0.75)
+        if typo:
+            return ConfigError(f"{self.where}: unknown key {typo[0]!r} (did you mean {key!r}?)")
+        return ConfigError(f"{self.where}: key '{key}' is required")
+
     # A key that is required, or has a default, always gives a value; otherwise None may.
     @overload
     def string(self, key: str, *, required: Literal[True], default: str | None = None) -> str: ...
@@ -49,7 +60,7 @@ class ConfigTable:
         value = self.raw(key)
         if value is None:
             if required:
-                raise ConfigError(f"{self.where}: key '{key}' is required")
+                raise self.missing(key)
             return default
         if not isinstance(value, str):
             raise self.error(key, "a string", value)
@@ -80,7 +91,7 @@ class ConfigTable:
         value = self.raw(key)
         if value is None:
             if required:
-                raise ConfigError(f"{self.where}: key '{key}' is required")
+                raise self.missing(key)
             return default
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.error(key, "an integer", value)
@@ -101,7 +112,7 @@ class ConfigTable:
         value = self.raw(key)
         if value is None:
             if required:
-                raise ConfigError(f"{self.where}: key '{key}' is required")
+                raise self.missing(key)
             return ()
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]

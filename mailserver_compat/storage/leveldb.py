@@ -101,7 +101,16 @@ class LevelDBEnvelopeStore:
         try:
             self._db: plyvel.DB = plyvel.DB(str(self.path), create_if_missing=create)
         except plyvel.Error as exc:
-            raise LevelDBError(f"cannot open LevelDB mailserver at {self.path}: {exc}") from exc
+            hint = ""
+            if "lock" in str(exc).lower():
+                # LevelDB admits one process per directory: the running mailserver holds it
+                hint = (
+                    " (another process holds its LOCK: stop the mailserver, or copy the "
+                    "folder and give the copy)"
+                )
+            raise LevelDBError(
+                f"cannot open LevelDB mailserver at {self.path}: {exc}{hint}"
+            ) from exc
         except OSError as exc:
             raise LevelDBError(f"cannot open LevelDB mailserver at {self.path}: {exc}") from exc
 

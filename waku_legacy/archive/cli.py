@@ -349,7 +349,7 @@ def _seed(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from waku_legacy.archive.fetch import fetch_archives
+    from waku_legacy.archive.fetch import fetch_archives, no_peer_notice
     from waku_legacy.archive.output import FetchRecord
 
     community = _community(args.community)
@@ -377,6 +377,9 @@ def _fetch(args: argparse.Namespace) -> int:
         source = args.magnet or args.torrent
     # 2. fetch the selected archives, 3. write their messages and what was fetched
     options = _fetch_options(args, community, record)
+    notice = no_peer_notice(source, options)
+    if notice is not None:
+        print(f"waku-legacy fetch: {notice}", file=sys.stderr, flush=True)
     result = fetch_archives(
         source, community, args.save_dir, options, progress=Progress(not args.quiet)
     )

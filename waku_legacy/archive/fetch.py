@@ -200,7 +200,9 @@ def _torrent_params(
     text = os.fspath(source)
     known_torrent: TorrentFile | None = None
     if text.startswith("magnet:"):
-        peers += [parse_peer(p) for p in parse_magnet_uri(text).peers]
+        magnet = parse_magnet_uri(text)
+        peers += [parse_peer(p) for p in magnet.peers]
+        _check_peers_can_be_found(peers, magnet.trackers, options.session)
         params = lt.parse_magnet_uri(text)
     else:
         known_torrent = load_torrent(text)
@@ -214,6 +216,42 @@ def _torrent_params(
     params.flags &= ~lt.torrent_flags.auto_managed
     params.flags &= ~lt.torrent_flags.paused
     return peers, params, known_torrent
+
+
+#: The way out when no seeder is known: the bridge seeds on its [archive] torrent port.
+PEER_HINT = "give --peer HOST:PORT of a seeder (the bridge's torrent listen port)"
+
+
+def _check_peers_can_be_found(
+    peers: Sequence[tuple[str, int]], trackers: Sequence[str], session: SessionConfig
+) -> None:
+    """Refuse at once a magnet link nothing can find a seeder for: no peer given or in the
+    link (``x.pe``), no tracker to ask and DHT and LSD off (waiting for metadata then only
+    runs out the timeout)."""
+    if peers or session.dht or session.lsd or (trackers and session.trackers):
+        return
+    where = "the magnet link names no tracker" if not trackers else "trackers are off"
+    raise FetchError(
+        f"no peer to fetch from: none given, none in the magnet link (x.pe), {where}, "
+        f"and DHT and LSD are off; {PEER_HINT}"
+    )
+
+
+def no_peer_notice(source: str | os.PathLike[str], options: FetchOptions) -> str | None:
+    """What to tell the user before the wait when a magnet link is to be fetched without a
+    known peer (trackers, DHT or LSD may still find one, slowly), or None."""
+    text = os.fspath(source)
+    if not text.startswith("magnet:") or options.peers:
+        return None
+    magnet = parse_magnet_uri(text)
+    if magnet.peers:
+        return None
+    _check_peers_can_be_found([], magnet.trackers, options.session)  # nothing to search with
+    wait = (options.metadata_retries + 1) * options.metadata_timeout
+    return (
+        f"no peer given and none in the magnet link: looking for seeders through trackers/DHT "
+        f"for up to {wait:.0f} s; {PEER_HINT}"
+    )
 
 
 @dataclass(slots=True)
@@ -293,6 +331,7 @@ class _Transfer:
                     f"no torrent metadata for {community} after "
                     f"{options.metadata_retries + 1} x {options.metadata_timeout:.0f} s "
                     f"(peers: {', '.join(f'{h}:{p}' for h, p in self.peers) or 'none given'})"
+                    + ("" if self.peers else f"; {PEER_HINT}")
                 )
             self.connect()
             if options.session.trackers:

@@ -87,12 +87,62 @@ def describe_error(exc: BaseException) -> str:
     return f"invalid input: {text or type(exc).__name__}"
 
 
+#: Exit code when the reader of our output went away (``… | head``): 128 + SIGPIPE, as a
+#: shell reports a command a closed pipe stopped.
+EXIT_CLOSED_PIPE = 141
+
+
+def innermost_error(exc: BaseException) -> BaseException:
+    """The error inside the exception groups a task nursery (trio, asyncio) wraps around
+    one failure: the first leaf, when every leaf is an expected failure; else ``exc``.
+
+    One failed dial in a trio nursery reaches the command as an ExceptionGroup; reported
+    as such it looks like a bug (exit 70 and a page of traceback) though it is one clear
+    error, such as an unreachable peer."""
+    leaves: list[BaseException] = []
+
+    def walk(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                walk(inner)
+        else:
+            leaves.append(error)
+
+    walk(exc)
+    if leaves and all(isinstance(leaf, EXPECTED_ERRORS) for leaf in leaves):
+        return leaves[0]
+    return exc
+
+
+def _quiet_closed_pipe() -> int:
+    """The reader of stdout closed it: end without a word (and without Python's own
+    "Exception ignored … BrokenPipeError" when it flushes stdout at exit)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture)
+        pass
+    finally:
+        os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"waku-legacy {args.command}"
     try:
-        return int(args.func(args) or 0)
+        try:
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, while we can still say nothing
+            return code
+        except BaseExceptionGroup as group:
+            inner = innermost_error(group)
+            if inner is group:
+                raise
+            raise inner from None
+    except BrokenPipeError:
+        return _quiet_closed_pipe()
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

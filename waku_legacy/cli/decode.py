@@ -122,12 +122,19 @@ def _envelope_json(envelope: Envelope, keys: dict[str, Any]) -> dict[str, Any]:
 
 def _decode_envelope(args: argparse.Namespace, data: bytes) -> dict[str, Any]:
     from waku_legacy.mailserver_compat.rlp_fields import decode_rlp
+    from waku_legacy.mailserver_compat.storage.dump import HEADER
     from waku_legacy.mailserver_compat.wire.envelope import (
         Envelope,
         EnvelopeError,
         EnvelopeTooLarge,
     )
 
+    if data.startswith(HEADER):
+        raise DecodeError(
+            "envelope",
+            "this is an envelope dump (what `v1 pull --out` writes), not one envelope: "
+            f"read it with `waku-legacy decode dump {args.file}`",
+        )
     keys = _payload_keys(args)
     item = decode_rlp(
         data, "envelope", EnvelopeError, max_size=len(data), too_large=EnvelopeTooLarge
@@ -280,10 +287,11 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
     ``SendPublic``) or the ApplicationMetadataMessage directly (``"layering": "bare"``)."""
     from waku_legacy.identity.cli import parse_hex
     from waku_legacy.identity.topics import CommunityId
-    from waku_legacy.proto import waku_message_pb2
 
-    message = _parse(waku_message_pb2.WakuMessage, data, "magnet-link message", args)
+    pubsub_topic, message = _magnet_message_input(data, args)
     result: dict[str, Any] = {"kind": "magnet-message", "message": _waku_message_json(message)}
+    if pubsub_topic is not None:
+        result["pubsub_topic"] = pubsub_topic
     community = CommunityId.parse(args.community) if args.community else None
     if community is not None:
         chats_json, keys = _archive_link_chats(community, message.content_topic)
@@ -304,6 +312,66 @@ def _decode_magnet_message(args: argparse.Namespace, data: bytes) -> dict[str, A
         shown = result.get("archive_link", {}).get("archive_link", "")
         result.update(_members_verdict(message, community, shown))
     return result
+
+
+def _magnet_message_input(data: bytes, args: argparse.Namespace) -> tuple[str | None, WakuMessage]:
+    """The WakuMessage in ``data``: its protobuf bytes (``X.magnet-message.pb``) or the JSON
+    file beside it that `archive build`/`migrate` write (``X.magnet-message.json``: the
+    relay publish body and its pubsub topic)."""
+    import json
+
+    from waku_legacy.archive.magnet import magnet_message_from_json
+    from waku_legacy.proto import waku_message_pb2
+
+    if data.lstrip()[:1] != b"{":
+        message = _parse(waku_message_pb2.WakuMessage, data, "magnet-link message", args)
+        return None, message
+    document = json.loads(data)
+    if not isinstance(document, dict) or not isinstance(document.get("body"), dict):
+        raise DecodeError(
+            "magnet-link message", "a JSON input must be a .magnet-message.json file (with 'body')"
+        )
+    topic = document.get("pubsubTopic")
+    return (topic if isinstance(topic, str) else None), magnet_message_from_json(document["body"])
+
+
+# -- envelope dump ----------------------------------------------------------------------
+
+
+def _decode_dump(args: argparse.Namespace) -> dict[str, Any]:
+    """Every envelope of an envelope dump (``v1 pull --out``), and any damaged range."""
+    import os
+
+    from waku_legacy.mailserver_compat.storage.dump import iter_dump_records
+    from waku_legacy.mailserver_compat.wire.envelope import Envelope
+
+    if args.file == "-":
+        raise ConfigError("decode dump reads a file (it seeks), not stdin")
+    size = os.stat(args.file).st_size
+    if size > args.max_size:
+        raise LimitExceeded("input", f"more than {args.max_size} bytes (raise --max-size)")
+    keys = _payload_keys(args)
+    envelopes: list[dict[str, Any]] = []
+    damaged: list[dict[str, Any]] = []
+    for record in iter_dump_records(args.file):
+        if record.error is not None:
+            damaged.append({"offset": record.offset, "error": record.error})
+            continue
+        try:
+            envelope = Envelope.decode(record.data, max_size=max(len(record.data), 1))
+        except DecodeError as exc:
+            damaged.append({"offset": record.offset, "error": f"not an envelope: {exc}"})
+            continue
+        envelopes.append(_envelope_json(envelope, keys))
+    return {"kind": "envelope dump", "count": len(envelopes), "envelopes": envelopes,
+            "damaged": damaged}  # fmt: skip
+
+
+def _dump_handler(args: argparse.Namespace) -> int:
+    from waku_legacy.console import print_json
+
+    print_json(_decode_dump(args))
+    return 0
 
 
 def _archive_link_chats(
@@ -495,6 +563,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--password", metavar="TEXT", help="derive the symmetric key (e.g. a public chat id)"
     )
     envelope.add_argument("--private-key", metavar="HEX", help="key for ECIES payloads")
+
+    dump = kinds.add_parser("dump", help="an envelope dump file (what `v1 pull --out` writes)")
+    _add_common(dump, protobuf=False)
+    dump.set_defaults(func=_dump_handler)
+    dump_keys = dump.add_mutually_exclusive_group()
+    dump_keys.add_argument("--symmetric-key", metavar="HEX", help="32-byte key to open payloads")
+    dump_keys.add_argument(
+        "--password", metavar="TEXT", help="derive the symmetric key (e.g. a public chat id)"
+    )
+    dump.add_argument("--private-key", metavar="HEX", help="key for ECIES payloads")
 
     _add_common(
         kinds.add_parser("store-response", help="a store v3 StoreQueryResponse"), protobuf=True

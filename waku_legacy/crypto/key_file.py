@@ -16,23 +16,27 @@ from waku_legacy.files import MAX_KEY_FILE, read_small_text
 __all__ = ["load_node_key", "load_or_create_node_key", "write_node_key"]
 
 
-def load_node_key(path: str | os.PathLike[str]) -> coincurve.PrivateKey:
+def load_node_key(
+    path: str | os.PathLike[str], *, what: str = "node key file"
+) -> coincurve.PrivateKey:
+    """The key in ``path``; errors name the file as ``what`` (a community key file is not
+    a node key file to the operator reading the message)."""
     file = Path(path)
     # A regular file of at most MAX_KEY_FILE bytes: /dev/zero or a huge file is refused.
-    text = read_small_text(file, what="node key file", max_size=MAX_KEY_FILE, encoding="ascii")
+    text = read_small_text(file, what=what, max_size=MAX_KEY_FILE, encoding="ascii")
     text = text.strip()
     if text.startswith(("0x", "0X")):
         text = text[2:]
     if len(text) != 64:
         raise ConfigError(
-            f"node key file {file} must hold 64 hex digits (a 32-byte key), found {len(text)}"
+            f"{what} {file} must hold 64 hex digits (a 32-byte key), found {len(text)}"
         )
     try:
         return private_key_from_bytes(bytes.fromhex(text))
     except ValueError:
-        raise ConfigError(f"node key file {file} holds non-hex characters") from None
+        raise ConfigError(f"{what} {file} holds non-hex characters") from None
     except CryptoError as exc:
-        raise ConfigError(f"node key file {file}: {exc}") from exc
+        raise ConfigError(f"{what} {file}: {exc}") from exc
 
 
 def write_node_key(path: str | os.PathLike[str], key: coincurve.PrivateKey) -> None:

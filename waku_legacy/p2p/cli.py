@@ -9,6 +9,7 @@ content topic, timestamp, version, payload and meta as 0x hex).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
@@ -95,7 +96,14 @@ def _query_command(args: argparse.Namespace) -> int:
                 pages.append(_page_json(response))
         return pages
 
-    pages = trio.run(run)
+    # py-libp2p logs each failed dial attempt; the one error line below says it better
+    libp2p_log = logging.getLogger("libp2p")
+    level = libp2p_log.level
+    libp2p_log.setLevel(logging.CRITICAL)
+    try:
+        pages = trio.run(run)
+    finally:
+        libp2p_log.setLevel(level)
     if args.json:
         print_json({"peer": args.peer, "pages": pages})
     else:

@@ -63,7 +63,10 @@ class P2PClient:
             except P2PError:
                 raise
             except Exception as exc:
-                raise P2PError(f"cannot connect to {address}: {exc}") from exc
+                raise P2PError(
+                    f"cannot connect to {address}: {exc} (is the node running and listening "
+                    "there, and is the /p2p/ peer id its own? `serve` logs its multiaddrs)"
+                ) from exc
             try:
                 yield cls(host, info.peer_id, timeout)
             finally:

@@ -30,7 +30,7 @@ from waku_legacy.store.reconnect import Reconnect
 from waku_legacy.store.types import *  # noqa: F403  (the store's values and errors)
 from waku_legacy.store.types import MessageStore, StoreError
 
-__all__ = ["Reconnect", "is_postgres_url", "open_store", "sqlite_path"]
+__all__ = ["Reconnect", "check_store_file", "is_postgres_url", "open_store", "sqlite_path"]
 __all__ += types.__all__
 
 
@@ -54,6 +54,41 @@ def sqlite_path(url: str) -> str:
             f"store URL {url!r} is neither sqlite:///… nor postgresql://… (nor a file path)"
         )
     return url
+
+
+#: The first 16 bytes of every SQLite 3 database file (sqlite.org/fileformat.html, 1.3).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_store_file(url: str, *, create: bool) -> None:
+    """Refuse a SQLite store that is missing (unless ``create``) or is not a SQLite file,
+    before anything opens it: opening creates a missing file, and a service would then serve
+    an empty store without a word. PostgreSQL URLs are not checked here (a server to ask)."""
+    if is_postgres_url(url.strip()):
+        return
+    path = sqlite_path(url.strip())
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        if create:
+            return
+        raise StoreError(
+            f"the store {path} does not exist: give the file `waku-legacy migrate` wrote "
+            "(its [output] store), or set [store] create = true to start an empty one"
+        ) from None
+    except IsADirectoryError:
+        raise StoreError(f"the store {path} is a directory, not a SQLite file") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
+    if header == SQLITE_HEADER or (not header and create):
+        return
+    if not header:
+        raise StoreError(
+            f"the store {path} is an empty file (no messages): give the file `waku-legacy "
+            "migrate` wrote, or set [store] create = true to start an empty one"
+        )
+    raise StoreError(f"the store {path} is not a SQLite database (its first bytes: {header!r})")
 
 
 def _count_option(
