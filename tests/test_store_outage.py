@@ -237,6 +237,11 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
             await wait_until(lambda: probe.health and probe.health[-1][1]["nodeHealth"]
                              == "NOT_READY", what="health NOT_READY", timeout=60)  # fmt: skip
             outage_health = probe.health[-1][1]
+            assert service.metrics.store_reachable.samples() == [
+                "waku_legacy_store_reachable 0"
+            ]
+            spooled = service.metrics.live_spooled  # counted once the append has returned
+            await wait_until(lambda: spooled.value() >= 100, what="spooled rows counted")
             base = f"http://127.0.0.1:{service.rest_port}"
             async with aiohttp.ClientSession() as session:
                 async with session.get(base + "/") as response:
@@ -256,6 +261,9 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
             recovered = time.monotonic() - started
             await wait_until(lambda: not spool.exists(), what="spool drained", timeout=30)
             answers_after = await _other_protocols(service, base)
+            assert service.metrics.store_reachable.samples() == [
+                "waku_legacy_store_reachable 1"
+            ]
         finally:
             await probe.stop()
             await peer.disconnect()
