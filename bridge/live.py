@@ -269,6 +269,8 @@ class BatchWriter:
                 return
             self._spooled_to = last
             self.spooled += len(rows)
+            if self.metrics is not None:
+                self.metrics.live_spooled.inc(len(rows))
 
     async def _remove_spool(self) -> None:
         """Every row in the spool is in the store: the spool can go."""

@@ -350,6 +350,15 @@ class BridgeMetrics:
             p + "store_write_failures_total",
             "Failed store writes of bridged messages (retried; nothing accepted is dropped)",
         )
+        self.store_reachable = r.gauge(
+            p + "store_reachable",
+            "1 while the store can be reached, 0 during an outage (store queries answer 503, "
+            "live rows go to the spool)",
+        )
+        self.live_spooled = r.counter(
+            p + "live_spooled_rows_total",
+            "Live rows appended to the on-disk spool while the store did not take them",
+        )
         self.archive_duration = r.histogram(
             p + "archive_run_duration_seconds",
             "Archive run time (collect, build, seed, publish), failed runs included",

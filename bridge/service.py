@@ -148,6 +148,9 @@ class BridgeService:
             ((event,), float(count))
             for event, count in (self.p2p.stats() if self.p2p is not None else {}).items()
         ]
+        self.metrics.store_reachable._callback = lambda: [
+            ((), 0.0 if self.store is not None and self.store.health.down else 1.0)
+        ]
         self.metrics.torrent_peers._callback = torrents("peers")
         self.metrics.torrent_uploaded._callback = torrents("uploaded")
 

@@ -58,9 +58,12 @@ async def _v1_peer(enode: Any) -> Any:
     return await connect(enode, generate_private_key(), status=status)
 
 
-async def _bridge(tmp_path: Path, url: str) -> tuple[BridgeService, RestProbe, Any]:
+async def _bridge(
+    tmp_path: Path, url: str, **sections: Any
+) -> tuple[BridgeService, RestProbe, Any]:
     """A started bridge on ``url`` with a v1 listener, a REST probe and a v1 peer."""
-    service = BridgeService(bridge_config(tmp_path, url, **_v1_sections(tmp_path)))
+    sections.update(_v1_sections(tmp_path))
+    service = BridgeService(bridge_config(tmp_path, url, **sections))
     await service.start()
     probe = RestProbe(f"http://127.0.0.1:{service.rest_port}").start()
     peer = await _v1_peer(service.mailserver.enode)
@@ -213,7 +216,8 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
     tmp_path, own_postgres
 ):
     with fresh_database(own_postgres.dsn, "outage_b_") as dsn:
-        service, probe, peer = await _bridge(tmp_path, dsn)
+        libp2p = {"listen": ["/ip4/127.0.0.1/tcp/0"], "key_file": str(tmp_path / "p2p.key")}
+        service, probe, peer = await _bridge(tmp_path, dsn, libp2p=libp2p)
         before = await asyncio.to_thread(_envelopes, 20, "before")
         during = await asyncio.to_thread(_envelopes, 100, "during")
         spool = tmp_path / "live-spool.rlp"
@@ -237,6 +241,11 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
             await wait_until(lambda: probe.health and probe.health[-1][1]["nodeHealth"]
                              == "NOT_READY", what="health NOT_READY", timeout=60)  # fmt: skip
             outage_health = probe.health[-1][1]
+            assert service.metrics.store_reachable.samples() == [
+                "waku_legacy_store_reachable 0"
+            ]
+            spooled = service.metrics.live_spooled  # counted once the append has returned
+            await wait_until(lambda: spooled.value() >= 100, what="spooled rows counted")
             base = f"http://127.0.0.1:{service.rest_port}"
             async with aiohttp.ClientSession() as session:
                 async with session.get(base + "/") as response:
@@ -256,6 +265,9 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
             recovered = time.monotonic() - started
             await wait_until(lambda: not spool.exists(), what="spool drained", timeout=30)
             answers_after = await _other_protocols(service, base)
+            assert service.metrics.store_reachable.samples() == [
+                "waku_legacy_store_reachable 1"
+            ]
         finally:
             await probe.stop()
             await peer.disconnect()
@@ -273,31 +285,40 @@ async def test_server_restart_is_survived_with_503_health_and_every_row_stored(
 
 
 async def _other_protocols(service: BridgeService, base: str) -> tuple[int, int, str, bool]:
-    """What the other store interfaces answer: the legacy REST status, the libp2p store v3
-    handler's status and description (what the listener sends; a stream carries it), and
-    whether the v1 mailserver's request completion failed (with the SERVICE_UNAVAILABLE
-    text when it did)."""
+    """What the other store interfaces answer: the legacy REST status, store v3 over libp2p
+    (a real TCP + Noise + yamux connection): status code and description, and whether the
+    v1 mailserver's request completion failed (with the SERVICE_UNAVAILABLE text when it
+    did)."""
+    import trio
+
     from waku_legacy.mailserver_compat.client.mailserver_client import (
         HistoryQuery,
         MailServerClient,
     )
-    from waku_legacy.p2p.store_client import StoreQueryArgs, build_request, decode_response
-    from waku_legacy.store.protocol import serve_store_v3
+    from waku_legacy.p2p.client import P2PClient
+    from waku_legacy.p2p.store_client import StoreQueryArgs, query_pages
 
     async with aiohttp.ClientSession() as session:
         async with session.get(base + "/store/v1/messages?pageSize=5") as response:
             legacy = response.status
-    request = build_request(StoreQueryArgs(content_topics=["/waku/1/0x0badcafe/rfc26"]))
-    answer = await asyncio.to_thread(serve_store_v3, request, service.store.stores)
-    decoded = decode_response(answer.body)
-    assert decoded.status_code == answer.status
+    args = StoreQueryArgs(content_topics=["/waku/1/0x0badcafe/rfc26"], page_size=5)
+
+    def libp2p_query() -> Any:
+        async def main() -> Any:
+            async with P2PClient.dial(service.p2p.multiaddrs[0]) as client:
+                (page,) = [page async for page in query_pages(client, args)]
+                return page
+
+        return trio.run(main)
+
+    decoded = await asyncio.to_thread(libp2p_query)
     now = int(time.time())
     async with MailServerClient(service.mailserver.enode) as client:
         _, complete = await client.request_page(
             HistoryQuery(lower=now - 3600, upper=now + 3600, topics=(TOPIC,), limit=5), b""
         )
     assert not complete.failed or "SERVICE_UNAVAILABLE" in complete.error, complete.error
-    return legacy, answer.status, decoded.status_desc, complete.failed
+    return legacy, decoded.status_code, decoded.status_desc, complete.failed
 
 
 # -- (c) kill -9 of `waku-legacy serve` during an outage ----------------------------------------
