@@ -41,6 +41,7 @@ from waku_legacy.archive import (
     load_torrent,
     read_index,
 )
+from waku_legacy.archive.build import link_signer, write_magnet_message, written_link_evidence
 from waku_legacy.archive.clock import (
     ClockChoice,
     ClockEvidence,
@@ -62,6 +63,7 @@ from waku_legacy.community_config import load_operator_key
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
+from waku_legacy.faults import no_fault
 from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
 from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
@@ -337,6 +339,8 @@ class CommunityArchiver:
         messages) in the v2 store and on the [history] store nodes. A node that does not
         answer is logged and counted in the evidence's ``rejected``, never fatal."""
         evidence = await self.store.read(store_clock_evidence, self.community)
+        # the link message files last written (by a run, a republish, the migration, a repair)
+        evidence = evidence.merge(await asyncio.to_thread(written_link_evidence, self.layout))
         for node in self.store_nodes:
             try:
                 found = await asyncio.to_thread(
@@ -351,7 +355,7 @@ class CommunityArchiver:
             evidence = evidence.merge(found)
         choice = choose_link_clock(
             evidence, base=int(self.clock.time() * 1000), base_reason="wall clock",
-            archive_link=archive_link,
+            archive_link=archive_link, minimum=self.community.min_link_clock,
         )  # fmt: skip
         self.last_clock = choice
         return choice
@@ -421,9 +425,9 @@ class CommunityArchiver:
             self.last_run = run
             started = time.monotonic()
             try:
-                # the message file's clock; publish() chooses again for what goes out
-                clock_ms = (await self.link_clock(None)).clock
-                report, stats = await self.store.read(self._build, now, clock_ms)
+                # the message files' clock, and what goes out right after the build
+                choice = await self.link_clock(None)
+                report, stats = await self.store.read(self._build, now, choice.clock)
                 run.build = report.to_json()
                 run.collected = {
                     "read": stats.read, "archived": stats.archived_input,
@@ -436,7 +440,7 @@ class CommunityArchiver:
                     run.seeded = True
                 self.degraded = None
                 if report.archives_added and report.archive_link:  # magnet link or CID
-                    run.published = await self.publish(report.archive_link)
+                    run.published = await self.publish(report.archive_link, choice)
                 self.metrics.archive_runs.inc(1, self.name, "ok")
                 self.metrics.archive_last_success.set(self.clock.time(), self.name)
                 log.info(
@@ -455,13 +459,17 @@ class CommunityArchiver:
             self.metrics.archive_duration.observe(time.monotonic() - started, self.name)
             return run
 
-    async def publish(self, magnet_uri: str | None = None) -> bool:
-        """Sign (fresh clock) and publish the magnet-link message; False when not possible."""
+    async def publish(
+        self, magnet_uri: str | None = None, choice: ClockChoice | None = None
+    ) -> bool:
+        """Sign (fresh clock, or ``choice``: the one a run just wrote the files with) and
+        publish the magnet-link message; False when not possible."""
         magnet_uri = magnet_uri or self.magnet_uri()
         if magnet_uri is None or self.key is None or self.relay is None:
             self.next_publish = self.clock.time() + self.config.republish_interval
             return False
-        choice = await self.link_clock(magnet_uri)
+        if choice is None:
+            choice = await self.link_clock(magnet_uri)
         clock_ms = choice.clock
         # issue 12: on <id>-memberUpdate (current clients) and/or <id>-magnetlinks (2024
         # clients), as the community's archive_link_chats asks; one clock for both
@@ -475,6 +483,16 @@ class CommunityArchiver:
             payload_signer=self.operator_key,
             backend=self.community.backend,
         )
+        try:
+            # the message files record the newest clock for every later tool and rerun
+            await asyncio.to_thread(self._write_link_files, magnet_uri, clock_ms)
+        except (WakuLegacyError, OSError) as exc:
+            self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
+            log.warning(
+                "magnet link not published: its message files cannot be written",
+                extra=fields(community=self.name, error=str(exc)),
+            )
+            return False
         try:
             for _chat, message in messages:
                 await self.relay.publish(self.community.pubsub_topic, message)
@@ -498,6 +516,15 @@ class CommunityArchiver:
             ),
         )
         return True
+
+    def _write_link_files(self, archive_link: str, clock_ms: int) -> None:
+        signer = link_signer(self.layout, self.key, self.community.pubsub_topic,
+                             self.community.archive_link_chats, self.operator_key)  # fmt: skip
+        if signer is None:
+            return
+        self.layout.magnet_message_pb.parent.mkdir(parents=True, exist_ok=True)
+        write_magnet_message(self.layout, signer, archive_link, clock_ms, fault=no_fault,
+                             fsync=True, backend=self.community.backend)  # fmt: skip
 
     def report(self) -> dict[str, Any]:
         try:
