@@ -51,7 +51,7 @@ from waku_legacy.archive.clock import (
     read_store_evidence,
 )
 from waku_legacy.archive.data_files import recorded_last_end
-from waku_legacy.archive.logos_storage import recorded_index_cid
+from waku_legacy.archive.logos_storage import publish_archives, recorded_index_cid
 from waku_legacy.archive.magnet import build_archive_link_messages
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig
@@ -82,6 +82,9 @@ log = logging.getLogger("waku_legacy.bridge.archive")
 NS = 1_000_000_000
 DAY = 86_400
 RECONCILE_RETRY = 300.0  # seconds between attempts to finish an interrupted build
+# seconds before a republish is tried again after the Logos Storage node failed it: its
+# recovery is noticed within this, not at the next republish_interval
+LOGOS_STORAGE_RETRY = 60.0
 CLOCK_EVIDENCE_LIMIT = 2000  # messages read from a store node when looking for used clocks
 T = TypeVar("T")
 
@@ -294,6 +297,7 @@ class CommunityArchiver:
         self.last_run: RunReport | None = None
         self.last_published: dict[str, Any] | None = None
         self.last_clock: ClockChoice | None = None  # the last archive-link clock and why
+        self.last_logos_check: dict[str, Any] | None = None  # LogosStoragePublish.to_json()
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
@@ -439,8 +443,11 @@ class CommunityArchiver:
                     await self.seeder.seed(report.torrent_path)
                     run.seeded = True
                 self.degraded = None
-                if report.archives_added and report.archive_link:  # magnet link or CID
-                    run.published = await self.publish(report.archive_link, choice)
+                link = report.archive_link  # magnet link or CID
+                if link and (report.archives_added or self._unpublished(link)):
+                    # new archives, or a link never published (or changed: an admin run
+                    # after the Logos Storage node lost blocks) goes out now
+                    run.published = await self.publish(link, choice)
                 self.metrics.archive_runs.inc(1, self.name, "ok")
                 self.metrics.archive_last_success.set(self.clock.time(), self.name)
                 log.info(
@@ -468,6 +475,12 @@ class CommunityArchiver:
         if magnet_uri is None or self.key is None or self.relay is None:
             self.next_publish = self.clock.time() + self.config.republish_interval
             return False
+        if self.logos_storage is not None and choice is None:
+            # the republish loop: the node must still hold what the link names
+            checked = await self._check_logos_storage()
+            if checked is None:
+                return False
+            magnet_uri = checked
         if choice is None:
             choice = await self.link_clock(magnet_uri)
         clock_ms = choice.clock
@@ -517,6 +530,38 @@ class CommunityArchiver:
         )
         return True
 
+    def _unpublished(self, link: str) -> bool:
+        return self.last_published is None or self.last_published.get("magnet_uri") != link
+
+    async def _check_logos_storage(self) -> str | None:
+        """Ask the node for every CID the link depends on and upload what it lost
+        (:func:`publish_archives`); the index CID to publish, or None (logged, retried in
+        LOGOS_STORAGE_RETRY) when the node cannot be reached."""
+        try:
+            async with self.lock:
+                result = await asyncio.to_thread(
+                    publish_archives, self.config.archive_dir, self.community.id,
+                    self.logos_storage, flavour=self.config.flavour,
+                )  # fmt: skip
+        except (WakuLegacyError, OSError) as exc:
+            self.next_publish = self.clock.time() + min(
+                self.config.republish_interval, LOGOS_STORAGE_RETRY
+            )
+            self.metrics.magnet_published.inc(1, self.name, "error")
+            log.warning(
+                "archive link not published: the Logos Storage node failed",
+                extra=fields(community=self.name, error=str(exc)),
+            )
+            return None
+        self.last_logos_check = result.to_json()
+        if result.changed:
+            log.warning(
+                "Logos Storage node lacked archives: uploaded again",
+                extra=fields(community=self.name, missing=result.missing,
+                             uploaded=result.uploaded_archives, index=result.index_cid),
+            )  # fmt: skip
+        return result.index_cid
+
     def _write_link_files(self, archive_link: str, clock_ms: int) -> None:
         signer = link_signer(self.layout, self.key, self.community.pubsub_topic,
                              self.community.archive_link_chats, self.operator_key)  # fmt: skip
@@ -547,6 +592,7 @@ class CommunityArchiver:
             "magnetUri": self.magnet_uri(),
             "lastPublished": self.last_published,
             "archiveLinkClock": None if self.last_clock is None else self.last_clock.to_json(),
+            "logosStorageCheck": self.last_logos_check,
             "canPublish": self.key is not None and self.relay is not None,
             "degraded": self.degraded,
             "seeding": None if seed is None else {
