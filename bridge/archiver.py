@@ -41,6 +41,7 @@ from waku_legacy.archive import (
     load_torrent,
     read_index,
 )
+from waku_legacy.archive.build import link_signer, write_magnet_message, written_link_evidence
 from waku_legacy.archive.clock import (
     ClockChoice,
     ClockEvidence,
@@ -50,7 +51,11 @@ from waku_legacy.archive.clock import (
     read_store_evidence,
 )
 from waku_legacy.archive.data_files import recorded_last_end
-from waku_legacy.archive.logos_storage import TORRENT, recorded_index_cid
+from waku_legacy.archive.logos_storage import (
+    TORRENT,
+    publish_archives,
+    recorded_index_cid,
+)
 from waku_legacy.archive.magnet import build_archive_link_messages
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig
@@ -62,6 +67,7 @@ from waku_legacy.community_config import load_operator_key
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
+from waku_legacy.faults import no_fault
 from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
 from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
@@ -85,6 +91,9 @@ log = logging.getLogger("waku_legacy.bridge.archive")
 NS = 1_000_000_000
 DAY = 86_400
 RECONCILE_RETRY = 300.0  # seconds between attempts to finish an interrupted build
+# seconds before a republish is tried again after the Logos Storage node failed it: its
+# recovery is noticed within this, not at the next republish_interval
+LOGOS_STORAGE_RETRY = 60.0
 CLOCK_EVIDENCE_LIMIT = 2000  # messages read from a store node when looking for used clocks
 T = TypeVar("T")
 
@@ -338,6 +347,7 @@ class CommunityArchiver:
         self.last_clock: ClockChoice | None = None  # the last archive-link clock and why
         # what members' clients import from the archives, after the last run (issue 23)
         self.members_preview: dict[str, Any] | None = None
+        self.last_logos_check: dict[str, Any] | None = None  # LogosStoragePublish.to_json()
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
@@ -390,6 +400,8 @@ class CommunityArchiver:
         messages) in the v2 store and on the [history] store nodes. A node that does not
         answer is logged and counted in the evidence's ``rejected``, never fatal."""
         evidence = await self.store.read(store_clock_evidence, self.community)
+        # the link message files last written (by a run, a republish, the migration, a repair)
+        evidence = evidence.merge(await asyncio.to_thread(written_link_evidence, self.layout))
         for node in self.store_nodes:
             try:
                 found = await asyncio.to_thread(
@@ -404,7 +416,7 @@ class CommunityArchiver:
             evidence = evidence.merge(found)
         choice = choose_link_clock(
             evidence, base=int(self.clock.time() * 1000), base_reason="wall clock",
-            archive_link=archive_link,
+            archive_link=archive_link, minimum=self.community.min_link_clock,
         )  # fmt: skip
         self.last_clock = choice
         return choice
@@ -474,9 +486,9 @@ class CommunityArchiver:
             self.last_run = run
             started = time.monotonic()
             try:
-                # the message file's clock; publish() chooses again for what goes out
-                clock_ms = (await self.link_clock(None)).clock
-                report, stats = await self.store.read(self._build, now, clock_ms)
+                # the message files' clock, and what goes out right after the build
+                choice = await self.link_clock(None)
+                report, stats = await self.store.read(self._build, now, choice.clock)
                 run.build = report.to_json()
                 run.collected = {
                     "read": stats.read, "archived": stats.archived_input,
@@ -488,8 +500,11 @@ class CommunityArchiver:
                     await self.seeder.seed(report.torrent_path)
                     run.seeded = True
                 self.degraded = None
-                if report.archives_added and report.archive_link:  # magnet link or CID
-                    run.published = await self.publish(report.archive_link)
+                link = report.archive_link  # magnet link or CID
+                if link and (report.archives_added or self._unpublished(link)):
+                    # new archives, or a link never published (or changed: an admin run
+                    # after the Logos Storage node lost blocks) goes out now
+                    run.published = await self.publish(link, choice)
                 self.members_preview = await self._preview_members()
                 self.metrics.archive_runs.inc(1, self.name, "ok")
                 self.metrics.archive_last_success.set(self.clock.time(), self.name)
@@ -537,13 +552,23 @@ class CommunityArchiver:
             log.warning("members preview failed", extra=fields(community=self.name, error=str(exc)))
             return {"error": str(exc)}
 
-    async def publish(self, magnet_uri: str | None = None) -> bool:
-        """Sign (fresh clock) and publish the magnet-link message; False when not possible."""
+    async def publish(
+        self, magnet_uri: str | None = None, choice: ClockChoice | None = None
+    ) -> bool:
+        """Sign (fresh clock, or ``choice``: the one a run just wrote the files with) and
+        publish the magnet-link message; False when not possible."""
         magnet_uri = magnet_uri or self.magnet_uri()
         if magnet_uri is None or self.key is None or self.relay is None:
             self.next_publish = self.clock.time() + self.config.republish_interval
             return False
-        choice = await self.link_clock(magnet_uri)
+        if self.logos_storage is not None and choice is None:
+            # the republish loop: the node must still hold what the link names
+            checked = await self._check_logos_storage()
+            if checked is None:
+                return False
+            magnet_uri = checked
+        if choice is None:
+            choice = await self.link_clock(magnet_uri)
         clock_ms = choice.clock
         # issue 12: on <id>-memberUpdate (current clients) and/or <id>-magnetlinks (2024
         # clients), as the community's archive_link_chats asks; one clock for both
@@ -557,6 +582,16 @@ class CommunityArchiver:
             payload_signer=self.operator_key,
             backend=self.community.backend,
         )
+        try:
+            # the message files record the newest clock for every later tool and rerun
+            await asyncio.to_thread(self._write_link_files, magnet_uri, clock_ms)
+        except (WakuLegacyError, OSError) as exc:
+            self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
+            log.warning(
+                "magnet link not published: its message files cannot be written",
+                extra=fields(community=self.name, error=str(exc)),
+            )
+            return False
         try:
             for _chat, message in messages:
                 await self.relay.publish(self.community.pubsub_topic, message)
@@ -581,6 +616,47 @@ class CommunityArchiver:
         )
         return True
 
+    def _unpublished(self, link: str) -> bool:
+        return self.last_published is None or self.last_published.get("magnet_uri") != link
+
+    async def _check_logos_storage(self) -> str | None:
+        """Ask the node for every CID the link depends on and upload what it lost
+        (:func:`publish_archives`); the index CID to publish, or None (logged, retried in
+        LOGOS_STORAGE_RETRY) when the node cannot be reached."""
+        try:
+            async with self.lock:
+                result = await asyncio.to_thread(
+                    publish_archives, self.config.archive_dir, self.community.id,
+                    self.logos_storage, flavour=self.config.flavour,
+                )  # fmt: skip
+        except (WakuLegacyError, OSError) as exc:
+            self.next_publish = self.clock.time() + min(
+                self.config.republish_interval, LOGOS_STORAGE_RETRY
+            )
+            self.metrics.magnet_published.inc(1, self.name, "error")
+            log.warning(
+                "archive link not published: the Logos Storage node failed",
+                extra=fields(community=self.name, error=str(exc)),
+            )
+            return None
+        self.last_logos_check = result.to_json()
+        if result.changed:
+            log.warning(
+                "Logos Storage node lacked archives: uploaded again",
+                extra=fields(community=self.name, missing=result.missing,
+                             uploaded=result.uploaded_archives, index=result.index_cid),
+            )  # fmt: skip
+        return result.index_cid
+
+    def _write_link_files(self, archive_link: str, clock_ms: int) -> None:
+        signer = link_signer(self.layout, self.key, self.community.pubsub_topic,
+                             self.community.archive_link_chats, self.operator_key)  # fmt: skip
+        if signer is None:
+            return
+        self.layout.magnet_message_pb.parent.mkdir(parents=True, exist_ok=True)
+        write_magnet_message(self.layout, signer, archive_link, clock_ms, fault=no_fault,
+                             fsync=True, backend=self.community.backend)  # fmt: skip
+
     def report(self) -> dict[str, Any]:
         try:
             index = self.index()
@@ -603,6 +679,7 @@ class CommunityArchiver:
             "lastPublished": self.last_published,
             "archiveLinkClock": None if self.last_clock is None else self.last_clock.to_json(),
             "linkReach": self.reach().to_json(),
+            "logosStorageCheck": self.last_logos_check,
             "degraded": self.degraded,
             "seeding": None if seed is None else {
                 "infoHash": seed.info_hash, "state": seed.state, "peers": seed.peers,

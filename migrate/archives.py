@@ -593,13 +593,18 @@ def _publish_link(
         if community_key is not None
         else ClockEvidence()
     )
+    if community_key is not None:  # the link message files another tool or run wrote
+        from waku_legacy.archive.build import written_link_evidence
+
+        evidence = evidence.merge(written_link_evidence(run.layout))
     previous_link = _current_link(run.layout, community)
     logos_storage = _logos_storage_client(community, logos_storage_url)
 
     def write_message(archive_link: str | None) -> tuple[ClockChoice, BuildReport]:
         choice = choose_link_clock(
-            evidence, base=run.now * 1000, base_reason="run clock (now)", archive_link=archive_link
-        )
+            evidence, base=run.now * 1000, base_reason="run clock (now)",
+            archive_link=archive_link, minimum=community.min_link_clock,
+        )  # fmt: skip
         return choice, build_community_archives(
             run.archive_dir, run.torrent_dir, community.id, run.topics, [],
             now=run.now, flavour=run.flavour, community_key=community_key,
@@ -616,8 +621,9 @@ def _publish_link(
     if community_key is not None and link not in (None, previous_link):
         # a new link: a found message naming the old one no longer counts as "the same link"
         final = choose_link_clock(
-            evidence, base=run.now * 1000, base_reason="run clock (now)", archive_link=link
-        )
+            evidence, base=run.now * 1000, base_reason="run clock (now)", archive_link=link,
+            minimum=community.min_link_clock,
+        )  # fmt: skip
         if final.clock != choice.clock:
             choice, report = write_message(link)
     result = run.result

@@ -32,6 +32,7 @@ class RepairKeys:
     operator_key: coincurve.PrivateKey | None  # signs the link's 26/WAKU-PAYLOAD
     torrent_dir: Path
     archive_link_chats: str
+    min_link_clock: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ def repair_community(
         payload_signer=keys.operator_key,
         pubsub_topic=request.pubsub_topic, archive_link_chats=keys.archive_link_chats,
         evidence=link_evidence(request) if missing else None, flavour=request.flavour,
+        min_link_clock=keys.min_link_clock,
     )  # fmt: skip
     return report, audit_community(request, progress)
 

@@ -157,6 +157,8 @@ def _export(args: argparse.Namespace) -> int:
         "id": args.community, "channels": channels, "shard": args.shard,
         "archive_topics": args.archive_topics, "archive_link_chats": args.archive_link_chats,
     }  # fmt: skip
+    if args.min_link_clock is not None:
+        community["min_link_clock"] = args.min_link_clock
     if args.key_file:
         community["key_file"] = str(Path(args.key_file).resolve())
     data: dict[str, Any] = {
@@ -307,7 +309,7 @@ def _repair_keys(args: argparse.Namespace) -> RepairKeys | None:
         raise ConfigError("audit --repair with --magnet/--torrent needs --save-dir to repair in")
     operator = load_node_key(args.operator_key_file) if args.operator_key_file else None
     return RepairKeys(load_node_key(args.key_file), operator, Path(args.torrent_dir),
-                      args.archive_link_chats)  # fmt: skip
+                      args.archive_link_chats, args.min_link_clock)  # fmt: skip
 
 
 def _audit_repair(request: AuditRequest, keys: RepairKeys, progress: Progress) -> dict[str, Any]:
@@ -472,6 +474,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"topics of archived channel messages (default: {defaults.ARCHIVE_TOPICS})",
     )  # fmt: skip
     export.add_argument(
+        "--min-link-clock", type=int,
+        help="sign the archive link at least at this clock, ms (links a Status client already "
+        "published; default: none, the clock found in the sources and files)",
+    )
+    export.add_argument(
         "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
         default=defaults.ARCHIVE_LINK_CHATS,
         help=f"chats of the signed link message (default: {defaults.ARCHIVE_LINK_CHATS})",
@@ -545,6 +552,11 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "the community key)",
     )  # fmt: skip
     audit.add_argument("--torrent-dir", help="--repair: where the torrent and link message go")
+    audit.add_argument(
+        "--min-link-clock", type=int,
+        help="--repair: sign the link at least at this clock, ms (default: none, the clock "
+        "found in the sources, --store and the link message files)",
+    )
     audit.add_argument(
         "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
         default=defaults.ARCHIVE_LINK_CHATS,

@@ -12,9 +12,15 @@ Facts from logos-storage-nim (``openapi.yaml``, ``storage/rest/api.nim``, ``stor
   upload answers 500 with the reason.
 - ``GET /api/storage/v1/data/{cid}/network/stream``: 200 with the bytes; 400 when ``cid``
   does not parse as a CID; 404 when the content cannot be found.
+- ``GET /api/storage/v1/data/{cid}/exists``: 200, ``{"<cid>": true|false}`` as JSON (the
+  node answers whether the block named by the CID -- the manifest -- is in its local store,
+  ``node.hasLocalBlock``); 400 when ``cid`` does not parse.
 - Any other method on these paths: 405 (the router has no such route).
 
-``uploads`` counts successful uploads; ``downloads`` counts served streams.
+``uploads`` counts successful uploads; ``downloads`` counts served streams; ``requests``
+counts every request. Faults a real node shows: :meth:`FakeLogosStorage.lose_everything`
+(block TTL expiry, a wiped repo), ``fail_next`` answers that many requests with 500, and
+``drop_next`` closes that many connections without an answer.
 """
 
 from __future__ import annotations
@@ -82,11 +88,34 @@ class FakeLogosStorage:
         self.blobs: dict[str, bytes] = {}
         self.uploads = 0
         self.downloads = 0
+        self.requests = 0
+        self.exists_checks = 0
+        self.fail_next = 0  # answer this many requests with 500
+        self.drop_next = 0  # close this many connections without an answer
         self.url = ""
 
+    def lose_everything(self) -> None:
+        """What a node whose blocks expired (or whose repo was wiped) holds: nothing."""
+        self.blobs.clear()
+
+    @web.middleware
+    async def _faults(self, request: web.Request, handler):  # type: ignore[no-untyped-def]
+        self.requests += 1
+        if self.drop_next:
+            self.drop_next -= 1
+            assert request.transport is not None
+            request.transport.close()  # the connection drops: no status line at all
+            return web.Response(status=500)  # never reaches the client
+        if self.fail_next:
+            self.fail_next -= 1
+            await request.read()
+            return web.Response(status=500, text="Internal Server Error (injected)")
+        return await handler(request)
+
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._faults])
         app.router.add_post("/api/storage/v1/data", self.upload)
+        app.router.add_get("/api/storage/v1/data/{cid}/exists", self.exists)
         app.router.add_get("/api/storage/v1/data/{cid}/network/stream", self.stream)
         return app
 
@@ -98,6 +127,13 @@ class FakeLogosStorage:
         self.blobs[cid] = data
         self.uploads += 1
         return web.Response(text=cid, content_type="text/plain")
+
+    async def exists(self, request: web.Request) -> web.Response:
+        cid = request.match_info["cid"]
+        if not parses_as_cid(cid):
+            return web.Response(status=400, text=f"Invalid CID {cid[:80]}")
+        self.exists_checks += 1
+        return web.json_response({cid: cid in self.blobs})
 
     async def stream(self, request: web.Request) -> web.Response:
         cid = request.match_info["cid"]

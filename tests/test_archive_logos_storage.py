@@ -358,3 +358,186 @@ def test_a_damaged_state_file_is_a_typed_error(tmp_path: Path) -> None:
         state.write_text(damage)
         with pytest.raises(ArchiveCorrupted, match="Logos Storage state"):
             _read_state(state)
+
+
+# -- issue 22: the node is asked, not the state file; transient failures are retried -------
+
+
+def _build_with(client: LogosStorageClient, tmp_path: Path, messages: list[ArchiveMessage]):  # type: ignore[no-untyped-def]
+    return build_community_archives(
+        tmp_path / "archives", tmp_path / "torrents", COMMUNITY, TOPICS, messages,
+        now=T0 + 6 * W, community_key=KEY, pubsub_topic=TOPIC, clock_ms=1_000,
+        logos_storage=client, archive_topics="channel",
+    )  # fmt: skip
+
+
+def test_a_rerun_asks_the_node_and_uploads_again_what_it_lost(tmp_path: Path) -> None:
+    messages = make_messages(100, T0, 1)
+    with running_fake() as node:
+        client = LogosStorageClient(node.url)
+        first = _build_with(client, tmp_path, messages)
+        cid, windows = first.archive_link, first.archives_added
+        uploads = node.uploads
+        # the node holds everything: every CID the link depends on is asked for, none sent
+        again = _build_with(client, tmp_path, messages)
+        assert again.logos_storage is not None
+        assert (again.logos_storage["checked"], again.logos_storage["missing"]) == (
+            windows + 1, 0
+        )
+        assert node.uploads == uploads and node.exists_checks == windows + 1
+        # the node lost every block (block TTL): the rerun uploads all of it again
+        node.lose_everything()
+        third = _build_with(client, tmp_path, messages)
+        assert third.logos_storage is not None
+        assert third.logos_storage["missing"] == windows + 1
+        assert node.uploads == uploads + windows + 1
+        assert third.archive_link == cid  # content addressed: the same link
+        fetched = fetch_by_cid(LogosStorageClient(node.url), cid)
+        assert sorted(m.hash for _id, m in fetched.messages) == sorted(m.hash for m in messages)
+
+
+def test_transient_node_failures_are_retried_with_bounded_backoff(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    messages = make_messages(100, T0, 1)
+    with running_fake() as node:
+        slept: list[float] = []
+        client = LogosStorageClient(node.url, sleep=slept.append)
+        node.drop_next, node.fail_next = 1, 2  # a dropped connection, then two 500s
+        with caplog.at_level("WARNING", logger="waku_legacy.archive.logos_storage"):
+            report = _build_with(client, tmp_path, messages)
+        assert report.logos_storage is not None and report.logos_storage["retries"] == 3
+        assert slept == [0.5, 1.0, 2.0] and client.retries == 3
+        assert sum("retrying" in r.getMessage() for r in caplog.records) == 3
+        assert node.blobs[report.archive_link]  # the index is on the node
+        # a node that keeps failing: 4 attempts, then one clear error
+        node.lose_everything()
+        node.fail_next = 4
+        with pytest.raises(LogosStorageError, match=r"answered 500.*after 4 attempts"):
+            _build_with(client, tmp_path, messages)
+        assert slept[3:] == [0.5, 1.0, 2.0]
+
+
+async def test_bridge_reuploads_and_republishes_once_the_node_recovers(tmp_path: Path) -> None:
+    import asyncio
+    import time
+
+    from tests.helpers import stored_channel_message
+    from tests.test_bridge_support import FakeNwaku, bridge_config
+    from waku_legacy.bridge.archiver import LOGOS_STORAGE_RETRY
+    from waku_legacy.bridge.clock import ManualClock
+    from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.store import open_store
+
+    channel = str(uuid.UUID(int=3))
+    (tmp_path / "c.key").write_text(KEY.secret.hex())
+    url = f"sqlite:///{tmp_path}/store.sqlite3"
+    t0 = 1_750_000_000
+    rows = [stored_channel_message(COMMUNITY, channel, TOPIC, expiry=t0 - 9 * 86_400 + i,
+                                   text=b"m%d" % i) for i in range(5)]  # fmt: skip
+    with open_store(url) as store:
+        store.insert_messages(rows)
+    nwaku = await FakeNwaku().start()
+
+    async def until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, what
+            await asyncio.sleep(0.01)
+
+    with running_fake() as node:
+        config = bridge_config(
+            tmp_path, url, relay={"url": nwaku.url},
+            archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
+                     "seed_listen": "127.0.0.1:0", "trackers": False,
+                     "republish_interval": "6h"},
+            community=[_community(key_file="c.key", backend="logos-storage",
+                                  archive_link_chats="universal")],
+            logos_storage={"url": node.url},
+        )  # fmt: skip
+        clock = ManualClock(t0)
+        service = BridgeService(config, clock=clock)
+        try:
+            await service.start()
+            archiver = service.archive.archivers[str(COMMUNITY)]
+            await until(lambda: archiver.last_run and archiver.last_run.published, "first run")
+            await until(lambda: len(nwaku.published) >= 1, "first link")
+            cid = archiver.magnet_uri()
+            published = len(nwaku.published)
+            # the node loses every block and answers 500 to everything for a while
+            node.lose_everything()
+            node.fail_next = 10**6
+            clock.advance(6 * 3600)  # the republish is due: it fails (after its retries)
+            await until(lambda: archiver.next_publish > clock.time(), "failed republish")
+            assert len(nwaku.published) == published
+            assert archiver.next_publish <= clock.time() + LOGOS_STORAGE_RETRY
+            # the node recovers, empty: within one retry everything is uploaded again and
+            # the link goes out
+            node.fail_next = 0
+            clock.advance(LOGOS_STORAGE_RETRY)
+            await until(lambda: len(nwaku.published) > published, "republish after recovery")
+            assert cid in node.blobs and node.uploads == 2 * len(node.blobs)  # all, twice
+            check = archiver.report()["logosStorageCheck"]
+            assert check["missing"] == check["checked"] == len(node.blobs)
+            fetched = fetch_by_cid(LogosStorageClient(node.url), cid)
+            assert len({m.hash for _id, m in fetched.messages}) >= len(rows)
+        finally:
+            await service.stop()
+            await nwaku.stop()
+
+
+async def test_admin_trigger_publishes_a_link_never_published(tmp_path: Path) -> None:
+    """``POST /admin/v1/archive`` with nothing new to archive still publishes a link that
+    never went out (the relay refused it at the first run)."""
+    import asyncio
+    import time
+
+    import aiohttp
+
+    from tests.helpers import stored_channel_message
+    from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku, bridge_config
+    from waku_legacy.bridge.clock import ManualClock
+    from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.store import open_store
+
+    channel = str(uuid.UUID(int=3))
+    (tmp_path / "c.key").write_text(KEY.secret.hex())
+    url = f"sqlite:///{tmp_path}/store.sqlite3"
+    t0 = 1_750_000_000
+    with open_store(url) as store:
+        store.insert_messages([stored_channel_message(
+            COMMUNITY, channel, TOPIC, expiry=t0 - 9 * 86_400, text=b"m")])  # fmt: skip
+    nwaku = await FakeNwaku().start()
+    nwaku.fail_relay = 10**6  # the relay refuses every publish at first
+    with running_fake() as node:
+        config = bridge_config(
+            tmp_path, url, relay={"url": nwaku.url},
+            archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
+                     "seed_listen": "127.0.0.1:0", "trackers": False,
+                     "republish_interval": "6h"},
+            community=[_community(key_file="c.key", backend="logos-storage",
+                                  archive_link_chats="universal")],
+            logos_storage={"url": node.url},
+        )  # fmt: skip
+        service = BridgeService(config, clock=ManualClock(t0))
+        try:
+            await service.start()
+            archiver = service.archive.archivers[str(COMMUNITY)]
+            deadline = time.monotonic() + 30
+            while not (archiver.last_run and archiver.last_run.build
+                       and archiver.next_publish > t0 and not archiver.lock.locked()):
+                assert time.monotonic() < deadline  # the first run's publish has failed
+                await asyncio.sleep(0.01)
+            assert not archiver.last_run.published and not nwaku.published
+            nwaku.fail_relay = 0
+            headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            base = f"http://127.0.0.1:{service.rest_port}"
+            async with aiohttp.ClientSession() as http, http.post(
+                base + "/admin/v1/archive", headers=headers
+            ) as response:
+                assert response.status == 200, await response.text()
+            assert archiver.last_run.build["archives_added"] == 0
+            assert archiver.last_run.published
+            assert len(nwaku.published) == 1  # one chat: "universal"
+            assert archiver.last_published["magnet_uri"] == archiver.magnet_uri()
+        finally:
+            await service.stop()
+            await nwaku.stop()

@@ -115,3 +115,15 @@ def test_migration_uploads_to_logos_storage_and_a_member_fetches_by_cid(
             (out / "archives" / f".{community.id}.logos-storage.json").read_text()
         )
         assert state["index_cid"] == cid and len(state["archives"]) == windows
+
+        # issue 22: the node lost every block (block TTL): a rerun asks it for every CID the
+        # link depends on and uploads them again (it used to trust the state file: 0 requests)
+        node.lose_everything()
+        requests = node.requests
+        third = run_migration(config, spark=spark)
+        (result3,) = third.communities
+        assert result3["logos_storage"]["missing"] == windows + 1
+        assert node.uploads == uploads + windows + 1 and node.requests > requests
+        assert result3["archive_link"] == cid
+        again_fetched = fetch_by_cid(LogosStorageClient(node.url), cid)
+        assert len(again_fetched.messages) == len(pairs)

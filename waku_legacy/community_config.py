@@ -13,6 +13,7 @@ archives; and ``[logos_storage]``, which that back end needs.
     operator_key_file = "operator.key"  # optional: signs the link's 26/WAKU-PAYLOAD
     backend = "torrent"                 # or "logos-storage"
     archive_topics = "both"             # "channel", "universal" or "both"
+    min_link_clock = 1730000000000      # optional: sign archive links at least at this clock
     name = "…"                          # optional label
 
 The full description of each key is in :mod:`waku_legacy.migrate.config`.
@@ -53,6 +54,10 @@ class CommunityConfig:
     operator_key_file: str | None = None  # signs the archive-link message's 26/WAKU-PAYLOAD
     backend: str = defaults.BACKEND  # "torrent" | "logos-storage" (issue 12)
     archive_topics: str = defaults.ARCHIVE_TOPICS  # "channel" | "universal" | "both"
+    # the lowest clock (ms) a new archive-link message may have: links members already hold
+    # that no store or file here shows (a Status client published them); README "The link's
+    # clock"
+    min_link_clock: int | None = None
 
     @property
     def pubsub_topic(self) -> str:
@@ -115,11 +120,12 @@ def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
             '"both"',
             archive_topics,
         )
+    min_link_clock = t.integer("min_link_clock", low=0, high=2**63 - 1)
     t.done()
     return CommunityConfig(
         community, channels, shard, key_file, name,
         archive_link_chats=link_chats, operator_key_file=operator_key_file, backend=backend,
-        archive_topics=archive_topics,
+        archive_topics=archive_topics, min_link_clock=min_link_clock,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ import coincurve
 
 from waku_legacy.archive import defaults
 from waku_legacy.archive.canonical import canonical_archives
+from waku_legacy.archive.clock import ClockEvidence, choose_link_clock, read_evidence
 from waku_legacy.archive.data_files import (
     append_archives,
     recorded_last_end,
@@ -61,7 +62,7 @@ from waku_legacy.errors import ConfigError, CryptoError, DecodeError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.shards import DEFAULT_NON_PROTECTED_PUBSUB_TOPIC
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.proto import status_archive_pb2
+from waku_legacy.proto import status_archive_pb2, waku_message_pb2
 from waku_legacy.proto.status_layers import PROTOCOL_MESSAGE
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "finish_interrupted_build",
     "link_signer",
     "write_magnet_message",
+    "written_link_evidence",
 ]
 
 Progress = Callable[[str, int, int], None]
@@ -370,6 +372,43 @@ def write_magnet_message(
     return [str(layout.magnet_message_pb), str(layout.magnet_message_json)]
 
 
+def written_link_evidence(layout: CommunityLayout) -> ClockEvidence:
+    """The archive-link messages last written next to the torrent (``.pb`` and every chat's
+    body in ``.json``), whichever tool wrote them (migrate, export, the bridge, a repair),
+    as clock evidence: a new link is signed above them, the same link not below them.
+    Raises ArchiveCorrupted for a file that exists but does not read: a clock not read
+    could sign below it, an operator must look."""
+    from google.protobuf.message import DecodeError as ProtobufDecodeError
+
+    from waku_legacy.archive.magnet import magnet_message_from_json
+
+    messages = []
+    try:
+        data = layout.magnet_message_pb.read_bytes()
+    except FileNotFoundError:
+        data = None
+    try:
+        if data is not None:
+            messages.append(waku_message_pb2.WakuMessage.FromString(data))
+        try:
+            body = json.loads(layout.magnet_message_json.read_bytes())
+        except FileNotFoundError:
+            body = {}
+        bodies = [m.get("body") for m in body.get("messages", []) if isinstance(m, dict)]
+        if body and not bodies:
+            bodies = [body["body"]]  # the single-message form of older runs
+        messages += [magnet_message_from_json(b) for b in bodies]
+    except (ProtobufDecodeError, ValueError, KeyError, TypeError, AttributeError,
+            DecodeError) as exc:  # fmt: skip
+        raise ArchiveCorrupted(
+            "archive-link message",
+            f"{layout.magnet_message_pb} or {layout.magnet_message_json} does not read "
+            f"({exc}); its clock must be known before another link is signed (restore or "
+            "remove the files)",
+        ) from exc
+    return read_evidence(messages, layout.community)
+
+
 @dataclass(slots=True)
 class FinishReport:
     """What :func:`finish_interrupted_build` found and did (all False/None: it was consistent)."""
@@ -483,6 +522,12 @@ def finish_interrupted_build(
         if problem is not None:
             report.magnet_message_problem = problem
             clock = link_clock(magnet_uri) if link_clock is not None else _clock_or_now(clock_ms)
+            try:  # never below a link written before (another tool's, a rerun's)
+                written = written_link_evidence(layout)
+            except ArchiveCorrupted:
+                written = ClockEvidence()  # the file is what is being replaced
+            clock = choose_link_clock(written, base=clock, base_reason="clock",
+                                      archive_link=magnet_uri).clock  # fmt: skip
             write_magnet_message(layout, signer, magnet_uri, clock, fault=fault, fsync=fsync)
             report.magnet_message_rewritten = True
     return report

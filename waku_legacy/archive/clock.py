@@ -222,13 +222,18 @@ def choose_link_clock(
     base: int,
     base_reason: str,
     archive_link: str | None = None,
+    minimum: int | None = None,
 ) -> ClockChoice:
-    """``max(base, description field 9 + 1, previous link clock + 1)`` and why.
+    """``max(base, description field 9 + 1, previous link clock + 1, minimum)`` and why.
 
-    A previous link equal to ``archive_link`` counts without the ``+ 1``. On a tie the base
-    wins the reason (nothing forced the clock up).
+    A previous link equal to ``archive_link`` counts without the ``+ 1``. ``minimum`` is the
+    operator's ``min_link_clock`` (a clock the community's members may already hold that no
+    message here shows: links a Status client published). On a tie the base wins the
+    reason (nothing forced the clock up).
     """
     candidates = [(base, 0, f"{base_reason} = {base}")]
+    if minimum is not None:
+        candidates.append((minimum, 4, f"min_link_clock = {minimum} (operator)"))
     if evidence.description_clock:
         x = evidence.description_clock
         candidates.append((x + 1, 2, f"description field 9 = {x} (+1)"))

@@ -27,9 +27,12 @@ calls it from the Spark driver, the bridge from a worker thread.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
+import logging
 import os
 import re
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -83,6 +86,9 @@ MAX_DOWNLOAD_BYTES = 256 * 1024 * 1024
 # A CID in any multibase the node prints (base58btc "z…"/"Qm…", base32 "b…"): letters and
 # digits only, so it is safe as one URL path segment.
 _CID = re.compile(r"^[A-Za-z0-9]{8,256}$")
+
+
+log = logging.getLogger("waku_legacy.archive.logos_storage")
 
 
 class LogosStorageError(ArchiveError):
@@ -198,14 +204,49 @@ def decode_logos_index(data: bytes, *, verify_keys: bool = True) -> list[LogosSt
 # -- REST client ---------------------------------------------------------------------------
 
 
-class LogosStorageClient:
-    """The REST subset the archives need (``/api/storage/v1``)."""
+class _Transient(LogosStorageError):
+    """A failure worth retrying: 5xx, a dropped or refused connection, a timeout."""
 
-    def __init__(self, url: str, *, timeout: float = 60.0) -> None:
+
+class LogosStorageClient:
+    """The REST subset the archives need (``/api/storage/v1``).
+
+    Every request it makes is idempotent (an upload is content addressed: the same bytes
+    give the same CID), so a transient failure -- a 5xx answer, a dropped or refused
+    connection, a timeout -- is retried up to ``attempts`` times in all, ``backoff`` seconds
+    doubling between tries (0.5, 1, 2 s by default: a node restarting is back within a few
+    seconds, a node that is down fails the run in under 4 s). Each retry is logged and
+    counted in ``retries``; 4xx answers are not retried (the request is wrong)."""
+
+    def __init__(
+        self, url: str, *, timeout: float = 60.0, attempts: int = 4, backoff: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:  # fmt: skip
         self.url = parse_node_url(url, "Logos Storage node")
         self.timeout = timeout
+        self.attempts = max(1, attempts)
+        self.backoff = backoff
+        self.sleep = sleep
+        self.retries = 0  # transient failures retried, over this client's life
 
     def _request(self, method: str, path: str, body: bytes | None = None) -> bytes:
+        delay = self.backoff
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self._request_once(method, path, body)
+            except _Transient as exc:
+                if attempt == self.attempts:
+                    raise LogosStorageError(f"{exc} (after {attempt} attempts)") from None
+                self.retries += 1
+                log.warning(
+                    "Logos Storage request failed, retrying in %.1f s (attempt %d of %d): %s",
+                    delay, attempt, self.attempts, exc,
+                )  # fmt: skip
+                self.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _request_once(self, method: str, path: str, body: bytes | None = None) -> bytes:
         request = urllib.request.Request(
             self.url + API_PREFIX + path, data=body, method=method,
             headers={"Content-Type": "application/octet-stream"} if body is not None else {},
@@ -215,14 +256,15 @@ class LogosStorageClient:
                 data: bytes = answer.read(MAX_DOWNLOAD_BYTES + 1)
         except urllib.error.HTTPError as exc:
             text = exc.read(500).decode("utf-8", "replace").strip()
-            raise LogosStorageError(
+            error = _Transient if exc.code >= 500 else LogosStorageError
+            raise error(
                 f"Logos Storage node {self.url}: {method} {API_PREFIX}{path} answered "
                 f"{exc.code}" + (f" ({text})" if text else "")
             ) from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise LogosStorageError(
-                f"cannot reach the Logos Storage node {self.url}: {reason}"
+            raise _Transient(
+                f"cannot reach the Logos Storage node {self.url}: {reason!r}"
             ) from None
         if len(data) > MAX_DOWNLOAD_BYTES:
             raise LogosStorageError(f"{method} {path}: answer over {MAX_DOWNLOAD_BYTES} bytes")
@@ -237,6 +279,21 @@ class LogosStorageClient:
             return check_cid(answer.decode("ascii").strip(), "CID the node answered")
         except (UnicodeDecodeError, DecodeError) as exc:
             raise LogosStorageError(f"POST /data: the answer is not a CID ({exc})") from None
+
+    def exists(self, cid: str) -> bool:
+        """``GET /data/{cid}/exists``: whether the node holds the CID's block locally (for a
+        dataset: its manifest; the node answers ``{"<cid>": true|false}``)."""
+        check_cid(cid)
+        answer = self._request("GET", f"/data/{cid}/exists")
+        try:
+            value = json.loads(answer)[cid]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LogosStorageError(
+                f"GET /data/{cid}/exists: not the node's {{cid: bool}} answer ({exc!r})"
+            ) from None
+        if not isinstance(value, bool):
+            raise LogosStorageError(f"GET /data/{cid}/exists: {value!r} is not true or false")
+        return value
 
     def download(self, cid: str) -> bytes:
         """``GET /data/{cid}/network/stream``: the content, from the network if needed."""
@@ -271,6 +328,14 @@ class LogosStoragePublish:
     uploaded_archives: int = 0
     uploaded_index: bool = False
     archive_cids: dict[str, str] = field(default_factory=dict)  # local archive id -> CID
+    checked: int = 0  # saved CIDs the node was asked about (exists)
+    missing: int = 0  # of those, the node no longer held: uploaded again
+    retries: int = 0  # transient failures retried during this publish
+
+    @property
+    def changed(self) -> bool:
+        """Whether the node was sent anything (the link may need publishing again)."""
+        return bool(self.uploaded_archives or self.uploaded_index)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -285,9 +350,13 @@ def publish_archives(
     fault: FaultHook = no_fault,
     fsync: bool = True,
 ) -> LogosStoragePublish:
-    """Upload every stored archive without a CID yet, then the index if it changed.
+    """Upload every stored archive the node does not hold, then the index if it changed or
+    the node lost it.
 
-    The state is saved after each upload, so a run killed half way uploads only what is left.
+    The saved state is not trusted blindly: the node is asked (``exists``) for every CID
+    the link depends on -- each archive's and the index's -- and what it no longer holds
+    (real nodes expire blocks: block TTL, 30 days by default) is uploaded again. The state
+    is saved after each upload, so a run killed half way uploads only what is left.
     """
     flavour = Flavour.parse(flavour)
     if flavour is not Flavour.STATUS_GO:
@@ -302,10 +371,18 @@ def publish_archives(
         data = (json.dumps(state, indent=2, sort_keys=True) + "\n").encode()
         write_atomic(path, data, fault=fault, step="logos-storage-state", fsync=fsync)
 
+    retries_before = client.retries
     index = read_index(archive_dir, layout.community, flavour=flavour)
     entries = []
     for stored in index.entries:
         cid = cids.get(stored.archive_id)
+        if cid is not None:
+            report.checked += 1
+            if not client.exists(cid):
+                log.warning("Logos Storage node lost archive %s (%s): uploading it again",
+                            stored.archive_id, cid)  # fmt: skip
+                report.missing += 1
+                cid = None
         if cid is None:
             cid = client.upload(read_archive_bytes(layout.data, stored))
             cids[stored.archive_id] = cid
@@ -320,12 +397,18 @@ def publish_archives(
         return report
     data = encode_logos_index(entries)
     digest = hashlib.sha256(data).hexdigest()
-    if state.get("index_sha256") != digest or not state.get("index_cid"):
+    lost_index = False
+    if state.get("index_sha256") == digest and state.get("index_cid"):
+        report.checked += 1
+        lost_index = not client.exists(state["index_cid"])
+        report.missing += int(lost_index)
+    if lost_index or state.get("index_sha256") != digest or not state.get("index_cid"):
         state["index_cid"] = client.upload(data)
         state["index_sha256"] = digest
         report.uploaded_index = True
         save()
     report.index_cid = state["index_cid"]
+    report.retries = client.retries - retries_before
     return report
 
 

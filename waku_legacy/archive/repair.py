@@ -41,12 +41,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import coincurve
-from google.protobuf.message import DecodeError
 
 from waku_legacy.archive import defaults
-from waku_legacy.archive.build import link_signer, write_magnet_message
+from waku_legacy.archive.build import link_signer, write_magnet_message, written_link_evidence
 from waku_legacy.archive.canonical import canonical_archives
-from waku_legacy.archive.clock import ClockEvidence, choose_link_clock, read_evidence
+from waku_legacy.archive.clock import ClockEvidence, choose_link_clock
 from waku_legacy.archive.data_files import (
     ArchiveIndex,
     append_archives,
@@ -63,7 +62,6 @@ from waku_legacy.archive.topics import ArchiveTopics
 from waku_legacy.archive.torrent import ANNOUNCE_LIST, build_torrent
 from waku_legacy.faults import no_fault
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.proto import waku_message_pb2
 
 __all__ = ["MissingMessage", "RepairReport", "catch_up_windows", "repair_archives"]
 
@@ -157,20 +155,6 @@ def _encode(
     return encoded
 
 
-def _previous_links(layout: CommunityLayout, community: CommunityId) -> ClockEvidence:
-    """The link message this tool wrote last (next to the torrent), as clock evidence."""
-    try:
-        data = layout.magnet_message_pb.read_bytes()
-    except FileNotFoundError:
-        return ClockEvidence()
-    message = waku_message_pb2.WakuMessage()
-    try:
-        message.ParseFromString(data)
-    except DecodeError:  # a clock not read could sign below it: an operator must look
-        raise ArchiveError(f"{layout.magnet_message_pb} is not a WakuMessage") from None
-    return read_evidence([message], community)
-
-
 def repair_archives(
     archive_dir: str | os.PathLike[str],
     torrent_dir: str | os.PathLike[str],
@@ -186,6 +170,7 @@ def repair_archives(
     archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS,
     evidence: ClockEvidence | None = None,
     clock_ms: int | None = None,
+    min_link_clock: int | None = None,
     now: int | None = None,
     flavour: Flavour | str = Flavour.STATUS_GO,
     announce_list: Sequence[str] = ANNOUNCE_LIST,
@@ -222,10 +207,10 @@ def repair_archives(
                             announce_list=announce_list, fsync=fsync)  # fmt: skip
     report.info_hash, report.magnet_uri = torrent.info_hash, torrent.magnet_uri
     report.torrent_path = str(torrent.path)
-    found = _previous_links(layout, layout.community).merge(evidence or ClockEvidence())
+    found = written_link_evidence(layout).merge(evidence or ClockEvidence())
     base = clock_ms if clock_ms is not None else int(time.time() * 1000)
     choice = choose_link_clock(found, base=base, base_reason="wall clock",
-                               archive_link=torrent.magnet_uri)  # fmt: skip
+                               archive_link=torrent.magnet_uri, minimum=min_link_clock)  # fmt: skip
     report.clock = choice.to_json()
     report.magnet_message_paths = write_magnet_message(
         layout, signer, torrent.magnet_uri, choice.clock, fault=no_fault, fsync=fsync
