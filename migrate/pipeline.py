@@ -54,6 +54,9 @@ def start_spark(config: MigrateConfig) -> tuple[SparkSession, float]:
         app_name="waku-legacy-migrate",
         shuffle_partitions=config.spark.shuffle_partitions,
         conf=dict(config.spark.conf),
+        # executor traces (a task's Python traceback, its Java frames) go here, not to the
+        # terminal; a failed step's one line names the file
+        log_file=Path(config.output.work_dir) / "spark.log",
     )
     return session, time.monotonic() - started
 

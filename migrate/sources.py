@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.faults import task_fault
 from waku_legacy.files import check_path_component
 from waku_legacy.migrate.config import SourceConfig, SourceKind
 from waku_legacy.migrate.records import (
@@ -414,6 +415,7 @@ _READERS: dict[str, Callable[[Task, _Batcher], Iterator[pa.RecordBatch | None]]]
 
 def read_task(task: Task, mapping: TopicMapping | None = None) -> Iterator[pa.RecordBatch]:
     """Every RAW batch of one read task (with a topic ``mapping``: decoded, MESSAGE)."""
+    task_fault(f"read:{task['kind']}")
     out = _Batcher(task, mapping)
     for batch in _READERS[task["kind"]](task, out):
         if batch is not None:

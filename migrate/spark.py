@@ -8,12 +8,42 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+
+#: Where this process's Spark (driver and, in local mode, its executors) logs, once a
+#: session was built with ``log_file``; :func:`waku_legacy.migrate.steps.spark_failure`
+#: names it in its one line.
+_log_file: str | None = None
+
+
+def spark_log_file() -> str | None:
+    return _log_file
+
+
+def _log4j_to_file(log_file: Path) -> str:
+    """Write a log4j2 configuration that sends every Spark log line (executor task
+    failures: Python tracebacks and Java frames) to ``log_file`` instead of the terminal;
+    the JVM option that loads it."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    properties = log_file.with_name("log4j2.properties")
+    target = str(log_file.resolve()).replace("\\", "/")
+    properties.write_text(
+        "rootLogger.level = warn\n"
+        "rootLogger.appenderRef.file.ref = file\n"
+        "appender.file.type = File\n"
+        "appender.file.name = file\n"
+        f"appender.file.fileName = {target}\n"
+        "appender.file.append = true\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = %d{yyyy-MM-dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+    )
+    return f"-Dlog4j.configurationFile=file:{properties.resolve()}"
 
 
 def spark_session(
@@ -22,8 +52,12 @@ def spark_session(
     app_name: str = "waku-legacy",
     shuffle_partitions: int | None = None,
     conf: dict[str, str] | None = None,
+    log_file: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
-    """Get or create the process's SparkSession for ``master``."""
+    """Get or create the process's SparkSession for ``master``; with ``log_file``, Spark's
+    log (executor traces included) goes to that file, not to stderr (a JVM started
+    already keeps its logging)."""
+    global _log_file
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -41,7 +75,13 @@ def spark_session(
     )
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    for key, value in (conf or {}).items():
+    conf = dict(conf or {})
+    if log_file is not None:
+        option = _log4j_to_file(Path(log_file))
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            conf[key] = f"{conf[key]} {option}" if conf.get(key) else option
+        _log_file = str(log_file)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

@@ -24,7 +24,11 @@ def spark_failure(step: str, exc: Exception) -> MigrationError:
     ours = [ln for ln in lines if "waku_legacy" in ln and "Error" in ln and ": " in ln]
     errors = [ln for ln in lines if ("Error: " in ln or "Exception: " in ln) and "File " not in ln]
     detail = (ours or errors or lines or [type(exc).__name__])[-1]
-    return MigrationError(f"{step} failed: {detail[:500]}")
+    from waku_legacy.migrate.spark import spark_log_file
+
+    log_file = spark_log_file()
+    where = f" (Spark's log, with the executor traces: {log_file})" if log_file else ""
+    return MigrationError(f"{step} failed: {detail[:500]}{where}")
 
 
 @contextmanager

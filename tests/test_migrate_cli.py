@@ -136,3 +136,33 @@ def test_bad_config_and_sources_are_clear_errors(tmp_path: Path, capsys) -> None
     assert parse_source_spec("postgresql://u@h/db", 3)["kind"] == "mailserver-postgres"
     with pytest.raises(ConfigError, match="expected leveldb:PATH"):
         parse_source_spec("ftp://nope", 4)
+
+
+def test_a_failed_spark_task_is_one_line_naming_the_step_and_the_log(
+    demo: Path, tmp_path: Path
+) -> None:
+    """Issues 21 and 24: a task that hits ENOSPC (a fault raised in the executor) printed
+    88 lines (Python tracebacks, Java frames) around the one clear error; now one line names
+    the step and the cause, and the executor traces are in the log file it names."""
+    text = (demo / "migrate.toml").read_text()
+    for name in ("store.sqlite3", "archives", "torrents", "report.json", "quarantine", "work"):
+        text = text.replace(f'"{name}"', f'"{tmp_path / name}"')
+    config = tmp_path / "migrate.toml"
+    config.write_text(text.replace('master = "local[*]"', 'master = "local[1]"'))
+    env = {**os.environ, "WAKU_LEGACY_TASK_FAULT": "read:*"}
+    failed = subprocess.run(
+        [sys.executable, "-m", "waku_legacy.cli", "migrate", "--config", str(config), "--quiet"],
+        env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert failed.returncode == 2, failed.stderr[-3000:]
+    # the JVM itself says this once as it starts (Spark 4 loads the module), failure or not
+    jvm_start = "WARNING: Using incubator modules"
+    lines = [ln for ln in failed.stderr.strip().splitlines() if not ln.startswith(jvm_start)]
+    assert len(lines) == 1, failed.stderr[-3000:]
+    line = lines[0]
+    assert line.startswith("waku-legacy migrate: error: reading and decoding the sources failed")
+    assert "No space left on device" in line, line
+    log = Path(line.rsplit("executor traces: ", 1)[1].rstrip(")"))
+    assert log.is_file() and "No space left on device" in log.read_text()
+    assert "Traceback" in log.read_text()
+

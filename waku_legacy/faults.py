@@ -19,9 +19,21 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["ENV_VAR", "CrashAt", "FaultHook", "SimulatedCrash", "fault_from_env", "no_fault"]
+__all__ = [
+    "ENV_VAR",
+    "TASK_ENV_VAR",
+    "CrashAt",
+    "FaultHook",
+    "SimulatedCrash",
+    "fault_from_env",
+    "no_fault",
+    "task_fault",
+]
 
 ENV_VAR = "WAKU_LEGACY_FAULT"
+#: A glob of task steps (``read:<source kind>``) at which a Spark task fails as a full disk
+#: would (OSError ENOSPC), raised inside the executor: what an operator sees then is tested.
+TASK_ENV_VAR = "WAKU_LEGACY_TASK_FAULT"
 FaultHook = Callable[[str], None]
 
 
@@ -63,3 +75,12 @@ def _kill_self(pattern: str) -> FaultHook:
 def fault_from_env() -> FaultHook:
     pattern = os.environ.get(ENV_VAR, "").strip()
     return _kill_self(pattern) if pattern else no_fault
+
+
+def task_fault(step: str) -> None:
+    """In a Spark task: raise ENOSPC at ``step`` when ``WAKU_LEGACY_TASK_FAULT`` matches it."""
+    pattern = os.environ.get(TASK_ENV_VAR, "").strip()
+    if pattern and fnmatch.fnmatchcase(step, pattern):
+        import errno
+
+        raise OSError(errno.ENOSPC, f"No space left on device (simulated at {step})")
