@@ -101,6 +101,8 @@ def start_server(store: Path, workdir: Path, args: argparse.Namespace) -> tuple[
         f'[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/{p2p_port}"]\nkey_file = "libp2p.key"\n'
         f"workers = {args.readers}\nmax_connections = {args.clients + 16}\n"
         f"max_connections_per_address = {args.clients + 16}\nrequests_per_second = 0\n"
+        f"max_handshakes_per_address = {args.clients + 16}\n"  # every client dials at once
+        "address_share = 1.0\n"  # ... from one address
         "address_requests_per_second = 0\n"
         '[logging]\nlevel = "warning"\n'
     )

@@ -107,8 +107,8 @@
     max_connections = 200                    # in total; max_connections_per_peer = 4 (peer
     max_connections_per_address = 32         #   id), per source address (IPv6: per /64),
                                              #   counted from accept, before any handshake
-    max_handshakes = 64                      # connections in their Noise + muxer handshake
-    max_handshakes_per_address = 8           #   (handshake_timeout each), and from one address
+    max_handshakes = 128                     # connections in their Noise + muxer handshake
+    max_handshakes_per_address = 16          #   (handshake_timeout each), and from one address
     address_share = 0.5                      # one address never holds more of either budget
     max_buffered_bytes = 4194304             # yamux: bytes one connection holds unread (and
                                              #   each stream held to its receive window)
@@ -306,8 +306,8 @@ class Libp2pConfig:
     max_connections: int = 200
     max_connections_per_peer: int = 4
     max_connections_per_address: int = 32
-    max_handshakes: int = 64
-    max_handshakes_per_address: int = 8
+    max_handshakes: int = 128
+    max_handshakes_per_address: int = 16
     address_share: float = 0.5
     max_buffered_bytes: int = 4 * 1024 * 1024
     max_streams_per_connection: int = 32
@@ -673,9 +673,9 @@ def _parse_libp2p(
         max_connections_per_address=t.integer(
             "max_connections_per_address", default=32, low=1, high=100_000
         ),
-        max_handshakes=t.integer("max_handshakes", default=64, low=1, high=100_000),
+        max_handshakes=t.integer("max_handshakes", default=128, low=1, high=100_000),
         max_handshakes_per_address=t.integer(
-            "max_handshakes_per_address", default=8, low=1, high=100_000
+            "max_handshakes_per_address", default=16, low=1, high=100_000
         ),
         address_share=_share(t, "address_share", 0.5),
         max_buffered_bytes=t.integer(

@@ -93,7 +93,7 @@ def test_hostile_peer_limits_reach_the_listener(tmp_path) -> None:
     config = bridge_config(tmp_path, "s.db", libp2p={}).libp2p
     assert config is not None
     defaults = listener_limits(config)
-    assert (defaults.max_handshakes, defaults.max_handshakes_per_address) == (64, 8)
+    assert (defaults.max_handshakes, defaults.max_handshakes_per_address) == (128, 16)
     assert defaults.address_share == 0.5 and defaults.host.max_buffered_bytes == 4 * 1024 * 1024
     table = {"max_handshakes": 10, "max_handshakes_per_address": 2, "address_share": 0.25,
              "max_buffered_bytes": 1 << 20, "max_connections_per_address": 5}  # fmt: skip

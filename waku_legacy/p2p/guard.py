@@ -104,8 +104,8 @@ class GateLimits:
     max_connections: int = 200
     max_connections_per_address: int = 32
     #: connections admitted whose Noise and muxer handshake has not finished
-    max_handshakes: int = 64
-    max_handshakes_per_address: int = 8
+    max_handshakes: int = 128
+    max_handshakes_per_address: int = 16
     #: the largest share of each budget one address may hold
     address_share: float = 0.5
     handshake_timeout: float = 10.0

@@ -91,8 +91,8 @@ class ListenerLimits:
     max_connections_per_address: int = 32
     #: connections accepted whose Noise + muxer handshake is under way (``host.
     #: handshake_timeout`` each), in total and from one address
-    max_handshakes: int = 64
-    max_handshakes_per_address: int = 8
+    max_handshakes: int = 128
+    max_handshakes_per_address: int = 16
     #: the largest share of each budget (connections, handshakes) one address may hold
     address_share: float = 0.5
     max_streams_per_connection: int = 32
