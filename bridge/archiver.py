@@ -485,7 +485,15 @@ class CommunityArchiver:
                 return False
             magnet_uri = checked
         if choice is None:
-            choice = await self.link_clock(magnet_uri)
+            try:
+                choice = await self.link_clock(magnet_uri)
+            except WakuLegacyError as exc:  # e.g. a link message file that does not read
+                self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
+                log.error(
+                    "magnet link not published: its clock cannot be chosen",
+                    extra=fields(community=self.name, error=str(exc)),
+                )
+                return False
         clock_ms = choice.clock
         # issue 12: on <id>-memberUpdate (current clients) and/or <id>-magnetlinks (2024
         # clients), as the community's archive_link_chats asks; one clock for both
