@@ -270,3 +270,28 @@ def test_the_link_files_written_before_are_clock_evidence(tmp_path: Path) -> Non
     layout.magnet_message_json.write_text("{not json")
     with pytest.raises(ArchiveCorrupted, match="does not read"):
         written_link_evidence(layout)
+
+
+def test_an_operators_min_link_clock_is_a_floor(tmp_path: Path) -> None:
+    """Links a Status client published that no store here shows: min_link_clock."""
+    from waku_legacy.errors import ConfigError
+
+    community = parse_community(
+        {"id": str(COMMUNITY), "channels": [CHANNEL], "shard": 200,
+         "min_link_clock": BASE + 10_000}, 1, tmp_path,
+    )  # fmt: skip
+    assert community.min_link_clock == BASE + 10_000
+    evidence = read_evidence([description(BASE + 5)], COMMUNITY)
+    choice = choose_link_clock(evidence, base=BASE, base_reason="run clock",
+                               minimum=community.min_link_clock)  # fmt: skip
+    assert (choice.clock, choice.reason) == (
+        BASE + 10_000, f"min_link_clock = {BASE + 10_000} (operator)"
+    )
+    # evidence above the floor still wins
+    higher = read_evidence([description(BASE + 20_000)], COMMUNITY)
+    assert choose_link_clock(higher, base=BASE, base_reason="x", minimum=BASE + 10_000).clock == (
+        BASE + 20_001
+    )
+    with pytest.raises(ConfigError, match="min_link_clock"):
+        parse_community({"id": str(COMMUNITY), "channels": [CHANNEL], "shard": 200,
+                         "min_link_clock": -1}, 1, tmp_path)  # fmt: skip
