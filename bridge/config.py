@@ -90,6 +90,8 @@
                                              #   topics ("channel": clients before status-go
                                              #   PR #5993), on <id>-memberUpdate ("universal":
                                              #   current clients), or twice ("both")
+    min_link_clock = 1730000000000           # optional: archive links signed at least at
+                                             #   this clock (ms): a Status client's links
 
     [logos_storage]                          # required when a community uses that back end
     url = "http://127.0.0.1:8080"            # the node's REST root (/api/storage/v1 under it)
