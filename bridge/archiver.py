@@ -348,6 +348,9 @@ class CommunityArchiver:
         # what members' clients import from the archives, after the last run (issue 23)
         self.members_preview: dict[str, Any] | None = None
         self.last_logos_check: dict[str, Any] | None = None  # LogosStoragePublish.to_json()
+        # (due, link, clock, messages): the second chat's copy of the last link published,
+        # sent config.second_link_delay after the first (archive_link_chats = "both")
+        self.pending_link: tuple[float, str, int, list[Any]] | None = None
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
@@ -568,7 +571,15 @@ class CommunityArchiver:
                 return False
             magnet_uri = checked
         if choice is None:
-            choice = await self.link_clock(magnet_uri)
+            try:
+                choice = await self.link_clock(magnet_uri)
+            except WakuLegacyError as exc:  # e.g. a link message file that does not read
+                self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
+                log.error(
+                    "magnet link not published: its clock cannot be chosen",
+                    extra=fields(community=self.name, error=str(exc)),
+                )
+                return False
         clock_ms = choice.clock
         # issue 12: on <id>-memberUpdate (current clients) and/or <id>-magnetlinks (2024
         # clients), as the community's archive_link_chats asks; one clock for both
@@ -592,8 +603,9 @@ class CommunityArchiver:
                 extra=fields(community=self.name, error=str(exc)),
             )
             return False
+        first, later = messages[:1], [m for _chat, m in messages[1:]]
         try:
-            for _chat, message in messages:
+            for _chat, message in first:
                 await self.relay.publish(self.community.pubsub_topic, message)
         except RelayError as exc:
             self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
@@ -604,6 +616,11 @@ class CommunityArchiver:
             return False
         self.metrics.magnet_published.inc(1, self.name, "ok")
         self.next_publish = self.clock.time() + self.config.republish_interval
+        # a newer link (or clock) replaces a copy not sent yet
+        self.pending_link = (
+            (self.clock.time() + self.config.second_link_delay, magnet_uri, clock_ms, later)
+            if later else None
+        )  # fmt: skip
         self.last_published = {
             "clock": clock_ms, "magnet_uri": magnet_uri, "clock_reason": choice.reason,
             "at": self.clock.time(),
@@ -613,6 +630,30 @@ class CommunityArchiver:
             extra=fields(
                 community=self.name, magnet=magnet_uri, clock=clock_ms, clock_reason=choice.reason
             ),
+        )
+        return True
+
+    async def publish_pending(self) -> bool:
+        """Send the second chat's copy of the last link once it is due; False when nothing
+        was sent (not due, nothing pending, or the relay failed: retried in 60 s)."""
+        pending = self.pending_link
+        if pending is None or pending[0] > self.clock.time() or self.relay is None:
+            return False
+        _due, link, clock_ms, messages = pending
+        try:
+            for message in messages:
+                await self.relay.publish(self.community.pubsub_topic, message)
+        except RelayError as exc:
+            self.pending_link = (self.clock.time() + 60.0, link, clock_ms, messages)
+            log.warning(
+                "second copy of the magnet link not published",
+                extra=fields(community=self.name, error=str(exc)),
+            )
+            return False
+        self.pending_link = None
+        log.info(
+            "magnet link published on the second chat",
+            extra=fields(community=self.name, magnet=link, clock=clock_ms),
         )
         return True
 
@@ -680,6 +721,7 @@ class CommunityArchiver:
             "archiveLinkClock": None if self.last_clock is None else self.last_clock.to_json(),
             "linkReach": self.reach().to_json(),
             "logosStorageCheck": self.last_logos_check,
+            "secondLinkDue": None if self.pending_link is None else self.pending_link[0],
             "degraded": self.degraded,
             "seeding": None if seed is None else {
                 "infoHash": seed.info_hash, "state": seed.state, "peers": seed.peers,
@@ -736,10 +778,13 @@ class ArchiveScheduler:
                     await archiver.run("schedule" if archiver.last_run else "start")
                 if not archiver.degraded and archiver.next_publish <= self.clock.time():
                     await archiver.publish()
+                if archiver.pending_link is not None:
+                    await archiver.publish_pending()
             healthy = [a for a in self.archivers.values() if not a.degraded]
             wake = min(
                 [a.next_publish for a in healthy]
                 + [a.retry_at for a in self.archivers.values() if a.degraded]
+                + [a.pending_link[0] for a in healthy if a.pending_link is not None]
                 + [a.next_due() for a in healthy if _safe(a.next_due)]
                 + [self.clock.time() + RECONCILE_RETRY]
             )

@@ -71,6 +71,8 @@
     utp = true                               # uTP as well as TCP (status-go's client speaks it)
     interval = "7d"                          # a new archive run per community
     republish_interval = "6h"                # re-send the current magnet link
+    second_link_delay = "1h"                 # archive_link_chats "both": -magnetlinks copy
+                                             #   this long after the -memberUpdate one
     flavour = "status-go"                    # or "seed-spec"
 
     [[community]]                            # repeat; read as the migration reads it
@@ -88,6 +90,8 @@
                                              #   topics ("channel": clients before status-go
                                              #   PR #5993), on <id>-memberUpdate ("universal":
                                              #   current clients), or twice ("both")
+    min_link_clock = 1730000000000           # optional: archive links signed at least at
+                                             #   this clock (ms): a Status client's links
 
     [logos_storage]                          # required when a community uses that back end
     url = "http://127.0.0.1:8080"            # the node's REST root (/api/storage/v1 under it)
@@ -292,6 +296,10 @@ class ArchiveConfig:
     interval: float = 7 * DAY
     republish_interval: float = 6 * 3600.0
     flavour: str = defaults.FLAVOUR
+    # archive_link_chats = "both": the <id>-magnetlinks copy goes out this long after the
+    # <id>-memberUpdate one (longer than a fetch: a 2024 client that hears both restarts a
+    # download the second copy interrupts); README "The archive-link (magnet-link) message"
+    second_link_delay: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,7 +620,15 @@ def _parse_archive(top: ConfigTable, base: Path) -> ArchiveConfig | None:
         interval=_duration(t, "interval", 7 * DAY),
         republish_interval=_duration(t, "republish_interval", 6 * 3600.0),
         flavour=flavour,
+        second_link_delay=_duration(t, "second_link_delay", 3600.0),
     )
+    if config.second_link_delay >= config.republish_interval:
+        raise t.error(
+            "second_link_delay",
+            "a duration shorter than republish_interval (the second chat's copy of a link "
+            "goes out that long after the first, before the next republish)",
+            t.raw("second_link_delay"),
+        )
     t.done()
     return config
 

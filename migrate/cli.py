@@ -436,7 +436,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from waku_legacy.archive import defaults
+    from waku_legacy.archive.cli import add_archive_settings
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -469,20 +469,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument("--key-file", help="community private key (hex) to sign the magnet link")
     export.add_argument("--now", type=int, help="archive clock, Unix seconds (default: now)")
     export.add_argument(
-        "--archive-topics", choices=("channel", "universal", "both"),
-        default=defaults.ARCHIVE_TOPICS,
-        help=f"topics of archived channel messages (default: {defaults.ARCHIVE_TOPICS})",
-    )  # fmt: skip
-    export.add_argument(
         "--min-link-clock", type=int,
         help="sign the archive link at least at this clock, ms (links a Status client already "
         "published; default: none, the clock found in the sources and files)",
     )
-    export.add_argument(
-        "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
-        default=defaults.ARCHIVE_LINK_CHATS,
-        help=f"chats of the signed link message (default: {defaults.ARCHIVE_LINK_CHATS})",
-    )  # fmt: skip
+    add_archive_settings(export)
     export.add_argument("--out", required=True, help="output directory")
     common(export)
     export.set_defaults(func=_export)
@@ -505,7 +496,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from waku_legacy.archive import defaults
-    from waku_legacy.archive.cli import add_session
+    from waku_legacy.archive.cli import add_archive_settings, add_session
 
     audit = subparsers.add_parser(
         "audit", help="compare a community's published archives with its legacy sources"
@@ -557,11 +548,6 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         help="--repair: sign the link at least at this clock, ms (default: none, the clock "
         "found in the sources, --store and the link message files)",
     )
-    audit.add_argument(
-        "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
-        default=defaults.ARCHIVE_LINK_CHATS,
-        help="--repair: the chats the link message is made for "
-        f"(default: {defaults.ARCHIVE_LINK_CHATS}, as a [[community]])",
-    )  # fmt: skip
+    add_archive_settings(audit, topics=False, link_chats_for="--repair: ")
     add_session(audit, "0.0.0.0:0")
     audit.set_defaults(func=_audit)

@@ -38,6 +38,8 @@
                                         #   (their own: clients before status-go PR #5993),
                                         #   "universal" (<id>-memberUpdate: current clients)
                                         #   or "both" (each message twice)
+    min_link_clock = 1730000000000      # optional: the archive link is signed at least at
+                                        #   this clock (ms): links a Status client published
     name = "…"                          # optional label
 
     [logos_storage]                     # required when a community has that back end

@@ -246,3 +246,52 @@ async def test_bridge_publishes_above_the_description_field_9(tmp_path):
     # status-go's public-chat topic: keccak256(chat id)[:4], as an rfc26 content topic
     assert body["contentTopic"] == chat_content_topic(f"{COMMUNITY}-memberUpdate")
     assert state["archiveLinkClock"]["reason"] == f"description field 9 = {field9} (+1)"
+
+
+def test_the_link_files_written_before_are_clock_evidence(tmp_path: Path) -> None:
+    """Issue 22: whichever tool wrote them, the link message files next to the torrent
+    (.pb and every chat's body in .json) count; an unreadable one stops the tool."""
+    from waku_legacy.archive.build import LinkSigner, write_magnet_message, written_link_evidence
+    from waku_legacy.archive.errors import ArchiveCorrupted
+    from waku_legacy.archive.layout import CommunityLayout
+    from waku_legacy.faults import no_fault
+
+    layout = CommunityLayout.of(tmp_path / "a", COMMUNITY, tmp_path / "t")
+    assert written_link_evidence(layout).link_clock is None  # nothing written yet
+    (tmp_path / "t").mkdir()
+    signer = LinkSigner(KEY, PUBSUB, "both", None)
+    write_magnet_message(layout, signer, OLD_LINK, BASE + 42, fault=no_fault, fsync=False)
+    found = written_link_evidence(layout)
+    assert (found.link_clock, found.link, found.links) == (BASE + 42, OLD_LINK, 3)
+    choice = choose_link_clock(found, base=BASE, base_reason="run clock", archive_link=NEW_LINK)
+    assert choice.clock == BASE + 43  # a new link goes above what the files hold
+    layout.magnet_message_pb.unlink()  # the .json alone still says it
+    assert written_link_evidence(layout).link_clock == BASE + 42
+    layout.magnet_message_json.write_text("{not json")
+    with pytest.raises(ArchiveCorrupted, match="does not read"):
+        written_link_evidence(layout)
+
+
+def test_an_operators_min_link_clock_is_a_floor(tmp_path: Path) -> None:
+    """Links a Status client published that no store here shows: min_link_clock."""
+    from waku_legacy.errors import ConfigError
+
+    community = parse_community(
+        {"id": str(COMMUNITY), "channels": [CHANNEL], "shard": 200,
+         "min_link_clock": BASE + 10_000}, 1, tmp_path,
+    )  # fmt: skip
+    assert community.min_link_clock == BASE + 10_000
+    evidence = read_evidence([description(BASE + 5)], COMMUNITY)
+    choice = choose_link_clock(evidence, base=BASE, base_reason="run clock",
+                               minimum=community.min_link_clock)  # fmt: skip
+    assert (choice.clock, choice.reason) == (
+        BASE + 10_000, f"min_link_clock = {BASE + 10_000} (operator)"
+    )
+    # evidence above the floor still wins
+    higher = read_evidence([description(BASE + 20_000)], COMMUNITY)
+    assert choose_link_clock(higher, base=BASE, base_reason="x", minimum=BASE + 10_000).clock == (
+        BASE + 20_001
+    )
+    with pytest.raises(ConfigError, match="min_link_clock"):
+        parse_community({"id": str(COMMUNITY), "channels": [CHANNEL], "shard": 200,
+                         "min_link_clock": -1}, 1, tmp_path)  # fmt: skip

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import start_until_archive_published, stored_channel_message
+from tests.helpers import start_until_archive_published, stored_channel_message, wait_until
 from tests.test_archive_magnet import chat_content_topic, independent_open
 from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
@@ -59,8 +59,12 @@ def test_config_archive_link_chats_and_operator_key(tmp_path: Path) -> None:
     assert load_operator_key(parse_community(_community(), 1, tmp_path)) is None
 
 
-async def _published(tmp_path: Path, **community: object) -> list[tuple[str, dict]]:
-    """Start the bridge on a store with a few channel messages; what its first run sends."""
+async def _published(
+    tmp_path: Path, *, then: float = 0.0, **community: object
+) -> list[tuple[str, dict]]:
+    """Start the bridge on a store with a few channel messages; what its first run sends
+    (and, with ``then``, what it sends once its clock advanced that much)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "c.key").write_text(KEY.secret.hex())
     (tmp_path / "op.key").write_text(OPERATOR.secret.hex())
     url = f"sqlite:///{tmp_path}/store.sqlite3"
@@ -80,8 +84,14 @@ async def _published(tmp_path: Path, **community: object) -> list[tuple[str, dic
         community=[_community(key_file="c.key", **community)],
     )  # fmt: skip
     try:
-        service = BridgeService(config, clock=ManualClock(t0))
+        clock = ManualClock(t0)
+        service = BridgeService(config, clock=clock)
         await start_until_archive_published(service, COMMUNITY)
+        if then:
+            first = len(nwaku.published)
+            await wait_until(lambda: clock.sleepers, what="the scheduler asleep")
+            clock.advance(then)
+            await wait_until(lambda: len(nwaku.published) > first, what="the later copy")
         await service.stop()
     finally:
         await nwaku.stop()
@@ -115,7 +125,13 @@ async def test_bridge_publishes_on_the_universal_chat_signed_by_the_operator(tmp
 @pytest.mark.network
 @pytest.mark.torrent
 async def test_bridge_publishes_on_both_chats_by_default(tmp_path):
-    published = await _published(tmp_path)
+    # issue 22: the -memberUpdate copy first; the -magnetlinks copy second_link_delay (1 h)
+    # later, not at once (a 2024 client hearing both restarts its download)
+    first = await _published(tmp_path / "now")
+    assert [b["contentTopic"] for _, b in first] == [
+        chat_content_topic(COMMUNITY.universal_chat_id)
+    ]
+    published = await _published(tmp_path / "later", then=3600.0)
     topics = [b["contentTopic"] for _, b in published]
     assert topics == [
         chat_content_topic(COMMUNITY.universal_chat_id),

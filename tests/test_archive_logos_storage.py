@@ -269,21 +269,14 @@ def test_bridge_config_reads_backend_and_node_url(tmp_path: Path) -> None:
 
 
 @pytest.mark.network
-async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) -> None:
-    import asyncio
-    import base64
-    import time
-
+def _logos_bridge(tmp_path: Path, node_url: str, relay_url: str, republish: str, count: int):  # type: ignore[no-untyped-def]
+    """A bridge config archiving ``count`` channel messages (in its SQLite store, 9 days
+    before t0) of one community with backend "logos-storage": (config, rows, t0)."""
     from tests.helpers import stored_channel_message
-    from tests.test_archive_magnet import independent_open
-    from tests.test_bridge_support import FakeNwaku, bridge_config
-    from waku_legacy.bridge.clock import ManualClock
-    from waku_legacy.bridge.service import BridgeService
-    from waku_legacy.identity.topics import chat_topic
+    from tests.test_bridge_support import bridge_config
     from waku_legacy.store import open_store
 
     channel = str(uuid.UUID(int=3))
-    chat = COMMUNITY.channel_chat_id(channel)
     (tmp_path / "c.key").write_text(KEY.secret.hex())
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     t0 = 1_750_000_000
@@ -291,21 +284,37 @@ async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) ->
         stored_channel_message(
             COMMUNITY, channel, TOPIC, expiry=t0 - 9 * 86_400 + i, text=b"m%d" % i
         )
-        for i in range(5)
+        for i in range(count)
     ]
     with open_store(url) as store:
         store.insert_messages(rows)
+    config = bridge_config(
+        tmp_path, url, relay={"url": relay_url},
+        archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
+                 "seed_listen": "127.0.0.1:0", "trackers": False,
+                 "republish_interval": republish},
+        community=[_community(key_file="c.key", backend="logos-storage",
+                              archive_link_chats="universal")],
+        logos_storage={"url": node_url},
+    )  # fmt: skip
+    return config, rows, t0
+
+
+async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) -> None:
+    import asyncio
+    import base64
+    import time
+
+    from tests.test_archive_magnet import independent_open
+    from tests.test_bridge_support import FakeNwaku
+    from waku_legacy.bridge.clock import ManualClock
+    from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.identity.topics import chat_topic
+
+    chat = COMMUNITY.channel_chat_id(str(uuid.UUID(int=3)))
     nwaku = await FakeNwaku().start()
     with running_fake() as node:
-        config = bridge_config(
-            tmp_path, url, relay={"url": nwaku.url},
-            archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
-                     "seed_listen": "127.0.0.1:0", "trackers": False,
-                     "republish_interval": "1d"},
-            community=[_community(key_file="c.key", backend="logos-storage",
-                                  archive_link_chats="universal")],
-            logos_storage={"url": node.url},
-        )  # fmt: skip
+        config, rows, t0 = _logos_bridge(tmp_path, node.url, nwaku.url, "1d", 5)
         try:
             service = BridgeService(config, clock=ManualClock(t0))
             await service.start()
@@ -420,21 +429,11 @@ async def test_bridge_reuploads_and_republishes_once_the_node_recovers(tmp_path:
     import asyncio
     import time
 
-    from tests.helpers import stored_channel_message
-    from tests.test_bridge_support import FakeNwaku, bridge_config
+    from tests.test_bridge_support import FakeNwaku
     from waku_legacy.bridge.archiver import LOGOS_STORAGE_RETRY
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
-    from waku_legacy.store import open_store
 
-    channel = str(uuid.UUID(int=3))
-    (tmp_path / "c.key").write_text(KEY.secret.hex())
-    url = f"sqlite:///{tmp_path}/store.sqlite3"
-    t0 = 1_750_000_000
-    rows = [stored_channel_message(COMMUNITY, channel, TOPIC, expiry=t0 - 9 * 86_400 + i,
-                                   text=b"m%d" % i) for i in range(5)]  # fmt: skip
-    with open_store(url) as store:
-        store.insert_messages(rows)
     nwaku = await FakeNwaku().start()
 
     async def until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -444,15 +443,7 @@ async def test_bridge_reuploads_and_republishes_once_the_node_recovers(tmp_path:
             await asyncio.sleep(0.01)
 
     with running_fake() as node:
-        config = bridge_config(
-            tmp_path, url, relay={"url": nwaku.url},
-            archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
-                     "seed_listen": "127.0.0.1:0", "trackers": False,
-                     "republish_interval": "6h"},
-            community=[_community(key_file="c.key", backend="logos-storage",
-                                  archive_link_chats="universal")],
-            logos_storage={"url": node.url},
-        )  # fmt: skip
+        config, rows, t0 = _logos_bridge(tmp_path, node.url, nwaku.url, "6h", 5)
         clock = ManualClock(t0)
         service = BridgeService(config, clock=clock)
         try:
@@ -492,31 +483,14 @@ async def test_admin_trigger_publishes_a_link_never_published(tmp_path: Path) ->
 
     import aiohttp
 
-    from tests.helpers import stored_channel_message
-    from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku, bridge_config
+    from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
-    from waku_legacy.store import open_store
 
-    channel = str(uuid.UUID(int=3))
-    (tmp_path / "c.key").write_text(KEY.secret.hex())
-    url = f"sqlite:///{tmp_path}/store.sqlite3"
-    t0 = 1_750_000_000
-    with open_store(url) as store:
-        store.insert_messages([stored_channel_message(
-            COMMUNITY, channel, TOPIC, expiry=t0 - 9 * 86_400, text=b"m")])  # fmt: skip
     nwaku = await FakeNwaku().start()
     nwaku.fail_relay = 10**6  # the relay refuses every publish at first
     with running_fake() as node:
-        config = bridge_config(
-            tmp_path, url, relay={"url": nwaku.url},
-            archive={"archive_dir": str(tmp_path / "a"), "torrent_dir": str(tmp_path / "t"),
-                     "seed_listen": "127.0.0.1:0", "trackers": False,
-                     "republish_interval": "6h"},
-            community=[_community(key_file="c.key", backend="logos-storage",
-                                  archive_link_chats="universal")],
-            logos_storage={"url": node.url},
-        )  # fmt: skip
+        config, _rows, t0 = _logos_bridge(tmp_path, node.url, nwaku.url, "6h", 1)
         service = BridgeService(config, clock=ManualClock(t0))
         try:
             await service.start()

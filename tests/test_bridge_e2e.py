@@ -75,7 +75,8 @@ def _channel_envelope(text: str, sender, sent: int):
 
 
 def _magnets(nwaku: FakeNwaku) -> list:
-    topic = content_topic_of_chat(COMMUNITY.magnetlinks_chat_id)
+    # the -memberUpdate copy: it goes out first (the -magnetlinks one second_link_delay later)
+    topic = content_topic_of_chat(COMMUNITY.universal_chat_id)
     out = []
     for pubsub, body in nwaku.published:
         if body["contentTopic"] == topic:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import wait_until
 from tests.test_bridge_support import FakeNwaku, bridge_config
-from tests.test_migrate_clock import NOW, SPEC, legacy  # noqa: F401 (fixture)
+from tests.test_migrate_clock import NOW, SPEC, legacy, migration_data  # noqa: F401 (fixture)
 from waku_legacy.archive.magnet import verify_magnet_message
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
@@ -47,16 +47,7 @@ def _clock(out: Path, legacy: dict) -> tuple[int, str]:  # noqa: F811
 
 
 def _migrate(spark, legacy: dict, out: Path) -> dict:  # noqa: F811
-    community = legacy["community"]
-    data = {
-        "spark": {"master": "local[2]"},
-        "source": [{"kind": "mailserver-leveldb", "name": "ms", "path": str(legacy["mailserver"])}],
-        "community": [{"id": str(community.id), "channels": list(community.channels),
-                       "shard": community.shard, "key_file": str(legacy["key_file"])}],
-        "pipeline": {"now": NOW},
-        "output": {"store": f"sqlite:{out / 'store.sqlite3'}", "archive_dir": "archives",
-                   "torrent_dir": "torrents", "work_dir": "work", "report": "report.json"},
-    }  # fmt: skip
+    data = migration_data(legacy, out / "store.sqlite3", "archives", "torrents")
     (result,) = run_migration(parse_config(data, base_dir=out), spark=spark).communities
     return result
 

@@ -78,6 +78,20 @@ def _description(legacy: dict, field9: int) -> waku_message_pb2.WakuMessage:
     )  # fmt: skip
 
 
+def migration_data(legacy: dict, store: Path, archive_dir: str, torrent_dir: str) -> dict:
+    """The ``migrate`` config of the legacy mailserver's community, its key file given."""
+    community = legacy["community"]
+    return {
+        "spark": {"master": "local[2]"},
+        "source": [{"kind": "mailserver-leveldb", "name": "ms", "path": str(legacy["mailserver"])}],
+        "community": [{"id": str(community.id), "channels": list(community.channels),
+                       "shard": community.shard, "key_file": str(legacy["key_file"])}],
+        "pipeline": {"now": NOW},
+        "output": {"store": f"sqlite:{store}", "archive_dir": archive_dir,
+                   "torrent_dir": torrent_dir, "work_dir": "work", "report": "report.json"},
+    }  # fmt: skip
+
+
 def _export(legacy: dict, out: Path, *extra_sources: Path, as_json: bool = True) -> dict:
     community = legacy["community"]
     args = ["export", "--community", str(community.id), "--shard", str(community.shard),
@@ -116,7 +130,11 @@ def test_export_signs_above_field_9_and_reruns_identically(legacy, tmp_path, cap
 
     # Rerun, nothing new: the same bytes.
     again = _export(legacy, out, evidence)
-    assert again["archive_link_clock"] == report
+    # issue 22: the rerun reads the message files it wrote (the same link: the same clock)
+    assert again["archive_link_clock"]["clock"] == report["clock"]
+    assert again["archive_link_clock"]["reason"] == (
+        f"same link already published with clock {FIELD9 + 1}"
+    )
     assert _archive_files(out) == files and _link_files(again) == links
 
     # Rerun after our message reached the store: it is the same link, so the same clock.
@@ -161,15 +179,7 @@ def test_migrate_reads_the_output_store_for_earlier_links(spark, legacy, tmp_pat
         pubsub_topic=f"/waku/2/rs/16/{community.shard}",
     )  # fmt: skip
     store = _v2_store(tmp_path / "store.sqlite3", legacy, [earlier])
-    data = {
-        "spark": {"master": "local[2]"},
-        "source": [{"kind": "mailserver-leveldb", "name": "ms", "path": str(legacy["mailserver"])}],
-        "community": [{"id": str(community.id), "channels": list(community.channels),
-                       "shard": community.shard, "key_file": str(legacy["key_file"])}],
-        "pipeline": {"now": NOW},
-        "output": {"store": f"sqlite:{store}", "archive_dir": "a", "torrent_dir": "t",
-                   "work_dir": "work", "report": "report.json"},
-    }  # fmt: skip
+    data = migration_data(legacy, store, "a", "t")
     report = run_migration(parse_config(data, base_dir=tmp_path), spark=spark)
     (result,) = report.communities
     assert result["archive_link_clock"]["clock"] == previous + 1

@@ -541,6 +541,27 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_archive_settings(
+    parser: argparse.ArgumentParser, *, topics: bool = True, link_chats_for: str = ""
+) -> None:
+    """``--archive-topics`` (with ``topics``) and ``--archive-link-chats``, with the one
+    default of each (:mod:`waku_legacy.archive.defaults`) named in the help."""
+    if topics:
+        parser.add_argument(
+            "--archive-topics", choices=("channel", "universal", "both"),
+            default=defaults.ARCHIVE_TOPICS,
+            help="topics of archived channel messages: channel (clients before status-go PR "
+            "#5993), universal (<id>-memberUpdate: current clients) or both "
+            f"(default: {defaults.ARCHIVE_TOPICS}, as a [[community]])",
+        )  # fmt: skip
+    parser.add_argument(
+        "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
+        default=defaults.ARCHIVE_LINK_CHATS,
+        help=f"{link_chats_for}chats of the signed link message "
+        f"(default: {defaults.ARCHIVE_LINK_CHATS}, as a [[community]])",
+    )  # fmt: skip
+
+
 def add_session(parser: argparse.ArgumentParser, listen: str) -> None:
     parser.add_argument("--listen", default=listen, help=f"host:port to bind (default {listen})")
     for name in ("dht", "lsd", "upnp", "natpmp"):
@@ -572,18 +593,7 @@ def _register_archive(subparsers: Any) -> None:
         "--input", required=True, help="archive-flavour messages as JSONL ('-' = stdin)"
     )
     build.add_argument("--now", type=int, help="end of the last window, seconds (default: now)")
-    build.add_argument(
-        "--archive-topics", choices=("channel", "universal", "both"),
-        default=defaults.ARCHIVE_TOPICS,
-        help="topics of archived channel messages: channel (clients before status-go PR "
-        "#5993), universal (<id>-memberUpdate: current clients) or both "
-        f"(default: {defaults.ARCHIVE_TOPICS}, as a [[community]])",
-    )  # fmt: skip
-    build.add_argument(
-        "--archive-link-chats", choices=("both", "universal", "magnetlinks"),
-        default=defaults.ARCHIVE_LINK_CHATS,
-        help=f"chats of the signed link message (default: {defaults.ARCHIVE_LINK_CHATS})",
-    )  # fmt: skip
+    add_archive_settings(build)
     build.add_argument(
         "--community-key-file", help="file with the community private key (hex) to sign"
     )
