@@ -276,6 +276,10 @@ def main() -> int:
     return 0
 
 
+def _latencies(honest: dict[str, Any]) -> str:
+    return f"{honest.get('p50_s', '-')}/{honest.get('p99_s', '-')}/{honest.get('max_s', '-')}"
+
+
 def print_report(result: dict[str, Any]) -> None:
     base = result["baseline"]
     print(f"load average at start {result['load_average']}, end {result['load_average_end']}")
@@ -283,15 +287,12 @@ def print_report(result: dict[str, Any]) -> None:
     h = base["honest"]
     print(
         f"{'(none: baseline)':32} {base['rss_mb']:>26} "
-        f"{h.get('p50_s')}/{h.get('p99_s')}/{h.get('max_s'):<10} {h['answered']}/{h['failed']}"
+        f"{_latencies(h):<21} {h['answered']}/{h['failed']}"
     )
     for name, row in result["attacks"].items():
         h = row["honest"]
         rss = f"{row['rss_before_mb']}/{row['rss_peak_mb']}/{row['rss_after_mb']}"
-        print(
-            f"{name:32} {rss:>26} "
-            f"{h.get('p50_s')}/{h.get('p99_s')}/{h.get('max_s'):<10} {h['answered']}/{h['failed']}"
-        )
+        print(f"{name:32} {rss:>26} {_latencies(h):<21} {h['answered']}/{h['failed']}")
         print(
             f"{'':32}   {row['attack']}; server log: {row['log_lines']} lines "
             f"({row['log_lines_py_libp2p']} py-libp2p)"

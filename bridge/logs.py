@@ -19,7 +19,14 @@ from typing import Any, TextIO
 
 from waku_legacy.limits import ThrottledRecords
 
-__all__ = ["LIBRARY_LOGGERS", "JsonFormatter", "configure_logging", "fields", "route_library_logs"]
+__all__ = [
+    "LIBRARY_LOGGERS",
+    "JsonFormatter",
+    "configure_logging",
+    "fields",
+    "keep_library_logs_routed",
+    "route_library_logs",
+]
 
 #: third-party loggers whose records peers can cause (py-libp2p logs per frame and per
 #: connection): written in our format, at most one line per kind every 10 s
@@ -95,20 +102,34 @@ def route_library_logs(
 ) -> ThrottledRecords:
     """Send :data:`LIBRARY_LOGGERS`' records through ``formatter`` to ``stream``, rate-limited
     per kind (:class:`~waku_legacy.limits.ThrottledRecords`): warnings and worse, everything
-    at ``level = "debug"``. Returns the filter (its ``suppressed`` counts)."""
-    # py-libp2p's import resets its logger (no handler, no propagation: records then reach
-    # only Python's last-resort stderr handler, as plain text): import it first
-    import libp2p  # noqa: F401
+    at ``level = "debug"``. Returns the filter (its ``suppressed`` counts).
 
+    py-libp2p's import resets its logger (no handler, no propagation: its records then reach
+    only Python's last-resort stderr handler, as plain text), and the bridge imports it only
+    with ``[libp2p]`` on (1-2 s, tens of MB): whoever imports it later calls
+    :func:`keep_library_logs_routed` after the import."""
+    global _library_route
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
     # on the handler too: py-libp2p sets some of its loggers' levels itself (INFO)
     handler.setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
     throttle = ThrottledRecords()
     handler.addFilter(throttle)
+    _library_route = handler
+    keep_library_logs_routed()
+    return throttle
+
+
+_library_route: logging.Handler | None = None
+
+
+def keep_library_logs_routed() -> None:
+    """(Re-)attach the handler :func:`route_library_logs` made (a no-op before it ran)."""
+    handler = _library_route
+    if handler is None:
+        return
     for name in LIBRARY_LOGGERS:
         library = logging.getLogger(name)
         library.handlers = [handler]
         library.setLevel(handler.level)
         library.propagate = False
-    return throttle

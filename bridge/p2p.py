@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from waku_legacy.bridge.config import Libp2pConfig
-from waku_legacy.bridge.logs import fields
+from waku_legacy.bridge.logs import fields, keep_library_logs_routed
 from waku_legacy.bridge.store_threads import ThreadLocalStore
 from waku_legacy.p2p.host import HostLimits, ensure_ports_free, parse_multiaddr
 from waku_legacy.p2p.keys import load_key_pair
@@ -120,6 +120,7 @@ async def start_p2p_listener(
     """Load (or create) the key, start listening, log the multiaddrs. ``exclusive``: first
     refuse ports another process listens on (py-libp2p would share them through
     SO_REUSEPORT; the REST worker processes share the primary's on purpose)."""
+    keep_library_logs_routed()  # py-libp2p's import (with this module's) reset its logger
     if exclusive:
         ensure_ports_free([parse_multiaddr(a) for a in config.listen])
     pair, created = await asyncio.to_thread(load_key_pair, config.key_file)

@@ -274,14 +274,18 @@ def test_a_log_flood_from_py_libp2p_is_ours_and_rate_limited(make_listener, json
     assert grown < RSS_BOUND
 
 
-def test_library_logs_are_routed_whenever_py_libp2p_is_imported(tmp_path) -> None:
-    """configure_logging before py-libp2p's first import (as `serve` does): its import
-    resets the libp2p logger, which must not undo the routing."""
+def test_library_logs_are_routed_when_py_libp2p_is_imported_later(tmp_path) -> None:
+    """configure_logging before py-libp2p's first import, as `serve` does (it imports
+    bridge.p2p only with [libp2p] on): that import resets the libp2p logger, which
+    start_p2p_listener's keep_library_logs_routed undoes."""
     script = (
         "import logging, sys\n"
         "from waku_legacy.bridge.logs import configure_logging\n"
         "configure_logging('info', 'json', stream=sys.stdout)\n"
-        "from libp2p.network import swarm\n"
+        "assert 'libp2p' not in sys.modules  # imported with [libp2p] only\n"
+        "from waku_legacy.bridge.p2p import start_p2p_listener\n"
+        "from waku_legacy.bridge.logs import keep_library_logs_routed\n"
+        "keep_library_logs_routed()  # what start_p2p_listener does first\n"
         "for _ in range(5): logging.getLogger('libp2p.network.swarm').error('fail %s', 1)\n"
     )
     done = subprocess.run(
@@ -291,3 +295,21 @@ def test_library_logs_are_routed_whenever_py_libp2p_is_imported(tmp_path) -> Non
     assert len(lines) == 1, done.stdout + done.stderr  # one kind: one line per 10 s
     assert json.loads(lines[0])["logger"] == "libp2p.network.swarm"
     assert "fail" not in done.stderr
+
+
+def test_yamux_receive_meter_follows_the_windows_it_granted() -> None:
+    from tests.p2p_attacks import yamux_frame
+    from waku_legacy.p2p.guard import YamuxReceiveMeter
+
+    def data(stream: int, length: int) -> bytes:
+        return yamux_frame(0, 0, stream, length)
+
+    meter = YamuxReceiveMeter(max_buffered=1000, initial_window=500)
+    assert meter.received(data(1, 400), buffered=0) is None
+    assert "past the receive window" in (meter.received(data(1, 200), buffered=0) or "")
+    meter.sent(yamux_frame(1, 0, 3, 300))  # our WINDOW_UPDATE: stream 3 may send 800
+    assert meter.received(data(3, 800), buffered=0) is None
+    assert "not read" in (meter.received(data(5, 100), buffered=950) or "")
+    meter.sent(yamux_frame(1, 8, 3, 0))  # RST: stream 3 forgotten
+    meter.forget_except({1})
+    assert len(meter) == 1
