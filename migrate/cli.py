@@ -203,10 +203,11 @@ def _rewrite_report(path: str | None, report: RunReport) -> None:
 def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch: Path) -> Path:
     """The folder holding the community's archives: ``--archive-dir``, or where
     ``--magnet``/``--torrent`` fetched them as a member would (every archive)."""
-    from waku_legacy.archive.cli import Progress, session_config
+    from waku_legacy.archive.cli import session_config
     from waku_legacy.archive.encode import Flavour
     from waku_legacy.archive.errors import ArchiveDecodeError, UnexpectedTorrentLayout
     from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+    from waku_legacy.console import Progress
     from waku_legacy.errors import LimitExceeded
     from waku_legacy.migrate.audit import community_folder
 
@@ -224,7 +225,7 @@ def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch
     try:
         fetch_archives(
             args.magnet or args.torrent, community, save_dir, options,
-            progress=Progress(not args.quiet),
+            progress=Progress(not args.quiet, prefix="audit"),
         )  # fmt: skip
     except (ArchiveDecodeError, LimitExceeded) as exc:
         # The member's fetch stops at an archive that does not decode or fit its index

@@ -166,3 +166,25 @@ def test_a_failed_spark_task_is_one_line_naming_the_step_and_the_log(
     assert log.is_file() and "No space left on device" in log.read_text()
     assert "Traceback" in log.read_text()
 
+
+def test_migrate_reports_progress_as_json_lines_off_a_terminal(
+    demo: Path, tmp_path: Path, capsys
+) -> None:
+    """Issue 24: a migration printed only started/done per step; off a terminal each step
+    now reports tasks done/total, the records its stages produced, rate and ETA as JSON
+    lines (``"event": "progress"``)."""
+    text = (demo / "migrate.toml").read_text()
+    for name in ("store.sqlite3", "archives", "torrents", "report.json"):
+        text = text.replace(f'"{name}"', f'"{tmp_path / name}"')
+    config = tmp_path / "migrate.toml"
+    config.write_text(text)
+    assert main(["migrate", "--config", str(config), "--json"]) == 0
+    err = capsys.readouterr().err
+    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert events and all(e["event"] == "progress" for e in events)
+    read = [e for e in events if e["step"] == "read, decode, deduplicate"]
+    assert read[-1]["finished"] is True and read[-1]["done"] == read[-1]["total"] > 0
+    assert read[-1]["unit"] == "tasks" and read[-1]["records"] > 0
+    assert {"rate", "eta_s", "elapsed_s"} <= set(read[-1])
+    store = [e for e in events if e["step"] == "store"]
+    assert store and store[-1]["done"] == store[-1]["total"] > 0
