@@ -17,7 +17,7 @@ import tomllib
 import traceback
 from collections.abc import Sequence
 
-from waku_legacy.errors import WakuLegacyError
+from waku_legacy.errors import WakuLegacyError, innermost_error
 
 # Modules that add subcommands, in the order their commands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -91,28 +91,6 @@ def describe_error(exc: BaseException) -> str:
 EXIT_CLOSED_PIPE = 141
 
 
-def innermost_error(exc: BaseException) -> BaseException:
-    """The error inside the exception groups a task nursery (trio, asyncio) wraps around
-    one failure: the first leaf, when every leaf is an expected failure; else ``exc``.
-
-    One failed dial in a trio nursery reaches the command as an ExceptionGroup; reported
-    as such it looks like a bug (exit 70 and a page of traceback) though it is one clear
-    error, such as an unreachable peer."""
-    leaves: list[BaseException] = []
-
-    def walk(error: BaseException) -> None:
-        if isinstance(error, BaseExceptionGroup):
-            for inner in error.exceptions:
-                walk(inner)
-        else:
-            leaves.append(error)
-
-    walk(exc)
-    if leaves and all(isinstance(leaf, EXPECTED_ERRORS) for leaf in leaves):
-        return leaves[0]
-    return exc
-
-
 def _quiet_closed_pipe() -> int:
     """The reader of stdout closed it: end without a word (and without Python's own
     "Exception ignored … BrokenPipeError" when it flushes stdout at exit)."""
@@ -136,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # a closed pipe shows here, while we can still say nothing
             return code
         except BaseExceptionGroup as group:
-            inner = innermost_error(group)
+            inner = innermost_error(group, EXPECTED_ERRORS)
             if inner is group:
                 raise
             raise inner from None
