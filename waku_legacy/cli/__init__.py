@@ -31,6 +31,37 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The --help of every command: descriptions as written, and every default shown."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if text is None or not has_shown_default(action) or "default" in text.lower():
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def has_shown_default(action: argparse.Action) -> bool:
+    """Whether ``action``'s default is worth showing: an option whose default is a value
+    (not a flag's False, not None or an empty list)."""
+    default = action.default
+    if not action.option_strings or default is argparse.SUPPRESS:
+        return False
+    return not (default is None or default is False or default == [] or default == ())
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """One formatter for the whole CLI: every parser and subparser uses HelpFormatter, and
+    an option with a default but no help text gets one that shows it."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _show_defaults(sub)
+        elif action.help is None and has_shown_default(action):
+            action.help = "default: %(default)s"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="waku-legacy",
@@ -43,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         # instead of dropping its commands from --help.
         module = importlib.import_module(name)
         module.register(subparsers)
+    _show_defaults(parser)
     return parser
 
 
