@@ -153,7 +153,8 @@ def _export(args: argparse.Namespace) -> int:
     if not channels:
         discovery = _discover(args, sources, out)
         channels = list(discovery.channels)
-    community: dict[str, Any] = {"id": args.community, "channels": channels, "shard": args.shard}
+    shard = _export_shard(args, discovery)
+    community: dict[str, Any] = {"id": args.community, "channels": channels, "shard": shard}
     if args.key_file:
         community["key_file"] = str(Path(args.key_file).resolve())
     data: dict[str, Any] = {
@@ -185,6 +186,31 @@ def _export(args: argparse.Namespace) -> int:
     if not args.json and result.get("archive_link_clock"):
         print(f"\n{_clock_line(result['archive_link_clock'])}")
     return 0
+
+
+#: What to do when no shard is known: 57/STATUS-Simple-Scaling gives each community its own
+#: shard, which status-go keeps in the community's settings, not in the history.
+NO_SHARD = (
+    "give --shard N, the community's relay shard on cluster 16 (the community owner's Status "
+    "app shows it; messages on the wrong shard reach no member); no shard is guessed"
+)
+
+
+def _export_shard(args: argparse.Namespace, discovery: ChannelDiscovery | None) -> int:
+    """``--shard``, else the newest signed description's relay_shard_index (with a warning
+    saying where it came from), else an error: a guessed shard puts the history where
+    members' clients do not look."""
+    if args.shard is not None:
+        return int(args.shard)
+    newest = discovery.newest if discovery is not None else None
+    if newest is not None and newest.shard is not None:
+        print(
+            f"export: warning: no --shard: using shard {newest.shard}, the relay_shard_index "
+            f"of {args.community}'s description with clock {newest.clock}",
+            file=sys.stderr,
+        )
+        return newest.shard
+    raise ConfigError(f"export: {NO_SHARD}")
 
 
 def _clock_line(clock: dict[str, Any]) -> str:
@@ -452,7 +478,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--source", action="append", required=True,
         help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
     )  # fmt: skip
-    export.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
+    export.add_argument(
+        "--shard", type=int,
+        help="the community's relay shard (required unless its signed description names it)",
+    )  # fmt: skip
     export.add_argument("--key-file", help="community private key (hex) to sign the magnet link")
     export.add_argument("--now", type=int, help="archive clock, Unix seconds (default: now)")
     export.add_argument("--out", required=True, help="output directory")

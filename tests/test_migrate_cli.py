@@ -188,3 +188,30 @@ def test_migrate_reports_progress_as_json_lines_off_a_terminal(
     assert {"rate", "eta_s", "elapsed_s"} <= set(read[-1])
     store = [e for e in events if e["step"] == "store"]
     assert store and store[-1]["done"] == store[-1]["total"] > 0
+
+
+def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
+    """Issue 24: export put communities that live on 128-130 on /waku/2/rs/16/64 without a
+    word; without --shard it now takes the signed description's relay_shard_index (and
+    says so) or refuses, before any work."""
+    import argparse
+
+    from waku_legacy.identity.descriptions import DescribedChannel, SignedDescription
+    from waku_legacy.migrate.cli import _export_shard
+    from waku_legacy.migrate.discover import ChannelDiscovery
+
+    community = "0x02" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
+    code = main(["export", "--community", community, "--channel",
+                 "8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b", "--source", f"dump:{tmp_path}/x.dump",
+                 "--out", str(tmp_path / "out"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "give --shard N" in err and err.count("\n") == 1, err
+    channel = DescribedChannel("8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b", "general", 0)
+    found = ChannelDiscovery(community, 1, SignedDescription(7, "c", (channel,), 0, shard=129))
+    args = argparse.Namespace(shard=None, community=community)
+    assert _export_shard(args, found) == 129
+    assert "shard 129, the relay_shard_index" in capsys.readouterr().err
+    found.newest = SignedDescription(7, "c", (channel,), 0)
+    with pytest.raises(ConfigError, match="give --shard N"):
+        _export_shard(args, found)
+    assert _export_shard(argparse.Namespace(shard=130, community=community), None) == 130

@@ -62,6 +62,7 @@ class SignedDescription:
     channels: tuple[DescribedChannel, ...]  # ordered by (position, uuid)
     archive_clock: int  # field 9 (archive_magnetlink_clock / archive_link_clock)
     ignored: tuple[str, ...] = field(default=())  # chat keys that are not channel uuids
+    shard: int | None = None  # relay_shard_index (field 15) when set; deployed clients leave it
 
     @property
     def channel_uuids(self) -> tuple[str, ...]:
@@ -133,6 +134,7 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
         # field 9 by number: status-go renamed it (archive_magnetlink_clock -> archive_link_clock)
         archive_clock=getattr(description, description.DESCRIPTOR.fields_by_number[9].name),
         ignored=tuple(sorted(ignored)),
+        shard=description.relay_shard_index or None,
     )
 
 
