@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import time
 import uuid
@@ -56,6 +57,7 @@ from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import CONTENT_TYPE, BridgeMetrics, Snapshot
 from waku_legacy.bridge.status import StatusReport
 from waku_legacy.bridge.status_page import CONTENT_SECURITY_POLICY, render_status_page
+from waku_legacy.bridge.store_peer import parse_peer_addr, query_remote
 from waku_legacy.bridge.store_rest_server import (
     LegacyCursor,
     LegacyCursorCache,
@@ -63,6 +65,7 @@ from waku_legacy.bridge.store_rest_server import (
     nwaku_hash,
     parse_legacy_query,
     parse_v3_query,
+    query_param,
     run_legacy_query,
     run_v3_query,
     store_error_status,
@@ -407,6 +410,10 @@ def _add_store_routes(app: web.Application, backend: BridgeBackend) -> None:
 
     async def store_v3(request: web.Request) -> web.Response:
         query = parse_v3_query(request.query)
+        peer = parse_peer_addr(query_param(request.query, "peerAddr"))
+        if peer is not None:  # nwaku: ask that peer (bridge.store_peer)
+            answer = await query_remote(peer, query, request[REQUEST_ID])
+            return _json_bytes(json.dumps(answer, separators=(",", ":")).encode())
         started = time.perf_counter()
         cursors: list[bytes | None] = []
         try:

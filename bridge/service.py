@@ -258,6 +258,12 @@ class BridgeService:
         if self.p2p is None:
             return ()
         listen = tuple(dict.fromkeys(a.split("/p2p/")[0] for a in self.p2p.multiaddrs))
+        if any(a.rstrip("/").endswith(("/ws", "/wss")) for a in listen):
+            # py-libp2p's WebSocket transport binds without SO_REUSEPORT, and its host then
+            # cannot share the TCP port either: a worker logged "WebSocket server error:
+            # [Errno 98] Address already in use" and failed at every start
+            log.info("libp2p: WebSocket addresses cannot be shared; only the primary serves")
+            return ()
         ports = [a.split("/tcp/")[1].split("/")[0] for a in listen if "/tcp/" in a]
         if len(set(ports)) < len(ports):
             # TCP and WebSocket on one port share one socket (py-libp2p's demultiplexer),

@@ -31,9 +31,10 @@ table "nwaku's REST answers on edge cases" lists each case:
 
 Kept stricter than nwaku (the README table says why): a repeated parameter, a control
 character or non-UTF-8 text in a topic (nwaku's answer there depends on its database), more
-than 100 ``hashes``, and a ``peerAddr`` that is not a multiaddr are 400 with a reason.
-``peerAddr`` is otherwise ignored: this node IS the store (nwaku without ``peerAddr`` answers
-from its own store too).
+than 100 ``hashes``, and (legacy API) a ``peerAddr`` that is not a multiaddr are 400 with a
+reason. On ``/store/v3/messages`` a ``peerAddr`` is queried as nwaku does:
+:mod:`waku_legacy.bridge.store_peer` (without one, this node IS the store, as nwaku answers
+from its own store).
 
 ``GET /store/v1/messages`` is nwaku's legacy API (``rest_api/endpoint/legacy_store/handlers.nim``:
 the same parsing with the texts ``Problem parsing page size [<Nim error>]`` and ``Problem
@@ -90,6 +91,7 @@ __all__ = [  # the legacy cursor types and limits are waku_legacy.store's, re-ex
     "RestError",
     "parse_legacy_query",
     "parse_v3_query",
+    "query_param",
     "run_legacy_query",
     "run_v3_query",
 ]
@@ -139,6 +141,9 @@ def _one(params: Params | Mapping[str, str], key: str) -> str | None:
     if not values or values[0] == "":
         return None
     return values[0]
+
+
+query_param = _one  # for the other readers of these parameters (bridge.store_peer)
 
 
 def nim_parse_int(text: str) -> int:
@@ -280,7 +285,7 @@ def parse_v3_query(params: Params | Mapping[str, str]) -> StoreQuery:
     cursor = None if cursor_text is None else nwaku_hash(cursor_text)
     ascending = _ascending(_one(params, "ascending"))
     page_size = _page_size(_one(params, "pageSize"))
-    _peer_addr(_one(params, "peerAddr"))
+    # peerAddr: bridge.store_peer (nwaku checks it after the query's own parameters)
     return StoreQuery(
         pubsub_topic=pubsub,
         content_topics=content_topics,

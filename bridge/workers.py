@@ -26,8 +26,9 @@ Who does what:
 - the libp2p store (``[libp2p]``, :mod:`waku_legacy.bridge.p2p`): every worker starts a
   listener of its own on the primary's resolved addresses with the same key (one peer id;
   py-libp2p binds TCP listeners with SO_REUSEPORT), answering from its read-only store
-  connections. TCP and WebSocket on one port share one socket in py-libp2p (its port
-  demultiplexer, no SO_REUSEPORT): then the primary alone serves libp2p;
+  connections. py-libp2p binds WebSocket without SO_REUSEPORT (and a host with WebSocket
+  cannot share its TCP port either), so with a WebSocket address the primary alone serves
+  libp2p;
 - metrics: the primary's ``/metrics`` adds every worker's counters, histograms and gauges
   (:meth:`~waku_legacy.bridge.metrics.Registry.render`), asked from each live worker at
   scrape time over that worker's own Unix socket (exact), plus the last values of workers

@@ -153,8 +153,9 @@ def _export(args: argparse.Namespace) -> int:
     if not channels:
         discovery = _discover(args, sources, out)
         channels = list(discovery.channels)
+    shard = _export_shard(args, discovery)
     community: dict[str, Any] = {
-        "id": args.community, "channels": channels, "shard": args.shard,
+        "id": args.community, "channels": channels, "shard": shard,
         "archive_topics": args.archive_topics, "archive_link_chats": args.archive_link_chats,
     }  # fmt: skip
     if args.min_link_clock is not None:
@@ -192,6 +193,31 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What to do when no shard is known: 57/STATUS-Simple-Scaling gives each community its own
+#: shard, which status-go keeps in the community's settings, not in the history.
+NO_SHARD = (
+    "give --shard N, the community's relay shard on cluster 16 (the community owner's Status "
+    "app shows it; messages on the wrong shard reach no member); no shard is guessed"
+)
+
+
+def _export_shard(args: argparse.Namespace, discovery: ChannelDiscovery | None) -> int:
+    """``--shard``, else the newest signed description's relay_shard_index (with a warning
+    saying where it came from), else an error: a guessed shard puts the history where
+    members' clients do not look."""
+    if args.shard is not None:
+        return int(args.shard)
+    newest = discovery.newest if discovery is not None else None
+    if newest is not None and newest.shard is not None:
+        print(
+            f"export: warning: no --shard: using shard {newest.shard}, the relay_shard_index "
+            f"of {args.community}'s description with clock {newest.clock}",
+            file=sys.stderr,
+        )
+        return newest.shard
+    raise ConfigError(f"export: {NO_SHARD}")
+
+
 def _clock_line(clock: dict[str, Any]) -> str:
     """The archive-link message's clock and why (``CommunityResult.archive_link_clock``)."""
     return f"archive-link clock: {clock['clock']} ({clock['reason']})"
@@ -208,10 +234,11 @@ def _rewrite_report(path: str | None, report: RunReport) -> None:
 def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch: Path) -> Path:
     """The folder holding the community's archives: ``--archive-dir``, or where
     ``--magnet``/``--torrent`` fetched them as a member would (every archive)."""
-    from waku_legacy.archive.cli import Progress, session_config
+    from waku_legacy.archive.cli import session_config
     from waku_legacy.archive.encode import Flavour
     from waku_legacy.archive.errors import ArchiveDecodeError, UnexpectedTorrentLayout
     from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+    from waku_legacy.console import Progress
     from waku_legacy.errors import LimitExceeded
     from waku_legacy.migrate.audit import community_folder
 
@@ -229,7 +256,7 @@ def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch
     try:
         fetch_archives(
             args.magnet or args.torrent, community, save_dir, options,
-            progress=Progress(not args.quiet),
+            progress=Progress(not args.quiet, prefix="audit"),
         )  # fmt: skip
     except (ArchiveDecodeError, LimitExceeded) as exc:
         # The member's fetch stops at an archive that does not decode or fit its index
@@ -465,7 +492,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--source", action="append", required=True,
         help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
     )  # fmt: skip
-    export.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
+    export.add_argument(
+        "--shard", type=int,
+        help="the community's relay shard (required unless its signed description names it)",
+    )  # fmt: skip
     export.add_argument("--key-file", help="community private key (hex) to sign the magnet link")
     export.add_argument("--now", type=int, help="archive clock, Unix seconds (default: now)")
     export.add_argument(

@@ -1,52 +1,38 @@
-"""Progress for a migration run: a tqdm bar on a terminal, structured log lines otherwise.
+"""Progress for a migration run: :class:`waku_legacy.console.Progress` (a tqdm bar on a
+terminal, JSON ``"event": "progress"`` lines at least every 5 s otherwise) and its Spark
+steps.
 
-Spark stages report their task counts (polled from Spark's status tracker in a background
-thread while a step runs); the store write reports rows.
+A Spark step reports its tasks done/total, polled from Spark's status tracker in a
+background thread while the step runs, and the records its stages produced so far (input,
+shuffle-write and output rows from Spark's status store), with the rate and ETA of the
+tasks.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
+
+from waku_legacy.console import Progress as ConsoleProgress
+from waku_legacy.console import ProgressStep
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["Progress"]
 
+POLL_SECONDS = 0.5
 
-class Progress:
-    def __init__(self, *, enabled: bool = True, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
 
-    def log(self, message: str) -> None:
-        if self.enabled:
-            print(f"migrate: {message}", file=self.stream, flush=True)
-
-    @contextmanager
-    def bar(self, step: str, total: int | None = None, unit: str = "it") -> Iterator[Any]:
-        """A bar (tty) or start/end log lines; yields an object with ``update(n)``."""
-        if self.tty:
-            from tqdm import tqdm
-
-            with tqdm(total=total, desc=step, unit=unit, file=self.stream, leave=True) as bar:
-                yield bar
-            return
-        counter = _Counter()
-        started = time.monotonic()
-        self.log(f"{step}: started" + (f" ({total} {unit})" if total else ""))
-        yield counter
-        self.log(f"{step}: done, {counter.n} {unit} in {time.monotonic() - started:.1f}s")
+class Progress(ConsoleProgress):
+    """The console progress, plus :meth:`spark_step`."""
 
     @contextmanager
     def spark_step(self, spark: SparkSession, step: str) -> Iterator[None]:
-        """Show the tasks of the Spark jobs run inside the block."""
+        """Show the tasks (and records) of the Spark jobs run inside the block."""
         if not self.enabled:
             yield
             return
@@ -55,37 +41,19 @@ class Progress:
         context.setJobGroup(group, step)
         stop = threading.Event()
         with self.bar(step, unit="tasks") as bar:
-
-            def poll() -> None:
-                shown = 0
-                tracker = context.statusTracker()
-                seen_stages: dict[int, tuple[int, int]] = {}
-                while not stop.wait(0.5):
-                    try:
-                        for job_id in tracker.getJobIdsForGroup(group):
-                            job = tracker.getJobInfo(job_id)
-                            for stage_id in job.stageIds if job else ():
-                                info = tracker.getStageInfo(stage_id)
-                                if info is not None:
-                                    seen_stages[stage_id] = (
-                                        info.numCompletedTasks,
-                                        info.numTasks,
-                                    )
-                    except Exception:  # the tracker is best effort
-                        continue
-                    done = sum(d for d, _ in seen_stages.values())
-                    total = sum(t for _, t in seen_stages.values())
-                    if hasattr(bar, "total") and total and bar.total != total:
-                        bar.total = total
-                        bar.refresh()
-                    if done > shown:
-                        bar.update(done - shown)
-                        shown = done
-
-            thread = threading.Thread(target=poll, daemon=True)
+            thread = threading.Thread(
+                target=_poll_spark, args=(context, group, bar, stop), daemon=True
+            )
             thread.start()
             try:
                 yield
+                stop.set()
+                thread.join(timeout=2)
+                _poll_once(context, group, bar, {})
+                # the jobs are over: stages Spark skipped (their shuffle output reused)
+                # never complete their tasks, yet nothing of the step is left to do
+                if bar.total:
+                    bar.update(bar.total - bar.done)
             finally:
                 stop.set()
                 thread.join(timeout=2)
@@ -94,13 +62,40 @@ class Progress:
                 context.setLocalProperty(group_key, None)  # type: ignore[arg-type]  # stub: str only
 
 
-class _Counter:
-    def __init__(self) -> None:
-        self.n = 0
-        self.total: int | None = None
+def _poll_spark(context: Any, group: str, bar: ProgressStep, stop: threading.Event) -> None:
+    seen: dict[int, tuple[int, int, int]] = {}
+    while not stop.wait(POLL_SECONDS):
+        _poll_once(context, group, bar, seen)
 
-    def update(self, n: int = 1) -> None:
-        self.n += n
 
-    def refresh(self) -> None:
-        pass
+def _poll_once(
+    context: Any, group: str, bar: ProgressStep, seen: dict[int, tuple[int, int, int]]
+) -> None:
+    """Tasks done/total of the group's stages, and the records they produced."""
+    try:
+        tracker = context.statusTracker()
+        store = context._jsc.sc().statusStore()
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                info = tracker.getStageInfo(stage_id)
+                if info is None:
+                    continue
+                records = seen.get(stage_id, (0, 0, 0))[2]
+                try:
+                    data = store.lastStageAttempt(stage_id)
+                    records = max(
+                        data.inputRecords(), data.shuffleWriteRecords(), data.outputRecords()
+                    )
+                except Exception:  # the status store is best effort (py4j, a stage gone)
+                    pass
+                seen[stage_id] = (info.numCompletedTasks, info.numTasks, records)
+    except Exception:  # the tracker is best effort
+        return
+    done = sum(d for d, _, _ in seen.values())
+    total = sum(t for _, t, _ in seen.values())
+    if total and bar.total != total:
+        bar.total = total
+    bar.extra["records"] = sum(r for _, _, r in seen.values())
+    if done > bar.done:
+        bar.update(done - bar.done)

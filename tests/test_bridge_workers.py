@@ -329,6 +329,35 @@ def test_the_libp2p_store_is_served_by_the_workers_too(tmp_path: Path) -> None:
         served.stop()
 
 
+@pytest.mark.network
+def test_no_worker_binds_the_websocket_port(tmp_path: Path) -> None:
+    """Issue 24: with [libp2p] on TCP and WebSocket, every worker start logged "WebSocket
+    server error: [Errno 98] Address already in use" and failed (py-libp2p binds WebSocket
+    without SO_REUSEPORT): with a WebSocket address the primary alone serves libp2p."""
+    tcp, ws = free_port(), free_port()  # two ports, as deployed (port 0 makes them one)
+    served = Served(
+        tmp_path,
+        f'[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/{tcp}", "/ip4/127.0.0.1/tcp/{ws}/ws"]\n'
+        'key_file = "libp2p.key"\nshards = [128]\n',
+    )
+    try:
+        wait_for(lambda: get(served.base, "/health")[0] == 200, "the bridge to answer")
+        [worker] = wait_for(served.workers, "the worker to start")
+        addresses = served.info()["libp2p"]["multiaddrs"]
+        tcp = next(a for a in addresses if "/ws" not in a)
+        ws = next(a for a in addresses if "/ws" in a)
+        tcp_port, ws_port = (int(a.split("/tcp/")[1].split("/")[0]) for a in (tcp, ws))
+        served.answering_pids({served.process.pid, worker})  # the worker is up
+        time.sleep(3)  # a worker starts libp2p after its REST side: give it the time to try
+        for port in (tcp_port, ws_port):
+            assert listening_pids(port) == {served.process.pid}
+    finally:
+        served.stop()
+    log = (tmp_path / "bridge.log").read_text()
+    assert "Address already in use" not in log, log[-2000:]
+    assert "libp2p listener not started" not in log, log[-2000:]
+
+
 def test_workers_and_leader_interval_config() -> None:
     from waku_legacy.bridge.config import parse_config
     from waku_legacy.errors import ConfigError

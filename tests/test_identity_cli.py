@@ -136,10 +136,9 @@ def test_topics_hand_derived(capsys: pytest.CaptureFixture[str]) -> None:
         "v1_topic": "0x" + reference_topic_hex(magnet),
         "content_topic": f"/waku/1/0x{reference_topic_hex(magnet)}/rfc26",
     }
-    # No --shard: status-go's default non-protected shard, and the output says so.
-    assert out["pubsub_topic"] == "/waku/2/rs/16/64"
-    assert out["shard"]["index"] == 64 and out["shard"]["cluster"] == 16
-    assert "default" in out["shard"]["source"]
+    # Issue 24: no --shard is no guess (it was shard 64, where no community lives): no
+    # pubsub topic, and a warning that says what to give.
+    assert out["pubsub_topic"] is None and out["shard"] is None
 
 
 def test_topics_pinned_values(capsys: pytest.CaptureFixture[str]) -> None:

@@ -166,3 +166,52 @@ def test_a_failed_spark_task_is_one_line_naming_the_step_and_the_log(
     assert log.is_file() and "No space left on device" in log.read_text()
     assert "Traceback" in log.read_text()
 
+
+def test_migrate_reports_progress_as_json_lines_off_a_terminal(
+    demo: Path, tmp_path: Path, capsys
+) -> None:
+    """Issue 24: a migration printed only started/done per step; off a terminal each step
+    now reports tasks done/total, the records its stages produced, rate and ETA as JSON
+    lines (``"event": "progress"``)."""
+    text = (demo / "migrate.toml").read_text()
+    for name in ("store.sqlite3", "archives", "torrents", "report.json"):
+        text = text.replace(f'"{name}"', f'"{tmp_path / name}"')
+    config = tmp_path / "migrate.toml"
+    config.write_text(text)
+    assert main(["migrate", "--config", str(config), "--json"]) == 0
+    err = capsys.readouterr().err
+    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert events and all(e["event"] == "progress" for e in events)
+    read = [e for e in events if e["step"] == "read, decode, deduplicate"]
+    assert read[-1]["finished"] is True and read[-1]["done"] == read[-1]["total"] > 0
+    assert read[-1]["unit"] == "tasks" and read[-1]["records"] > 0
+    assert {"rate", "eta_s", "elapsed_s"} <= set(read[-1])
+    store = [e for e in events if e["step"] == "store"]
+    assert store and store[-1]["done"] == store[-1]["total"] > 0
+
+
+def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
+    """Issue 24: export put communities that live on 128-130 on /waku/2/rs/16/64 without a
+    word; without --shard it now takes the signed description's relay_shard_index (and
+    says so) or refuses, before any work."""
+    import argparse
+
+    from waku_legacy.identity.descriptions import DescribedChannel, SignedDescription
+    from waku_legacy.migrate.cli import _export_shard
+    from waku_legacy.migrate.discover import ChannelDiscovery
+
+    community = "0x02" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
+    code = main(["export", "--community", community, "--channel",
+                 "8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b", "--source", f"dump:{tmp_path}/x.dump",
+                 "--out", str(tmp_path / "out"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "give --shard N" in err and err.count("\n") == 1, err
+    channel = DescribedChannel("8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b", "general", 0)
+    found = ChannelDiscovery(community, 1, SignedDescription(7, "c", (channel,), 0, shard=129))
+    args = argparse.Namespace(shard=None, community=community)
+    assert _export_shard(args, found) == 129
+    assert "shard 129, the relay_shard_index" in capsys.readouterr().err
+    found.newest = SignedDescription(7, "c", (channel,), 0)
+    with pytest.raises(ConfigError, match="give --shard N"):
+        _export_shard(args, found)
+    assert _export_shard(argparse.Namespace(shard=130, community=community), None) == 130

@@ -49,3 +49,27 @@ class SignatureError(CryptoError):
 
 class ConfigError(WakuLegacyError):
     """A configuration file or option that is missing or wrong (names the key)."""
+
+
+def innermost_error(
+    exc: BaseException, expected: tuple[type[BaseException], ...]
+) -> BaseException:
+    """The error inside the exception groups a task nursery (trio, asyncio) wraps around
+    one failure: the first leaf, when every leaf is one of ``expected``; else ``exc``.
+
+    One failed dial in a trio nursery arrives as an ExceptionGroup; reported as such it
+    looks like a bug (a page of traceback) though it is one clear error, such as an
+    unreachable peer."""
+    leaves: list[BaseException] = []
+
+    def walk(error: BaseException) -> None:
+        if isinstance(error, BaseExceptionGroup):
+            for inner in error.exceptions:
+                walk(inner)
+        else:
+            leaves.append(error)
+
+    walk(exc)
+    if leaves and all(isinstance(leaf, expected) for leaf in leaves):
+        return leaves[0]
+    return exc

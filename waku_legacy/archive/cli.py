@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from waku_legacy.archive import defaults
+from waku_legacy.console import Progress
 from waku_legacy.errors import ConfigError, DecodeError
 
 if TYPE_CHECKING:  # imported where used: the CLI starts without loading every command
@@ -33,40 +34,6 @@ __all__ = ["Progress", "add_session", "register", "session_config"]
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-class Progress:
-    """Progress callback(stage, done, total): tqdm on a tty, log lines otherwise."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self._bars: dict[str, Any] = {}
-        self._last_line: dict[str, float] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        if self.tty:
-            from tqdm import tqdm
-
-            bar = self._bars.get(stage)
-            if bar is None:
-                bar = self._bars[stage] = tqdm(total=total, desc=stage, file=sys.stderr)
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-            if done >= total:
-                bar.close()
-            return
-        now = time.monotonic()
-        if done < total and now - self._last_line.get(stage, 0.0) < 2.0:
-            return
-        self._last_line[stage] = now
-        print(
-            json.dumps({"event": "progress", "stage": stage, "done": done, "total": total}),
-            file=sys.stderr,
-        )
 
 
 def _community(text: str) -> CommunityId:
@@ -163,7 +130,7 @@ def _build(args: argparse.Namespace) -> int:
         flavour=args.flavour,
         community_key=key,
         pubsub_topic=_pubsub_topic(args),
-        progress=Progress(not args.quiet),
+        progress=Progress(not args.quiet, prefix="archive"),
         archive_topics=args.archive_topics,
         archive_link_chats=args.archive_link_chats,
     )
@@ -381,7 +348,8 @@ def _fetch(args: argparse.Namespace) -> int:
     if notice is not None:
         print(f"waku-legacy fetch: {notice}", file=sys.stderr, flush=True)
     result = fetch_archives(
-        source, community, args.save_dir, options, progress=Progress(not args.quiet)
+        source, community, args.save_dir, options,
+        progress=Progress(not args.quiet, prefix="fetch"),
     )
     written = _write_messages(args, result.messages, community)
     if record is not None:

@@ -262,8 +262,13 @@ class _Transfer:
     handle: lt.torrent_handle
     peers: list[tuple[str, int]]
     options: FetchOptions
-    report: Progress
+    progress: Progress
     priorities: list[int] = field(default_factory=list)  # per piece; 0 = not wanted
+    stage: tuple[str, int, int] = ("metadata", 0, 1)  # the last one reported
+
+    def report(self, stage: str, done: int, total: int) -> None:
+        self.stage = (stage, done, total)
+        self.progress(stage, done, total)
 
     def connect(self) -> None:
         for host, port in self.peers:
@@ -275,6 +280,8 @@ class _Transfer:
         while True:
             if condition():
                 return True
+            # the stage is still where it was: a progress reader hears so (at its pace)
+            self.report(*self.stage)
             status = self.handle.status()
             if status.errc.value():
                 raise FetchError(f"{what}: {status.errc.message()}")

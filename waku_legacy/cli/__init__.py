@@ -17,7 +17,7 @@ import tomllib
 import traceback
 from collections.abc import Sequence
 
-from waku_legacy.errors import WakuLegacyError
+from waku_legacy.errors import WakuLegacyError, innermost_error
 
 # Modules that add subcommands, in the order their commands appear in --help.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -32,6 +32,37 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The --help of every command: descriptions as written, and every default shown."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        if text is None or not has_shown_default(action) or "default" in text.lower():
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def has_shown_default(action: argparse.Action) -> bool:
+    """Whether ``action``'s default is worth showing: an option whose default is a value
+    (not a flag's False, not None or an empty list)."""
+    default = action.default
+    if not action.option_strings or default is argparse.SUPPRESS:
+        return False
+    return not (default is None or default is False or default == [] or default == ())
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """One formatter for the whole CLI: every parser and subparser uses HelpFormatter, and
+    an option with a default but no help text gets one that shows it."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _show_defaults(sub)
+        elif action.help is None and has_shown_default(action):
+            action.help = "default: %(default)s"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="waku-legacy",
@@ -44,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         # instead of dropping its commands from --help.
         module = importlib.import_module(name)
         module.register(subparsers)
+    _show_defaults(parser)
     return parser
 
 
@@ -92,28 +124,6 @@ def describe_error(exc: BaseException) -> str:
 EXIT_CLOSED_PIPE = 141
 
 
-def innermost_error(exc: BaseException) -> BaseException:
-    """The error inside the exception groups a task nursery (trio, asyncio) wraps around
-    one failure: the first leaf, when every leaf is an expected failure; else ``exc``.
-
-    One failed dial in a trio nursery reaches the command as an ExceptionGroup; reported
-    as such it looks like a bug (exit 70 and a page of traceback) though it is one clear
-    error, such as an unreachable peer."""
-    leaves: list[BaseException] = []
-
-    def walk(error: BaseException) -> None:
-        if isinstance(error, BaseExceptionGroup):
-            for inner in error.exceptions:
-                walk(inner)
-        else:
-            leaves.append(error)
-
-    walk(exc)
-    if leaves and all(isinstance(leaf, EXPECTED_ERRORS) for leaf in leaves):
-        return leaves[0]
-    return exc
-
-
 def _quiet_closed_pipe() -> int:
     """The reader of stdout closed it: end without a word (and without Python's own
     "Exception ignored … BrokenPipeError" when it flushes stdout at exit)."""
@@ -137,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # a closed pipe shows here, while we can still say nothing
             return code
         except BaseExceptionGroup as group:
-            inner = innermost_error(group)
+            inner = innermost_error(group, EXPECTED_ERRORS)
             if inner is group:
                 raise
             raise inner from None

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
+from typing import Any
 
 from waku_legacy.errors import DecodeError
 from waku_legacy.identity.message_hash import deterministic_hash
 from waku_legacy.identity.shards import (
-    DEFAULT_NON_PROTECTED_SHARD,
     STATUS_CLUSTER_ID,
     community_pubsub_topic,
     shard_category,
@@ -108,13 +109,24 @@ def _topics_command(args: argparse.Namespace) -> int:
         entry = {"uuid": channel.lower()}
         entry.update(_chat_entry(community.channel_chat_id(channel)))
         channels.append(entry)
+    shard_json: dict[str, Any] | None = None
+    pubsub_topic = None
     if args.shard is None:
-        shard = DEFAULT_NON_PROTECTED_SHARD
-        source = "default: status-go's non-protected shard (no --shard given)"
+        # no guess (it was status-go's non-protected shard 64, where no community lives)
+        print(
+            "topics: warning: no --shard: the community's pubsub topic is not shown; give "
+            "--shard N (its relay shard on cluster 16)",
+            file=sys.stderr,
+        )
     else:
         shard = _parse_shard(args.shard)
-        source = "--shard"
-    pubsub_topic = community_pubsub_topic(shard, allow_any=args.allow_any_shard)
+        pubsub_topic = community_pubsub_topic(shard, allow_any=args.allow_any_shard)
+        shard_json = {
+            "cluster": STATUS_CLUSTER_ID,
+            "index": shard,
+            "category": shard_category(shard).name.lower(),
+            "source": "--shard",
+        }
     print_json(
         {
             "community_id": str(community),
@@ -125,12 +137,7 @@ def _topics_command(args: argparse.Namespace) -> int:
             # every community chat message)
             "universal": _chat_entry(community.universal_chat_id),
             "pubsub_topic": pubsub_topic,
-            "shard": {
-                "cluster": STATUS_CLUSTER_ID,
-                "index": shard,
-                "category": shard_category(shard).name.lower(),
-                "source": source,
-            },
+            "shard": shard_json,
         }
     )
     return 0
@@ -172,8 +179,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--shard",
         metavar="N",
         help=(
-            f"the community's relay shard on cluster {STATUS_CLUSTER_ID} (16-767); default: "
-            f"status-go's non-protected shard {DEFAULT_NON_PROTECTED_SHARD}"
+            f"the community's relay shard on cluster {STATUS_CLUSTER_ID} (16-767); without "
+            "it the pubsub topic is not shown"
         ),
     )
     topics_parser.add_argument(

@@ -85,6 +85,7 @@ class SignedDescription:
     channels: tuple[DescribedChannel, ...]  # ordered by (position, uuid)
     archive_clock: int  # field 9 (archive_magnetlink_clock / archive_link_clock)
     ignored: tuple[str, ...] = field(default=())  # chat keys that are not channel uuids
+    shard: int | None = None  # relay_shard_index (field 15) when set; deployed clients leave it
     # "0x04…" key -> member (field 2), and the banned keys (fields 7 and 19)
     members: dict[str, DescribedMember] = field(default_factory=dict, compare=False)
     banned: frozenset[str] = field(default=frozenset(), compare=False)
@@ -161,6 +162,7 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
         # field 9 by number: status-go renamed it (archive_magnetlink_clock -> archive_link_clock)
         archive_clock=getattr(description, description.DESCRIPTOR.fields_by_number[9].name),
         ignored=tuple(sorted(ignored)),
+        shard=description.relay_shard_index or None,
         members=_members(description.members),
         banned=frozenset(
             [key.lower() for key in description.ban_list]

@@ -22,7 +22,7 @@ from libp2p.abc import IHost
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
 
-from waku_legacy.errors import LimitExceeded
+from waku_legacy.errors import LimitExceeded, WakuLegacyError, innermost_error
 from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
 from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
 from waku_legacy.p2p.keys import ephemeral_key_pair
@@ -144,4 +144,10 @@ def request_once(
         async with P2PClient.dial(address, muxers=muxers, timeout=timeout) as client:
             return await client.request(protocol, body)
 
-    return trio.run(main)
+    try:
+        return trio.run(main)
+    except BaseExceptionGroup as group:  # the host's nursery wraps the one failure
+        inner = innermost_error(group, (WakuLegacyError,))
+        if inner is group:
+            raise
+        raise inner from None
