@@ -91,10 +91,10 @@ def write_postgres_store(kept: DataFrame, url: str, *, fault: FaultHook = no_fau
     from waku_legacy.store.pg_load import finish_load, load_arrow, prepare_load
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _, new = load_arrow(url, batches, fault=fault)
+        _, new = load_arrow(url, batches, fault=fault, first_load=first_load)
         yield pa.RecordBatch.from_pydict({"inserted": [new]})
 
-    prepare_load(url)
+    first_load = prepare_load(url)
     result = kept.select(*STORE_COLUMNS).mapInArrow(write, "inserted BIGINT").collect()
     finish_load(url)
     return sum(r["inserted"] for r in result)

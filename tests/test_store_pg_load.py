@@ -75,9 +75,9 @@ def _indexes(url: str) -> list[tuple[str, str]]:
 
 
 def _load(url: str, rows: list[tuple[Any, ...]], batch_size: int) -> tuple[int, int]:
-    prepare_load(url)
+    first_load = prepare_load(url)
     with connect_loader(url) as conn:
-        result = load_rows(conn, rows, batch_size=batch_size)
+        result = load_rows(conn, rows, batch_size=batch_size, first_load=first_load)
     finish_load(url)
     return result
 
@@ -113,6 +113,25 @@ def test_load_equals_the_stores_inserts_and_reruns_add_nothing(two_databases) ->
         assert store.get_message(rows[3][0]).payload == rows[3][3]
 
 
+def test_first_load_copies_straight_in_and_stages_a_batch_that_conflicts(two_databases) -> None:
+    loaded, reference = two_databases
+    rows = make_rows(900)
+    with open_store(reference) as store:
+        store.insert_messages(rows)
+    assert prepare_load(loaded) is True
+    with connect_loader(loaded) as one, connect_loader(loaded) as other:
+        # Two writers of a first load whose rows overlap (and a batch repeating a row):
+        # the conflicting batches are rolled back and staged, nothing is lost or doubled.
+        assert load_rows(one, rows[:500], batch_size=200, first_load=True) == (500, 500)
+        sent, new = load_rows(
+            other, rows[100:200] + rows[450:] + rows[899:], batch_size=200, first_load=True
+        )
+    finish_load(loaded)
+    assert (sent, new) == (551, 400)
+    assert _tables(loaded) == _tables(reference)
+    assert _indexes(loaded) == _indexes(reference)
+
+
 def test_first_load_drops_secondary_indexes_until_it_is_finished(postgres_dsn: str) -> None:
     with fresh_database(postgres_dsn, "pgload_idx_") as url:
         assert prepare_load(url) is True
@@ -131,9 +150,10 @@ from tests.test_store_pg_load import make_rows
 from waku_legacy.faults import fault_from_env
 from waku_legacy.store.pg_load import connect_loader, finish_load, load_rows, prepare_load
 url = sys.argv[1]
-prepare_load(url)
+first_load = prepare_load(url)
 with connect_loader(url) as conn:
-    load_rows(conn, make_rows(2_000), batch_size=400, fault=fault_from_env())
+    rows = make_rows(2_000)
+    load_rows(conn, rows, batch_size=400, fault=fault_from_env(), first_load=first_load)
 finish_load(url)
 """
 
@@ -152,7 +172,8 @@ def test_kill_9_mid_copy_then_rerun_gives_the_uninterrupted_rows(two_databases) 
     killed, clean = two_databases
     done = _child(clean, None)
     assert done.returncode == 0, done.stderr
-    # SIGKILL half-way through the COPY of the third batch (two batches committed).
+    # SIGKILL half-way through the COPY of the third batch (two batches committed; a first
+    # load, so the COPY goes straight into the tables; the rerun stages its batches).
     crashed = _child(killed, "store:copy:2")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     partial = _tables(killed)

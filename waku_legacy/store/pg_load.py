@@ -29,8 +29,10 @@ Fault points (:mod:`waku_legacy.faults`): ``store:copy:<n>`` inside the ``COPY``
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from waku_legacy.faults import FaultHook, no_fault
@@ -77,6 +79,12 @@ _INSERTS = (
     f" SELECT encode(h, 'hex'), envelope, dbkey FROM {_STAGE} WHERE envelope IS NOT NULL"
     " ORDER BY h ON CONFLICT DO NOTHING",
 )
+_COPY_MESSAGES = (
+    "COPY messages (messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta)"
+    " FROM STDIN (FORMAT BINARY)"
+)
+_COPY_LOOKUP = "COPY messages_lookup (timestamp, messageHash) FROM STDIN (FORMAT BINARY)"
+_COPY_ENVELOPES = "COPY v1_envelopes (messageHash, envelope, dbKey) FROM STDIN (FORMAT BINARY)"
 _INDEX_NAME = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+) ")
 _LOCK = "SELECT pg_advisory_xact_lock(7377656)"  # the store's schema lock (postgres.py)
 
@@ -145,43 +153,88 @@ def load_rows(
     *,
     batch_size: int = LOAD_BATCH,
     fault: FaultHook = no_fault,
-    first_batch: int = 0,
+    first_load: bool = False,
 ) -> tuple[int, int]:
     """Write ``rows`` (:data:`STORE_COLUMNS` order; bytes for the binary columns, ``envelope``
     and ``db_key`` may be None) in batches of ``batch_size``; returns (rows sent, new
-    messages). ``first_batch`` numbers the fault points of a writer calling repeatedly."""
+    messages).
+
+    ``first_load`` (what :func:`prepare_load` returned: the store was empty): each batch is
+    copied straight into the real tables, about twice as fast as staging it, since nothing
+    can conflict but another writer's copy of the same message; a batch that does conflict
+    is rolled back and staged, and so is every later batch."""
     import psycopg
 
     sent = new = 0
-    number = first_batch
-    half = max(1, batch_size // 2)
     iterator = iter(rows)
-    pending = next(iterator, None)
+    half = max(1, batch_size // 2)
     try:
         conn.execute(_CREATE_STAGE)
         conn.commit()
-        while pending is not None:
-            with conn.transaction(), conn.cursor() as cur:
-                cur.execute("SET LOCAL synchronous_commit = off")
-                count = 0
-                with cur.copy(f"COPY {_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.set_types(list(_STAGE_TYPES))
-                    while pending is not None and count < batch_size:
-                        copy.write_row(pending)
-                        count += 1
-                        if count == half:
-                            fault(f"store:copy:{number}")
-                        pending = next(iterator, None)
-                cur.execute(_INSERTS[0])
-                new += max(cur.rowcount, 0)
-                cur.execute(_INSERTS[1])
-                cur.execute(_INSERTS[2])
-            sent += count
+        for number in itertools.count():
+            batch = list(itertools.islice(iterator, batch_size))
+            if not batch:
+                break
+            midway = functools.partial(fault, f"store:copy:{number}")
+            if first_load:
+                try:
+                    with conn.transaction(), conn.cursor() as cur:
+                        _copy_into_tables(cur, batch, midway, half)
+                    new += len(batch)
+                except psycopg.errors.UniqueViolation:
+                    first_load = False
+            if not first_load:
+                with conn.transaction(), conn.cursor() as cur:
+                    new += _stage_and_insert(cur, batch, midway, half)
+            sent += len(batch)
             fault(f"store:batch:{number}")
-            number += 1
     except psycopg.Error as exc:
         raise StoreError(f"loading the PostgreSQL store failed: {exc}") from exc
     return sent, new
+
+
+def _stage_and_insert(
+    cur: psycopg.Cursor[Any], batch: list[tuple[Any, ...]], midway: Callable[[], None], half: int
+) -> int:
+    """One batch through the staging table (in the caller's transaction); new messages."""
+    cur.execute("SET LOCAL synchronous_commit = off")
+    with cur.copy(f"COPY {_STAGE} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(list(_STAGE_TYPES))
+        for count, row in enumerate(batch, 1):
+            copy.write_row(row)
+            if count == half:
+                midway()
+    cur.execute(_INSERTS[0])
+    new = max(cur.rowcount, 0)
+    cur.execute(_INSERTS[1])
+    cur.execute(_INSERTS[2])
+    return new
+
+
+def _copy_into_tables(
+    cur: psycopg.Cursor[Any], batch: list[tuple[Any, ...]], midway: Callable[[], None], half: int
+) -> None:
+    """One batch copied straight into the three tables (in the caller's transaction),
+    hashes, payloads and meta as nwaku's lowercase hex."""
+    cur.execute("SET LOCAL synchronous_commit = off")
+    with cur.copy(_COPY_MESSAGES) as copy:
+        copy.set_types(["varchar", "varchar", "varchar", "varchar", "int4", "int8", "varchar"])
+        for count, (h, pubsub, content, payload, version, ts, meta, *_) in enumerate(batch, 1):
+            copy.write_row(
+                (h.hex(), pubsub, content, payload.hex(), version, ts,
+                 None if meta is None else meta.hex())
+            )  # fmt: skip
+            if count == half:
+                midway()
+    with cur.copy(_COPY_LOOKUP) as copy:
+        copy.set_types(["int8", "varchar"])
+        for row in batch:
+            copy.write_row((row[5], row[0].hex()))
+    with cur.copy(_COPY_ENVELOPES) as copy:
+        copy.set_types(["varchar", "bytea", "bytea"])
+        for row in batch:
+            if row[7] is not None:
+                copy.write_row((row[0].hex(), row[7], row[8]))
 
 
 def arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
@@ -198,7 +251,9 @@ def load_arrow(
     *,
     batch_size: int = LOAD_BATCH,
     fault: FaultHook = no_fault,
+    first_load: bool = False,
 ) -> tuple[int, int]:
     """One writer's whole load (a Spark partition's Arrow batches): (rows sent, new)."""
     with connect_loader(url) as conn:
-        return load_rows(conn, arrow_rows(batches), batch_size=batch_size, fault=fault)
+        rows = arrow_rows(batches)
+        return load_rows(conn, rows, batch_size=batch_size, fault=fault, first_load=first_load)
