@@ -216,7 +216,9 @@ def generate_rows(n: int, seed: int):  # type: ignore[no-untyped-def]
 # -- the contenders (each in its own process) -----------------------------------------------
 
 
-def _bench_config(dsn: str, out: Path, master: str, partitions: int, seed: int) -> Any:
+def _bench_config(
+    dsn: str, out: Path, master: str, partitions: int, seed: int, store_url: str | None = None
+) -> Any:
     from waku_legacy.migrate.config import parse_config
 
     c = community(seed)
@@ -230,7 +232,7 @@ def _bench_config(dsn: str, out: Path, master: str, partitions: int, seed: int) 
         "community": [{"id": str(c.id), "channels": list(c.channels), "shard": c.shard}],
         "pipeline": {"now": START + SPAN + 2 * DAY},
         "output": {
-            "store": f"sqlite:///{out}/store.sqlite3",
+            "store": store_url or f"sqlite:///{out}/store.sqlite3",
             "archive_dir": str(out / "archives"),
             "torrent_dir": str(out / "torrents"),
             "work_dir": str(out / "work"),
@@ -333,7 +335,7 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     from waku_legacy.migrate.pipeline import run_migration, start_spark
 
     out = Path(args.out)
-    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
+    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     spark, jvm = start_spark(config)
     breakdown = spark_breakdown(spark, config) if args.stages else {}
     started = time.monotonic()
@@ -410,10 +412,9 @@ def _loop_decode(dsn: str, mapping: Any, keys: dict[str, bytes], runs: Path) -> 
 
 def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     from waku_legacy.identity.topic_mapping import TopicMapping
-    from waku_legacy.store import open_store
 
     out = Path(args.out)
-    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
+    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     c = config.communities[0]
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
     keys = _channel_keys(c)
@@ -422,10 +423,8 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     paths, archived = _loop_decode(args.dsn, mapping, keys, runs)
     decoded = time.monotonic()
-    with open_store(config.output.store) as store:
-        with store.bulk_load():
-            store.insert_messages(_merged(paths), batch_size=20_000)
-        messages = store.count()
+    loads: dict[str, float] = {"load_at_store": round(os.getloadavg()[0], 2)}
+    messages = _write_store(config.output.store, paths, processes=1, timings=loads)
     stored = time.monotonic()
     built = _build_archives(config, archived)
     seconds = time.monotonic() - started
@@ -435,6 +434,7 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
             "read_decode_decrypt": round(decoded - started, 2),
             "store": round(stored - decoded, 2),
             "archives": round(started + seconds - stored, 2),
+            **loads,
         },
         "messages": messages,
         "archives": built.archives_added,
@@ -554,10 +554,9 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     import multiprocessing
 
     from waku_legacy.identity.topic_mapping import TopicMapping
-    from waku_legacy.store import open_store
 
     out = Path(args.out)
-    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
+    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     c = config.communities[0]
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
     keys = _channel_keys(c)
@@ -571,19 +570,24 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     with multiprocessing.get_context("fork").Pool(cores) as pool:
         done = pool.map(_floor_task, jobs, chunksize=1)
     decoded = time.monotonic()
-    with open_store(config.output.store) as store:
-        with store.bulk_load():
-            store.insert_messages(_merged([d[0] for d in done]), batch_size=20_000)
-        messages = store.count()
+    loads: dict[str, float] = {"load_at_store": round(os.getloadavg()[0], 2)}
+    messages = _write_store(config.output.store, [d[0] for d in done], cores, loads)
     stored = time.monotonic()
     built = _build_archives(config, [m for d in done for m in d[2]])
     seconds = time.monotonic() - started
+    if args.store_url:  # the yardstick: the same rows into SQLite by its one writer
+        loads["load_at_sqlite_baseline"] = round(os.getloadavg()[0], 2)
+        baseline_started = time.monotonic()
+        baseline = _write_store(f"sqlite:///{out}/baseline.sqlite3", [d[0] for d in done], 1)
+        loads["sqlite_baseline_store"] = round(time.monotonic() - baseline_started, 2)
+        loads["sqlite_baseline_messages"] = baseline
     return {
         "seconds": round(seconds, 2),
         "stages": {
             "read_decode_decrypt": round(decoded - started, 2),
             "store": round(stored - decoded, 2),
             "archives": round(started + seconds - stored, 2),
+            **loads,
         },
         "processes": cores,
         "messages": messages,
@@ -591,6 +595,51 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
         "peak_rss_mb": round(_rss_mb(), 1),
         "workers_peak_rss_mb": round(_children_rss_mb(), 1),
     }
+
+
+def _write_store(
+    url: str, paths: list[str], processes: int, timings: dict[str, float] | None = None
+) -> int:
+    """The hash-sorted run files into the store; returns its message count. SQLite: merged
+    into one stream for its one writer (bulk load). PostgreSQL: the migration's sink
+    (``pg_load``: indexes after a first load), ``processes`` writers at once, each loading
+    whole run files with binary COPY; with one process, the merged stream. The PostgreSQL
+    load's parts go to ``timings``."""
+    import multiprocessing
+
+    from waku_legacy.store import is_postgres_url, open_store
+    from waku_legacy.store.pg_load import connect_loader, finish_load, load_rows, prepare_load
+
+    timings = {} if timings is None else timings
+    if not is_postgres_url(url):
+        with open_store(url) as store:
+            with store.bulk_load():
+                store.insert_messages(_merged(paths), batch_size=20_000)
+            return store.count()
+    started = time.monotonic()
+    first_load = prepare_load(url)
+    if processes == 1:
+        with connect_loader(url) as conn:
+            load_rows(conn, _merged(paths), first_load=first_load)
+    else:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            jobs = [(url, p, first_load) for p in paths]
+            pool.map(_pg_load_run, jobs, chunksize=1)
+    loaded = time.monotonic()
+    finish_load(url)
+    timings["store.copy"] = round(loaded - started, 2)
+    timings["store.indexes_analyze"] = round(time.monotonic() - loaded, 2)
+    with open_store(url) as store:
+        return store.count()
+
+
+def _pg_load_run(job: tuple[str, str, bool]) -> int:
+    """One floor writer: a run file's rows into PostgreSQL with binary COPY; rows sent."""
+    from waku_legacy.store.pg_load import connect_loader, load_rows
+
+    url, path, first_load = job
+    with connect_loader(url) as conn:
+        return load_rows(conn, _run_rows(path), first_load=first_load)[0]
 
 
 def _channel_keys(c: Any) -> dict[str, bytes]:
@@ -610,11 +659,23 @@ def _children_rss_mb() -> float:
 # -- checking the three results ------------------------------------------------------------
 
 
-def _store_digest(out: Path) -> str:
-    """SHA-256 over every row of the store's two tables in key order (the row set)."""
+def _store_digest(out: Path, store_url: str | None = None) -> str:
+    """SHA-256 over every row of the store's tables in key order (the row set)."""
     import sqlite3
 
     h = hashlib.sha256()
+    if store_url:
+        import psycopg
+
+        with psycopg.connect(store_url) as conn:
+            for table in ("messages", "messages_lookup", "v1_envelopes"):
+                h.update(table.encode())
+                with conn.cursor(name=f"digest_{table}") as cur:
+                    cur.itersize = 20_000
+                    cur.execute(f"SELECT * FROM {table} ORDER BY messageHash")
+                    for row in cur:
+                        h.update(repr(row).encode())
+        return h.hexdigest()
     with sqlite3.connect(out / "store.sqlite3") as db:
         for table in ("Message", "v1_envelopes"):
             h.update(table.encode())
@@ -631,20 +692,46 @@ def _archive_digest(out: Path) -> str:
     return h.hexdigest()
 
 
-def _child(phase: str, args: argparse.Namespace, dsn: str, out: Path) -> dict[str, Any]:
+def _child(
+    phase: str, args: argparse.Namespace, dsn: str, out: Path, store_admin: str | None
+) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--phase", phase, "--dsn", dsn, "--out", str(out),
            "--master", args.master, "--partitions", str(args.partitions), "--seed",
            str(args.seed), "--n", str(args.n)] + (["--stages"] if args.stages else [])  # fmt: skip
+    store_url = None
+    if store_admin:  # a fresh, empty PostgreSQL store per contender
+        store_url = _fresh_store(store_admin)
+        cmd += ["--store-url", store_url]
     load = os.getloadavg()[0]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         raise SystemExit(f"{phase} phase failed:\n{run.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     result["load_before"] = round(load, 2)
-    result["store_digest"] = _store_digest(out)
+    result["store_digest"] = _store_digest(out, store_url)
     result["archive_digest"] = _archive_digest(out)
     shutil.rmtree(out, ignore_errors=True)
     return result
+
+
+STORE_DB = "waku_legacy_bench_store"
+
+
+def _database_dsn(admin_dsn: str, name: str) -> str:
+    """``admin_dsn`` pointing at database ``name`` (host, port and query kept: the embedded
+    server's DSN names its socket directory in the query)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(admin_dsn)._replace(path="/" + name))
+
+
+def _fresh_store(admin_dsn: str) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {STORE_DB} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {STORE_DB}")
+    return _database_dsn(admin_dsn, STORE_DB)
 
 
 SPARK_STEPS = ("read_decode_dedup", "count", "quarantine", "store", "archives")
@@ -676,10 +763,45 @@ def _print(result: dict[str, Any], stages: bool) -> None:
         shown = r["stages"].items()
         if name == "spark" and not stages:
             shown = [(k, v) for k, v in shown if k in SPARK_STEPS]
-        print("          stages: " + ", ".join(f"{k} {v:.1f}s" for k, v in shown))
+        timed = [f"{k} {v:.1f}s" for k, v in shown if not k.startswith(("load_", "sqlite_b"))]
+        print("          stages: " + ", ".join(timed))
+    for line in _store_rates(result):
+        print("  " + line)
     ratios = "  ".join(f"{k} {v:.2f}x" for k, v in result["ratios"].items())
     same = result["same_output"]
     print(f"  speed ratios: {ratios}   same store rows and archive bytes: {same}")
+
+
+def store_rates(result: dict[str, Any]) -> dict[str, float]:
+    """Store rows per second of each contender's store step (messages over its seconds; the
+    Spark store runs beside the archives), and the floor's SQLite yardstick's (same rows)."""
+    rates: dict[str, float] = {}
+    for name in PHASES:
+        r = result.get(name)
+        if r is not None and r["stages"].get("store"):
+            rates[name] = round(r["messages"] / r["stages"]["store"])
+    floor = result.get("floor") or {"stages": {}}
+    if floor["stages"].get("sqlite_baseline_store"):
+        rates["sqlite_baseline"] = round(
+            floor["stages"]["sqlite_baseline_messages"] / floor["stages"]["sqlite_baseline_store"]
+        )
+    return rates
+
+
+def _store_rates(result: dict[str, Any]) -> list[str]:
+    rates = result["store_rows_per_s"]
+    shown = ", ".join(f"{k} {v:,.0f}" for k, v in rates.items() if k != "sqlite_baseline")
+    lines = [f"store rows/s ({result['store']}): {shown}"]
+    if "sqlite_baseline" in rates:
+        floor = result["floor"]["stages"]
+        lines.append(
+            f"SQLite yardstick (the floor's rows, one writer, load "
+            f"{floor['load_at_sqlite_baseline']:.1f}): {rates['sqlite_baseline']:,.0f} rows/s; "
+            f"floor PostgreSQL / SQLite {rates['floor'] / rates['sqlite_baseline']:.2f}x"
+            + (f", Spark PostgreSQL / SQLite {rates['spark'] / rates['sqlite_baseline']:.2f}x"
+               if "spark" in rates else "")
+        )  # fmt: skip
+    return lines
 
 
 def main() -> int:
@@ -695,9 +817,18 @@ def main() -> int:
     parser.add_argument("--skip-loop", action="store_true", help="no single-process loop")
     parser.add_argument("--skip-floor", action="store_true", help="no multiprocessing floor")
     parser.add_argument("--stages", action="store_true", help="Spark's time per step")
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="the v2 store every contender writes (default sqlite)",
+    )
+    parser.add_argument("--pg-url", help="PostgreSQL admin DSN of the server for --store "
+                        "postgresql (default: the source's server)")  # fmt: skip
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--store-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.phase:
@@ -706,13 +837,21 @@ def main() -> int:
 
     skip = {"floor": args.skip_floor, "loop": args.skip_loop, "spark": False}
     admin, embedded = server_dsn(args)
-    result: dict[str, Any] = {"n": args.n, "master": args.master}
+    result: dict[str, Any] = {"n": args.n, "master": args.master, "store": args.store}
+    store_admin = None
     try:
         dsn = ensure_database(admin, args.n, args.seed, args.regenerate)
+        store_admin = (args.pg_url or admin) if args.store == "postgresql" else None
         with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
             for name in PHASES:
-                result[name] = None if skip[name] else _child(name, args, dsn, Path(tmp) / name)
+                result[name] = None if skip[name] else _child(name, args, dsn, Path(tmp) / name,
+                                                               store_admin)  # fmt: skip
     finally:
+        if store_admin:
+            import psycopg
+
+            with psycopg.connect(store_admin, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {STORE_DB} WITH (FORCE)")
         if embedded is not None:
             embedded.cleanup()
     ran = [result[k] for k in PHASES if result[k] is not None]
@@ -730,6 +869,7 @@ def main() -> int:
         for k in ("floor", "loop")
         if result[k] is not None
     }
+    result["store_rows_per_s"] = store_rates(result)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

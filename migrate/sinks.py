@@ -8,7 +8,8 @@ so its memory does not grow with the number of messages) into one stream in hash
 is also the cheapest order for SQLite's primary-key B-tree (several times faster than
 interleaved sorted runs), and inserts it in batches (one transaction each;
 ``store:batch:<n>`` fault point after each commit).
-PostgreSQL accepts parallel writers, so each executor writes its own partition.
+PostgreSQL accepts parallel writers, so each executor writes its own partition (binary COPY
+into a staging table, then one INSERT ... ON CONFLICT DO NOTHING: ``waku_legacy.store.pg_load``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from waku_legacy.faults import FaultHook, no_fault
+from waku_legacy.store.pg_load import STORE_COLUMNS as LOAD_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -38,17 +40,7 @@ __all__ = [
     "write_sqlite_store",
 ]
 
-STORE_COLUMNS = [
-    "message_hash",
-    "pubsub_topic",
-    "content_topic",
-    "payload",
-    "version",
-    "timestamp",
-    "meta",
-    "envelope",
-    "db_key",
-]
+STORE_COLUMNS = list(LOAD_COLUMNS)  # the store rows' columns, in this order
 READ_BATCH = 4096
 
 
@@ -92,20 +84,19 @@ def write_sqlite_store(
     return inserted
 
 
-def write_postgres_store(kept: DataFrame, url: str) -> int:
-    """Each partition of ``kept`` (STORE_COLUMNS) written by its executor; new rows."""
+def write_postgres_store(kept: DataFrame, url: str, *, fault: FaultHook = no_fault) -> int:
+    """Each partition of ``kept`` (STORE_COLUMNS) written by its executor with binary COPY
+    (:mod:`waku_legacy.store.pg_load`), the indexes of a first load built after it; returns
+    the new rows. ``fault`` runs in the executors (a picklable hook, e.g. ``fault_from_env``)."""
+    from waku_legacy.store.pg_load import finish_load, load_arrow, prepare_load
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from waku_legacy.store import open_store
+        _, new = load_arrow(url, batches, fault=fault, first_load=first_load)
+        yield pa.RecordBatch.from_pydict({"inserted": [new]})
 
-        total = 0
-        with open_store(url) as store:
-            for batch in batches:
-                rows = zip(*(batch.column(c).to_pylist() for c in STORE_COLUMNS), strict=True)
-                total += store.insert_messages(rows)
-        yield pa.RecordBatch.from_pydict({"inserted": [total]})
-
+    first_load = prepare_load(url)
     result = kept.select(*STORE_COLUMNS).mapInArrow(write, "inserted BIGINT").collect()
+    finish_load(url)
     return sum(r["inserted"] for r in result)
 
 
