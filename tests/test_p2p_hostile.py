@@ -97,6 +97,7 @@ def warmed(listener: P2PListener) -> int:
 @pytest.mark.parametrize(
     ("kind", "first", "count"),
     [("idle TCP", b"", 250), ("abandoned Noise handshakes", NOISE_FIRST_MESSAGE, 300)],
+    ids=["idle-tcp", "abandoned-noise"],
 )
 def test_one_address_flooding_before_the_handshake_locks_no_one_out(
     make_listener, kind: str, first: bytes, count: int
