@@ -367,7 +367,7 @@ def _demo_serve(
     first = communities[0]
     channel = example_channel(str(first.id), first.channels[0], first.shard, *window)
     magnets = {c["community"]: c["magnet_uri"] for c in report.communities if c.get("magnet_uri")}
-    return serve_instructions(bridge, channel, magnets)
+    return serve_instructions(bridge, channel, magnets, fetch_community=str(first.id))
 
 
 def _demo(args: argparse.Namespace) -> int:
