@@ -437,7 +437,9 @@ def _demo(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**report.to_json(), "serve": serve})
         return 0
-    _emit(args, report)
+    from waku_legacy.migrate.report import render_report
+
+    print(render_report(report, weeks=args.verbose))  # the weekly table is long: on request
     print(f"\nconfig: {config_path}  (rerun: waku-legacy migrate --config {config_path})")
     for c in report.communities:
         print(f"{c.get('name') or c['community']} ({c['community']})")
@@ -494,6 +496,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "demo", help="generate a sample legacy mailserver history and migrate it end to end"
     )
     demo.add_argument("--out", required=True, help="output directory")
+    demo.add_argument("--verbose", action="store_true", help="also the per-week table")
     demo.add_argument("--communities", type=int, default=3)
     demo.add_argument("--channels", type=int, default=3)
     demo.add_argument("--days", type=int, default=120)
