@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -329,6 +330,43 @@ def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
     return out
 
 
+class _StampedLines:
+    """A non-terminal stream that stamps each line with the wall clock, to measure the gaps
+    between progress lines (issue 24: at least one every 10 s)."""
+
+    def __init__(self, path: str) -> None:
+        self.handle = open(path, "a", encoding="utf-8")  # open as long as the run
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines(keepends=True):
+            self.handle.write(f"{time.time():.3f} {line}" if line.strip() else line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _progress_to_file(path: str) -> Any:
+    from waku_legacy.migrate.progress import Progress
+
+    return Progress(stream=_StampedLines(path))  # type: ignore[arg-type]
+
+
+def progress_gaps(path: str) -> dict[str, Any]:
+    """Lines, JSON progress lines and the longest wait between two lines, from --progress."""
+    stamps, events = [], 0
+    for line in Path(path).read_text().splitlines():
+        stamp, _, rest = line.partition(" ")
+        stamps.append(float(stamp))
+        events += rest.startswith("{")
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    return {"lines": len(stamps), "progress_events": events,
+            "max_gap_s": round(max(gaps), 1) if gaps else None}  # fmt: skip
+
+
 def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     from waku_legacy.migrate.pipeline import run_migration, start_spark
 
@@ -336,8 +374,9 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed)
     spark, jvm = start_spark(config)
     breakdown = spark_breakdown(spark, config) if args.stages else {}
+    progress = _progress_to_file(args.progress) if args.progress else None
     started = time.monotonic()
-    report = run_migration(config, spark=spark)
+    report = run_migration(config, spark=spark, progress=progress)
     seconds = time.monotonic() - started
     if args.stages:  # the driver's store step without SQLite: the Parquet read and merge
         from waku_legacy.migrate.sinks import iter_kept_sorted
@@ -635,6 +674,8 @@ def _child(phase: str, args: argparse.Namespace, dsn: str, out: Path) -> dict[st
     cmd = [sys.executable, __file__, "--phase", phase, "--dsn", dsn, "--out", str(out),
            "--master", args.master, "--partitions", str(args.partitions), "--seed",
            str(args.seed), "--n", str(args.n)] + (["--stages"] if args.stages else [])  # fmt: skip
+    if args.progress and phase == "spark":
+        cmd += ["--progress", args.progress]
     load = os.getloadavg()[0]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
@@ -696,6 +737,11 @@ def main() -> int:
     parser.add_argument("--skip-floor", action="store_true", help="no multiprocessing floor")
     parser.add_argument("--stages", action="store_true", help="Spark's time per step")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--progress", metavar="FILE",
+        help="the migration's progress lines (non-terminal: JSON), stamped, into FILE; the "
+        "longest gap between lines is printed",
+    )  # fmt: skip
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -730,10 +776,16 @@ def main() -> int:
         for k in ("floor", "loop")
         if result[k] is not None
     }
+    if args.progress:
+        result["progress"] = progress_gaps(args.progress)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         _print(result, args.stages)
+        if args.progress:
+            p = result["progress"]
+            print(f"  progress (non-terminal, {args.progress}): {p['lines']} lines, "
+                  f"{p['progress_events']} JSON progress events, longest gap {p['max_gap_s']} s")
     return 0 if result["same_output"] else 1
 
 
