@@ -154,6 +154,8 @@ def _export(args: argparse.Namespace) -> int:
         discovery = _discover(args, sources, out)
         channels = list(discovery.channels)
     shard = _export_shard(args, discovery)
+    if not args.key_file:
+        print(f"export: warning: {NO_KEY_FILE}", file=sys.stderr)
     community: dict[str, Any] = {"id": args.community, "channels": channels, "shard": shard}
     if args.key_file:
         community["key_file"] = str(Path(args.key_file).resolve())
@@ -193,6 +195,13 @@ def _export(args: argparse.Namespace) -> int:
 NO_SHARD = (
     "give --shard N, the community's relay shard on cluster 16 (the community owner's Status "
     "app shows it; messages on the wrong shard reach no member); no shard is guessed"
+)
+
+
+#: export without the community key: archives and torrent, but nothing members will hear of.
+NO_KEY_FILE = (
+    "no --key-file: the archives and torrent are written, but no signed archive-link "
+    "message: members' clients learn of archives only from a link their community signed"
 )
 
 
