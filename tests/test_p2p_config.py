@@ -81,3 +81,29 @@ def test_serve_check_shows_libp2p_and_refuses_a_bad_key(tmp_path, capsys) -> Non
     (tmp_path / "libp2p.key").write_text("not a key\n")
     assert main(["serve", "--config", str(path), "--check"]) == 2
     assert "libp2p.key" in capsys.readouterr().err
+
+
+async def test_default_shards_add_the_stores_shards(tmp_path) -> None:
+    """Issue 24: a bridge with [libp2p] but no `shards` and no [[community]] announced only
+    shard 32, so js-waku found no store peer for the store's community shards; without
+    `shards` the store's shards are announced too (`shards` given: as given)."""
+    from tests.test_bridge_support import make_rows
+    from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.store import open_store
+
+    path = tmp_path / "store.sqlite3"
+    rows = make_rows(40)
+    with open_store(f"sqlite:///{path}") as store:
+        store.insert_messages(rows)
+        assert sorted(store.pubsub_topics()) == sorted({r.pubsub_topic for r in rows})
+    stored = {int(r.pubsub_topic.rsplit("/", 1)[1]) for r in rows}
+    for libp2p, expected in (
+        ({"listen": ["/ip4/127.0.0.1/tcp/0"]}, {32} | stored),
+        ({"listen": ["/ip4/127.0.0.1/tcp/0"], "shards": [32]}, {32}),
+    ):
+        service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}", libp2p=libp2p))
+        await service.start()
+        try:
+            assert set(service.info()["libp2p"]["shards"]) == expected
+        finally:
+            await service.stop()
