@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -331,6 +332,43 @@ def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
     return out
 
 
+class _StampedLines:
+    """A non-terminal stream that stamps each line with the wall clock, to measure the gaps
+    between progress lines (issue 24: at least one every 10 s)."""
+
+    def __init__(self, path: str) -> None:
+        self.handle = open(path, "a", encoding="utf-8")  # open as long as the run
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines(keepends=True):
+            self.handle.write(f"{time.time():.3f} {line}" if line.strip() else line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _progress_to_file(path: str) -> Any:
+    from waku_legacy.migrate.progress import Progress
+
+    return Progress(stream=_StampedLines(path))  # type: ignore[arg-type]
+
+
+def progress_gaps(path: str) -> dict[str, Any]:
+    """Lines, JSON progress lines and the longest wait between two lines, from --progress."""
+    stamps, events = [], 0
+    for line in Path(path).read_text().splitlines():
+        stamp, _, rest = line.partition(" ")
+        stamps.append(float(stamp))
+        events += rest.startswith("{")
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    return {"lines": len(stamps), "progress_events": events,
+            "max_gap_s": round(max(gaps), 1) if gaps else None}  # fmt: skip
+
+
 def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     from waku_legacy.migrate.pipeline import run_migration, start_spark
 
@@ -338,8 +376,9 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     spark, jvm = start_spark(config)
     breakdown = spark_breakdown(spark, config) if args.stages else {}
+    progress = _progress_to_file(args.progress) if args.progress else None
     started = time.monotonic()
-    report = run_migration(config, spark=spark)
+    report = run_migration(config, spark=spark, progress=progress)
     seconds = time.monotonic() - started
     if args.stages:  # the driver's store step without SQLite: the Parquet read and merge
         from waku_legacy.migrate.sinks import iter_kept_sorted
@@ -702,6 +741,8 @@ def _child(
     if store_admin:  # a fresh, empty PostgreSQL store per contender
         store_url = _fresh_store(store_admin)
         cmd += ["--store-url", store_url]
+    if args.progress and phase == "spark":
+        cmd += ["--progress", args.progress]
     load = os.getloadavg()[0]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
@@ -826,6 +867,11 @@ def main() -> int:
     parser.add_argument("--pg-url", help="PostgreSQL admin DSN of the server for --store "
                         "postgresql (default: the source's server)")  # fmt: skip
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--progress", metavar="FILE",
+        help="the migration's progress lines (non-terminal: JSON), stamped, into FILE; the "
+        "longest gap between lines is printed",
+    )  # fmt: skip
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--store-url", help=argparse.SUPPRESS)
@@ -870,10 +916,16 @@ def main() -> int:
         if result[k] is not None
     }
     result["store_rows_per_s"] = store_rates(result)
+    if args.progress:
+        result["progress"] = progress_gaps(args.progress)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         _print(result, args.stages)
+        if args.progress:
+            p = result["progress"]
+            print(f"  progress (non-terminal, {args.progress}): {p['lines']} lines, "
+                  f"{p['progress_events']} JSON progress events, longest gap {p['max_gap_s']} s")
     return 0 if result["same_output"] else 1
 
 

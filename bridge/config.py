@@ -106,8 +106,9 @@
                                              #   missing (mode 0600); the peer id comes from it
     cluster_id = 16                          # answered on /vac/waku/metadata/1.0.0; js-waku
     shards = [128]                           #   uses a store peer only for the shards listed
-                                             #   (default: the communities' shards and the
-                                             #   relay default topic's shard)
+                                             #   (default: the communities' shards, the
+                                             #   relay default topic's shard and, at start,
+                                             #   the shards of the store's messages)
     max_connections = 200                    # in total; max_connections_per_peer = 4 (peer
     max_connections_per_address = 32         #   id), per source address (IPv6: per /64),
                                              #   counted from accept, before any handshake
@@ -149,7 +150,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -309,7 +310,7 @@ class Libp2pConfig:
     listen: tuple[str, ...]
     key_file: str
     cluster_id: int
-    shards: tuple[int, ...]
+    shards: tuple[int, ...]  # announced in metadata and the ENR (js-waku picks peers by them)
     announce: tuple[str, ...] = ()
     max_connections: int = 200
     max_connections_per_peer: int = 4
@@ -328,6 +329,9 @@ class Libp2pConfig:
     request_burst: int = 40
     address_requests_per_second: float = 100.0
     workers: int = 4
+    # `shards` given: announced as given; else the communities' shards (and the relay's
+    # default), plus at start the shards of the store's messages (issue 24)
+    shards_configured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -711,6 +715,8 @@ def _parse_libp2p(
         workers=t.integer("workers", default=4, low=1, high=64),
     )
     t.done()
+    # no `shards`: the service adds the shards of the store's messages at start
+    config = replace(config, shards_configured=shards_value is not None)
     return config if enabled else None
 
 

@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import socket
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -312,8 +313,18 @@ class BridgeService:
         from waku_legacy.store.legacy_query import LegacyCursorCache
 
         assert self.config.libp2p is not None
+        libp2p = self.config.libp2p
+        if not libp2p.shards_configured:
+            # announce every shard this store answers for (js-waku picks its store peer by
+            # the shards in metadata): the configured communities' plus the store's own
+            stored = await self.store.read(_stored_shards, libp2p.cluster_id)
+            shards = tuple(sorted(set(libp2p.shards) | stored))
+            if shards != libp2p.shards:
+                libp2p = replace(libp2p, shards=shards)
+                # the workers get the config from here on: they announce the same shards
+                self.config = replace(self.config, libp2p=libp2p)
         self.p2p = await start_p2p_listener(
-            self.config.libp2p, self.store.stores, LegacyCursorCache(), exclusive=True
+            libp2p, self.store.stores, LegacyCursorCache(), exclusive=True
         )
 
     async def _start_mailserver(self) -> None:
@@ -586,3 +597,18 @@ class BridgeService:
             community_status(c, archivers.get(str(c.id)), self._window_counts)
             for c in self.config.communities
         )
+
+
+def _stored_shards(store: Any, cluster_id: int) -> set[int]:
+    """The shards of ``cluster_id`` the store's messages are on (static-sharding topics)."""
+    from waku_legacy.identity.shards import parse_pubsub_topic
+
+    found = set()
+    for topic in getattr(store, "pubsub_topics", lambda: [])():
+        try:
+            shard = parse_pubsub_topic(topic)
+        except WakuLegacyError:
+            continue  # a named or malformed topic: no shard to announce
+        if shard.cluster == cluster_id:
+            found.add(shard.shard)
+    return found

@@ -154,6 +154,8 @@ def _export(args: argparse.Namespace) -> int:
         discovery = _discover(args, sources, out)
         channels = list(discovery.channels)
     shard = _export_shard(args, discovery)
+    if not args.key_file:
+        print(f"export: warning: {NO_KEY_FILE}", file=sys.stderr)
     community: dict[str, Any] = {
         "id": args.community, "channels": channels, "shard": shard,
         "archive_topics": args.archive_topics, "archive_link_chats": args.archive_link_chats,
@@ -198,6 +200,13 @@ def _export(args: argparse.Namespace) -> int:
 NO_SHARD = (
     "give --shard N, the community's relay shard on cluster 16 (the community owner's Status "
     "app shows it; messages on the wrong shard reach no member); no shard is guessed"
+)
+
+
+#: export without the community key: archives and torrent, but nothing members will hear of.
+NO_KEY_FILE = (
+    "no --key-file: the archives and torrent are written, but no signed archive-link "
+    "message: members' clients learn of archives only from a link their community signed"
 )
 
 
@@ -379,7 +388,7 @@ def _demo_serve(
     first = communities[0]
     channel = example_channel(str(first.id), first.channels[0], first.shard, *window)
     magnets = {c["community"]: c["magnet_uri"] for c in report.communities if c.get("magnet_uri")}
-    return serve_instructions(bridge, channel, magnets)
+    return serve_instructions(bridge, channel, magnets, fetch_community=str(first.id))
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -449,7 +458,9 @@ def _demo(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**report.to_json(), "serve": serve})
         return 0
-    _emit(args, report)
+    from waku_legacy.migrate.report import render_report
+
+    print(render_report(report, weeks=args.verbose))  # the weekly table is long: on request
     print(f"\nconfig: {config_path}  (rerun: waku-legacy migrate --config {config_path})")
     for c in report.communities:
         print(f"{c.get('name') or c['community']} ({c['community']})")
@@ -514,6 +525,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "demo", help="generate a sample legacy mailserver history and migrate it end to end"
     )
     demo.add_argument("--out", required=True, help="output directory")
+    demo.add_argument("--verbose", action="store_true", help="also the per-week table")
     demo.add_argument("--communities", type=int, default=3)
     demo.add_argument("--channels", type=int, default=3)
     demo.add_argument("--days", type=int, default=120)

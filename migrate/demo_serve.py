@@ -16,6 +16,7 @@ from __future__ import annotations
 import secrets
 import shlex
 import socket
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = [
 BRIDGE_CONFIG_FILE = "bridge.toml"
 ADMIN_TOKEN_FILE = "admin.token"
 NODE_KEY_FILE = "keys/bridge-node.key"
+LIBP2P_KEY_FILE = "keys/bridge-libp2p.key"
 LOOPBACK = "127.0.0.1"
 PORT_ATTEMPTS = 100
 _HEADER = """\
@@ -56,6 +58,7 @@ class DemoPorts:
     rest: int  # [server] listen
     v1: int  # [v1] listen (RLPx, TCP)
     seed: int  # [archive] seed_listen (BitTorrent, TCP and uTP over UDP)
+    p2p: int  # [libp2p] listen (TCP): the store for v2 clients such as js-waku
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,7 @@ class DemoBridge:
     ports: DemoPorts
     enode: str
     token_file: Path
+    p2p_address: str  # the libp2p multiaddr, /ip4/127.0.0.1/tcp/<port>/p2p/<peer id>
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,12 @@ def _previous_ports(config_path: Path) -> dict[str, int]:
         port = value.rpartition(":")[2] if isinstance(value, str) else ""
         if port.isdigit() and 0 < int(port) < 65536:
             found[name] = int(port)
+    libp2p = data.get("libp2p")
+    listen = libp2p.get("listen") if isinstance(libp2p, dict) else None
+    if isinstance(listen, list) and listen and isinstance(listen[0], str):
+        port = listen[0].rpartition("/tcp/")[2].split("/")[0]
+        if port.isdigit() and 0 < int(port) < 65536:
+            found["p2p"] = int(port)
     return found
 
 
@@ -141,7 +151,7 @@ def choose_ports(config_path: Path) -> DemoPorts:
     """The previous run's ports where still free, fresh free ones elsewhere; all distinct."""
     previous = _previous_ports(config_path)
     chosen: dict[str, int] = {}
-    for name in ("rest", "v1", "seed"):
+    for name in ("rest", "v1", "seed", "p2p"):
         udp = name == "seed"
         old = previous.get(name)
         if old is not None and old not in chosen.values() and _port_free(old, udp=udp):
@@ -177,6 +187,9 @@ def _config_data(communities: Sequence[Mapping[str, Any]], ports: DemoPorts) -> 
             "trackers": False,  # a demo announces nothing to public trackers or the DHT
             "dht": False,
         },
+        # v2 clients (js-waku, `store query`) reach the store over libp2p; its shards
+        # default to the communities' shards
+        "libp2p": {"listen": [f"/ip4/{LOOPBACK}/tcp/{ports.p2p}"], "key_file": LIBP2P_KEY_FILE},
         "community": list(communities),
         "admin": {"token_file": ADMIN_TOKEN_FILE},
         "logging": {"level": "info", "format": "text"},
@@ -200,12 +213,28 @@ def write_bridge_config(out: Path, communities: Sequence[Mapping[str, Any]]) -> 
     node_key, _ = load_or_create_node_key(out / NODE_KEY_FILE)
     text = toml_document(_config_data(communities, ports), header=_HEADER)
     write_atomic(config_path, text.encode("utf-8"), step="bridge-config")
+    from waku_legacy.p2p.keys import load_key_pair, peer_id_of
+
+    pair, _ = load_key_pair(out / LIBP2P_KEY_FILE)  # kept across runs: the same peer id
+    p2p_address = f"/ip4/{LOOPBACK}/tcp/{ports.p2p}/p2p/{peer_id_of(pair)}"
     public_key = node_key.public_key.format(compressed=False)[1:]
-    return DemoBridge(config_path, ports, str(Enode(public_key, LOOPBACK, ports.v1)), token_file)
+    enode = str(Enode(public_key, LOOPBACK, ports.v1))
+    return DemoBridge(config_path, ports, enode, token_file, p2p_address)
+
+
+def cli_command() -> list[str]:
+    """How to run this installation's ``waku-legacy`` from any shell: the virtualenv's
+    entry point by its absolute path (a bare ``waku-legacy`` fails, exit 127, unless the
+    virtualenv is active), else this interpreter with ``-m``."""
+    script = Path(sys.executable).parent / "waku-legacy"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "waku_legacy.cli"]
 
 
 def serve_instructions(
-    bridge: DemoBridge, channel: ExampleChannel, magnet_links: Mapping[str, str]
+    bridge: DemoBridge,
+    channel: ExampleChannel,
+    magnet_links: Mapping[str, str],
+    fetch_community: str | None = None,
 ) -> dict[str, Any]:
     """The command that serves the demo and one query per side (the ``serve`` field of
     ``demo --json``)."""
@@ -215,21 +244,37 @@ def serve_instructions(
     })  # fmt: skip
     rest = f"http://{LOOPBACK}:{bridge.ports.rest}"
     dump = bridge.config_path.parent / "v1-pull.dump"
+    cli = cli_command()
     pull = [
-        "waku-legacy", "v1", "pull", "--enode", bridge.enode, "--topics",
+        *cli, "v1", "pull", "--enode", bridge.enode, "--topics",
         channel.v1_topic.hex(), "--from", str(channel.start), "--to", str(channel.end),
         "--out", str(dump),
     ]  # fmt: skip
     token = shlex.quote(str(bridge.token_file))
+    p2p_query = [
+        *cli, "store", "query", "--peer", bridge.p2p_address, "--pubsub-topic",
+        channel.pubsub_topic, "--content-topic", channel.content_topic, "--page-size", "20",
+    ]  # fmt: skip
+    fetch = None
+    if fetch_community is not None and fetch_community in magnet_links:
+        fetch = shlex.join([
+            *cli, "fetch", "--community", fetch_community, "--magnet",
+            magnet_links[fetch_community], "--peer", f"{LOOPBACK}:{bridge.ports.seed}",
+            "--no-trackers", "--save-dir", str(bridge.config_path.parent / "fetched"),
+            "--output", str(bridge.config_path.parent / "fetched" / "messages.jsonl"),
+        ])  # fmt: skip
     return {
         "config": str(bridge.config_path),
-        "command": shlex.join(["waku-legacy", "serve", "--config", str(bridge.config_path)]),
+        "command": shlex.join([*cli, "serve", "--config", str(bridge.config_path)]),
         "rest": rest,
         "store_query": shlex.join(["curl", "-s", f"{rest}/store/v3/messages?{query}"]),
         "admin_query": f'curl -s -H "Authorization: Bearer $(cat {token})" '
         f"{rest}/admin/v1/communities",
         "enode": bridge.enode,
         "v1_pull": shlex.join(pull),
+        "libp2p": bridge.p2p_address,
+        "libp2p_store_query": shlex.join(p2p_query),
+        "fetch": fetch,
         "seed_listen": f"{LOOPBACK}:{bridge.ports.seed}",
         "magnet_links": dict(magnet_links),
     }
@@ -244,12 +289,17 @@ def serve_lines(serve: Mapping[str, Any]) -> list[str]:
         "then, from another shell:",
         "  v2 side, a REST store query (nwaku's API) for a channel's messages:",
         f"    {serve['store_query']}",
+        "  v2 side over libp2p, as a Waku v2 client (js-waku) asks the store:",
+        f"    {serve['libp2p_store_query']}",
         f"  v1 side, the mailserver's enode: {serve['enode']}",
         "    and a history request to it over RLPx:",
         f"    {serve['v1_pull']}",
         f"  the archives: the magnet links, seeded on {serve['seed_listen']}:",
     ]
     lines += [f"    {magnet}" for magnet in serve["magnet_links"].values()]
+    if serve.get("fetch"):
+        lines += ["  a member's fetch of the first community's archives from the seeder:",
+                  f"    {serve['fetch']}"]  # fmt: skip
     lines += [
         "  the bridge's view of them (admin token from its file):",
         f"    {serve['admin_query']}",

@@ -96,6 +96,8 @@ def _poll_once(
     total = sum(t for _, t, _ in seen.values())
     if total and bar.total != total:
         bar.total = total
-    bar.extra["records"] = sum(r for _, _, r in seen.values())
+    # the most records one stage handled: the step's later stages see the same records
+    # again (read -> shuffle -> write), a sum would count each record once per stage
+    bar.extra["records"] = max((r for _, _, r in seen.values()), default=0)
     if done > bar.done:
         bar.update(done - bar.done)

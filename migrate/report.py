@@ -82,19 +82,32 @@ def write_report_json(path: str | Path, report: RunReport) -> None:
     write_atomic(Path(path), data, step="report")
 
 
-def render_report(report: RunReport) -> str:
-    """The report as terminal tables, one section after the other (empty ones left out)."""
+def render_report(report: RunReport, *, weeks: bool = True) -> str:
+    """The report as terminal tables, one section after the other (empty ones left out):
+    a summary line per community first; the per-week table only with ``weeks``."""
     sections = [
         f"migration report ({report.config}, master {report.master}, now {report.now})",
+        *[summary_line(c) for c in report.communities],
         _sources_section(report.sources),
         _communities_section(report.communities),
-        _weeks_section(report.weeks),
+        _weeks_section(report.weeks) if weeks else "",
         _mapping_section(report.mapping),
         _quarantine_section(report.quarantine),
         _store_section(report.store),
         _totals_section(report.totals, report.timing),
     ]
     return "\n".join(s for s in sections if s)
+
+
+def summary_line(community: dict[str, Any]) -> str:
+    """One community in a line. Archived messages are counted per copy: with
+    ``archive_topics = "both"`` each message is archived on its channel topic and on the
+    community's universal one, so the copies are called copies ("743 messages, 1,486
+    archived copies"), not mistaken for messages."""
+    name = community.get("name") or _short(community["community"])
+    messages, archived = int(community["messages"]), int(community["archived_now"])
+    what = "archived copies" if archived != messages else "archived"
+    return f"  {name}: {messages:,} messages, {archived:,} {what}, shard {community['shard']}"
 
 
 def _sources_section(sources: list[SourceReport]) -> str:
@@ -109,7 +122,7 @@ def _communities_section(communities: list[dict[str, Any]]) -> str:
     if not communities:
         return ""
     table = _table(
-        ["community", "shard", "messages", "archived", "late", "undecryptable", "archives",
+        ["community", "shard", "messages", "archived copies", "late", "undecryptable", "archives",
          "info hash"],
         [
             [

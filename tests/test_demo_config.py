@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import shutil
 import socket
 import stat
@@ -163,7 +164,13 @@ def test_serve_instructions_name_the_config_ports_and_queries(tmp_path: Path) ->
     bridge = write_bridge_config(out, _community_tables(out))
     channel = example_channel(COMMUNITY, CHANNEL, 128, 1_609_459_200, 1_611_619_200)
     serve = serve_instructions(bridge, channel, {COMMUNITY: "magnet:?xt=urn:btih:00"})
-    assert serve["command"] == f"waku-legacy serve --config '{out}/bridge.toml'"
+    from waku_legacy.migrate.demo_serve import cli_command
+
+    # the virtualenv's entry point by its absolute path: it runs from any shell (issue 24)
+    assert Path(cli_command()[0]).is_absolute()
+    assert serve["command"] == f"{shlex.join(cli_command())} serve --config '{out}/bridge.toml'"
+    assert f"store query --peer {bridge.p2p_address} " in serve["libp2p_store_query"]
+    assert bridge.p2p_address.startswith(f"/ip4/127.0.0.1/tcp/{bridge.ports.p2p}/p2p/16U")
     assert f"http://127.0.0.1:{bridge.ports.rest}/store/v3/messages?" in serve["store_query"]
     assert "includeData=true" in serve["store_query"]
     assert "contentTopics=%2Fwaku%2F1%2F0x" in serve["store_query"]

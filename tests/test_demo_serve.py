@@ -40,10 +40,13 @@ DEMO_ARGS = ["--communities", "2", "--channels", "2", "--days", "15", "--mailser
 def _printed(text: str) -> dict[str, Any]:
     """What demo's table output names: the commands, the enode, the magnet links."""
     lines = [line.strip() for line in text.splitlines()]
-    (serve,) = [line for line in lines if line.startswith("waku-legacy serve --config ")]
+    cli = shlex.join(_cli())
+    (serve,) = [line for line in lines if line.startswith(f"{cli} serve --config ")]
     (store_query,) = [line for line in lines if line.startswith("curl -s 'http://")]
     (enode_line,) = [line for line in lines if line.startswith("v1 side, the mailserver's enode")]
-    (pull,) = [line for line in lines if line.startswith("waku-legacy v1 pull ")]
+    (pull,) = [line for line in lines if line.startswith(f"{cli} v1 pull ")]
+    (p2p_query,) = [line for line in lines if line.startswith(f"{cli} store query ")]
+    (fetch,) = [line for line in lines if line.startswith(f"{cli} fetch ")]
     magnets = {}
     for before, line in itertools.pairwise(lines):
         if line.startswith("magnet link: "):  # under "<name> (<community id>)"
@@ -53,18 +56,23 @@ def _printed(text: str) -> dict[str, Any]:
         "store_query": store_query,
         "enode": enode_line.rpartition(" ")[2],
         "v1_pull": pull,
+        "libp2p_store_query": p2p_query,
+        "fetch": fetch,
         "magnet_links": magnets,
         "listed_magnets": [line for line in lines if line.startswith("magnet:?")],
     }
 
 
-def _argv(command: str) -> list[str]:
-    """A printed ``waku-legacy …`` command, run with this virtualenv's entry point."""
-    argv = shlex.split(command)
-    assert argv[0] == "waku-legacy"
+def _cli() -> list[str]:
+    """This virtualenv's entry point by its absolute path, as the demo prints it."""
     script = Path(sys.executable).parent / "waku-legacy"
-    start = [str(script)] if script.exists() else [sys.executable, "-m", "waku_legacy.cli"]
-    return start + argv[1:]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "waku_legacy.cli"]
+
+
+def _argv(command: str) -> list[str]:
+    """A printed command, run as printed: in a fresh shell without the virtualenv active
+    (issue 24: a bare `waku-legacy` failed with exit 127 there)."""
+    return ["env", "-i", f"HOME={Path.home()}", "PATH=/usr/bin:/bin", "sh", "-c", "exec " + command]
 
 
 def _stored(store: Path, pubsub_topic: str, content_topic: str) -> dict[str, tuple[bytes, bytes]]:
@@ -134,13 +142,32 @@ async def _check_rest(http: aiohttp.ClientSession, url: str, store: Path) -> Non
 def _check_v1_pull(command: str, url: str, store: Path) -> None:
     """The printed ``v1 pull`` gets the channel's original envelopes over RLPx."""
     out = Path(shlex.split(command)[-1])
-    run = subprocess.run([*_argv(command), "--json"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(_argv(command + " --json"), capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     params = dict(parse_qsl(urlsplit(url).query))
     expected = _stored(store, params["pubsubTopic"], params["contentTopics"])
     pulled = list(read_dump(out))
     assert json.loads(run.stdout)["envelopes"] == len(pulled) == len(expected)
     assert sorted(pulled) == sorted(envelope for _, envelope in expected.values())
+
+
+def _check_libp2p_and_fetch(printed: dict[str, Any], url: str, out: Path) -> None:
+    """Issue 24: the printed libp2p `store query` answers the channel's messages, and the
+    printed `fetch --peer` gets the first community's archives from the seeder, both run as
+    printed from a shell without the virtualenv."""
+    run = subprocess.run(_argv(printed["libp2p_store_query"] + " --json"), capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    params = dict(parse_qsl(urlsplit(url).query))
+    expected = _stored(out / "store.sqlite3", params["pubsubTopic"], params["contentTopics"])
+    page = json.loads(run.stdout)["pages"][0]
+    assert page["statusCode"] == 200 and page["messages"]
+    assert {m["messageHash"] for m in page["messages"]} <= set(expected)
+    fetched = subprocess.run(_argv(printed["fetch"] + " --json --quiet"), capture_output=True,
+                             text=True, timeout=180)  # fmt: skip
+    assert fetched.returncode == 0, fetched.stderr[-3000:]
+    assert json.loads(fetched.stdout)["archives"]
+    assert (out / "fetched" / "messages.jsonl").stat().st_size > 0
 
 
 async def _check_magnets(http: aiohttp.ClientSession, rest: str, out: Path,
@@ -184,7 +211,7 @@ async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys)
     assert main(["demo", "--out", str(out), *DEMO_ARGS]) == 0
     printed = _printed(capsys.readouterr().out)
     assert printed["command"] == shlex.join(
-        ["waku-legacy", "serve", "--config", str(out / "bridge.toml")]
+        [*_cli(), "serve", "--config", str(out / "bridge.toml")]
     )
     rest = urlsplit(shlex.split(printed["store_query"])[-1])
     rest_root = f"{rest.scheme}://{rest.netloc}"
@@ -200,6 +227,7 @@ async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys)
                 _check_v1_pull, printed["v1_pull"], rest.geturl(), out / "store.sqlite3"
             )
             await _check_magnets(http, rest_root, out, printed)
+            await asyncio.to_thread(_check_libp2p_and_fetch, printed, rest.geturl(), out)
             await _check_status_page(tmp_path, rest_root, out)
 
     # Rerun: same folder, JSON output; the token, node key (enode) and free ports are kept.
@@ -207,5 +235,6 @@ async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys)
     assert main(["demo", "--out", str(out), *DEMO_ARGS, "--json"]) == 0
     serve = json.loads(capsys.readouterr().out)["serve"]
     assert (out / "admin.token").read_text() == token
-    for key in ("command", "store_query", "enode", "v1_pull", "magnet_links"):
+    for key in ("command", "store_query", "enode", "v1_pull", "libp2p_store_query", "fetch",
+                "magnet_links"):
         assert serve[key] == printed[key], key

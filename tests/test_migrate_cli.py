@@ -215,3 +215,14 @@ def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
     with pytest.raises(ConfigError, match="give --shard N"):
         _export_shard(args, found)
     assert _export_shard(argparse.Namespace(shard=130, community=community), None) == 130
+
+
+def test_export_without_the_community_key_says_what_is_missing(tmp_path: Path, capsys) -> None:
+    """Issue 24: export without --key-file wrote no signed link message and said nothing."""
+    community = "0x02" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
+    code = main(["export", "--community", community, "--shard", "128", "--channel",
+                 "8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b", "--source", f"dump:{tmp_path}/x.dump",
+                 "--out", str(tmp_path / "out"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "export: warning: no --key-file" in err and "signed archive-link" in err, err
+    assert code == 2  # the source does not exist: stopped after the warning, before Spark

@@ -103,3 +103,29 @@ def test_hostile_peer_limits_reach_the_listener(tmp_path) -> None:
     assert (limits.max_handshakes, limits.max_handshakes_per_address) == (10, 2)
     assert limits.address_share == 0.25 and limits.host.max_buffered_bytes == 1 << 20
     assert limits.max_connections_per_address == 5
+
+
+async def test_default_shards_add_the_stores_shards(tmp_path) -> None:
+    """Issue 24: a bridge with [libp2p] but no `shards` and no [[community]] announced only
+    shard 32, so js-waku found no store peer for the store's community shards; without
+    `shards` the store's shards are announced too (`shards` given: as given)."""
+    from tests.test_bridge_support import make_rows
+    from waku_legacy.bridge.service import BridgeService
+    from waku_legacy.store import open_store
+
+    path = tmp_path / "store.sqlite3"
+    rows = make_rows(40)
+    with open_store(f"sqlite:///{path}") as store:
+        store.insert_messages(rows)
+        assert sorted(store.pubsub_topics()) == sorted({r.pubsub_topic for r in rows})
+    stored = {int(r.pubsub_topic.rsplit("/", 1)[1]) for r in rows}
+    for libp2p, expected in (
+        ({"listen": ["/ip4/127.0.0.1/tcp/0"]}, {32} | stored),
+        ({"listen": ["/ip4/127.0.0.1/tcp/0"], "shards": [32]}, {32}),
+    ):
+        service = BridgeService(bridge_config(tmp_path, f"sqlite:///{path}", libp2p=libp2p))
+        await service.start()
+        try:
+            assert set(service.info()["libp2p"]["shards"]) == expected
+        finally:
+            await service.stop()

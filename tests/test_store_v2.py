@@ -145,6 +145,8 @@ def test_rows_round_trip_and_envelopes(store_url: str) -> None:
             r.message_hash: r.envelope for r in rows if r.envelope is not None
         }
         assert store.get_envelopes([]) == {}
+        # issue 24: the store's pubsub topics (the bridge announces their shards)
+        assert sorted(store.pubsub_topics()) == sorted({r.pubsub_topic for r in rows})
 
 
 def test_v1_envelopes_page_by_db_key(store_url: str) -> None:

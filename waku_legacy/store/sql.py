@@ -120,6 +120,23 @@ class SqlMessageStore(MessageStore):
     def count(self) -> int:
         return int(self._read(f"SELECT count(*) FROM {self.dialect.messages}", [])[0][0])
 
+    def pubsub_topics(self, limit: int = 1024) -> list[str]:
+        """The store's pubsub topics (at most ``limit``), by a skip scan over the pubsub
+        index: one indexed lookup per topic, not a pass over every message."""
+        d = self.dialect
+        found: list[str] = []
+        rows = self._fetch(f"SELECT min(pubsubTopic) FROM {d.messages}", [])
+        while rows and rows[0][0] is not None and len(found) < limit:
+            value = rows[0][0]
+            found.append(bytes(value).decode("utf-8", "replace") if not isinstance(value, str)
+                         else value)  # fmt: skip
+            rows = self._fetch(
+                f"SELECT min(pubsubTopic) FROM {d.messages} WHERE pubsubTopic > {d.placeholder}",
+                [value],
+            )
+        self._end_read()
+        return found
+
     def count_envelopes(self) -> int:
         return int(self._read("SELECT count(*) FROM v1_envelopes", [])[0][0])
 
