@@ -28,11 +28,13 @@ from waku_legacy.errors import ConfigError
 __all__ = [
     "ADMIN_TOKEN_FILE",
     "BRIDGE_CONFIG_FILE",
+    "LOOPBACK",
     "NODE_KEY_FILE",
     "DemoBridge",
     "DemoPorts",
     "ExampleChannel",
     "choose_ports",
+    "cli_command",
     "example_channel",
     "serve_instructions",
     "serve_lines",
@@ -196,10 +198,12 @@ def _config_data(communities: Sequence[Mapping[str, Any]], ports: DemoPorts) -> 
     }
 
 
-def write_bridge_config(out: Path, communities: Sequence[Mapping[str, Any]]) -> DemoBridge:
+def write_bridge_config(
+    out: Path, communities: Sequence[Mapping[str, Any]], *, header: str = _HEADER
+) -> DemoBridge:
     """Write ``out/bridge.toml`` (and the admin token and v1 node key it names) for the demo
     output in ``out``; ``communities`` are the ``[[community]]`` tables, paths relative to
-    ``out``."""
+    ``out``; ``header`` is the file's opening comment."""
     from waku_legacy.crypto.key_file import load_or_create_node_key
     from waku_legacy.durable import write_atomic
     from waku_legacy.mailserver_compat.rlpx.enode import Enode
@@ -211,7 +215,7 @@ def write_bridge_config(out: Path, communities: Sequence[Mapping[str, Any]]) -> 
     _admin_token(token_file)
     (out / NODE_KEY_FILE).parent.mkdir(parents=True, exist_ok=True)
     node_key, _ = load_or_create_node_key(out / NODE_KEY_FILE)
-    text = toml_document(_config_data(communities, ports), header=_HEADER)
+    text = toml_document(_config_data(communities, ports), header=header)
     write_atomic(config_path, text.encode("utf-8"), step="bridge-config")
     from waku_legacy.p2p.keys import load_key_pair, peer_id_of
 

@@ -38,7 +38,7 @@ from waku_legacy.migrate.records import FORMAT_V1
 if TYPE_CHECKING:
     from waku_legacy.migrate.config import SourceConfig
 
-__all__ = ["ChannelDiscovery", "discover_channels", "find_descriptions"]
+__all__ = ["ChannelDiscovery", "discover_channels", "discover_communities", "find_descriptions"]
 
 
 @dataclass(slots=True)
@@ -49,6 +49,8 @@ class ChannelDiscovery:
     descriptions: int = 0  # signed by the community key
     newest: SignedDescription | None = None
     newest_location: str = ""  # source and location of the newest one
+    # the pubsub topic a v2 source stored the newest one on (None: a v1 envelope)
+    newest_pubsub_topic: str | None = None
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> count
 
     @property
@@ -98,12 +100,22 @@ def find_descriptions(
 ) -> Iterator[tuple[dict[str, Any], SignedDescription | Exception]]:
     """For each RAW record on the community's own topic: the record and its description,
     or the exception saying why it is not one. Records on other topics are skipped."""
+    for raw, _, _, outcome in _find_many(rows, [community]):
+        yield raw, outcome
+
+
+def _find_many(
+    rows: Iterable[dict[str, Any]], communities: Sequence[CommunityId]
+) -> Iterator[tuple[dict[str, Any], CommunityId, str | None, SignedDescription | Exception]]:
+    """:func:`find_descriptions` for several communities in one pass over ``rows``: the
+    record, its community, the pubsub topic a v2 record was stored on (None for a v1
+    envelope, whose pubsub topic is only the migration's mapping) and the outcome."""
     from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.migrate.decode import decode_record
 
-    content_topic = content_topic_of_chat(community.chat_id)
+    by_content_topic = {content_topic_of_chat(c.chat_id): c for c in communities}
+    topics_hex = {chat_topic(c.chat_id).hex() for c in communities}
     mapping = TopicMapping.build("/waku/2/rs/16/64", [])
-    topic_hex = chat_topic(community.chat_id).hex()
     for raw in rows:
         if raw.get("data") is None:
             continue
@@ -111,22 +123,25 @@ def find_descriptions(
         if raw.get("format") == FORMAT_V1 and location.startswith(("key=0x", "id=0x")):
             # A mailserver DB key ends with the envelope's topic: skip without decoding.
             key_hex = location.split("0x", 1)[1]
-            if len(key_hex) == 80 and key_hex[-8:] != topic_hex:
+            if len(key_hex) == 80 and key_hex[-8:] not in topics_hex:
                 continue
         row = decode_record(raw, mapping)
-        if row["quarantined"] or row["content_topic"] != content_topic:
+        community = by_content_topic.get(row["content_topic"])
+        if row["quarantined"] or community is None:
             continue
+        stored_on = None if raw.get("format") == FORMAT_V1 else row["pubsub_topic"]
         if row["version"] != 1:
-            yield raw, ConfigError(f"payload version {row['version']}, not 1")
+            error = ConfigError(f"payload version {row['version']}, not 1")
+            yield raw, community, stored_on, error
             continue
         try:
-            yield raw, open_description_payload(row["payload"], community)
+            yield raw, community, stored_on, open_description_payload(row["payload"], community)
         except WakuLegacyError as exc:
-            yield raw, exc
+            yield raw, community, stored_on, exc
 
 
 def _source_rows(
-    source: SourceConfig, community: CommunityId, work_dir: str
+    source: SourceConfig, communities: Sequence[CommunityId], work_dir: str
 ) -> Iterator[dict[str, Any]]:
     from waku_legacy.migrate.config import SourceKind
     from waku_legacy.migrate.sources import plan_source, read_task
@@ -134,7 +149,7 @@ def _source_rows(
     if source.kind is SourceKind.STORE_REST and source.url:
         source = dataclasses.replace(
             source,
-            content_topics=(content_topic_of_chat(community.chat_id),),
+            content_topics=tuple(content_topic_of_chat(c.chat_id) for c in communities),
             partitions=None,
             state_file=None,
         )
@@ -156,22 +171,46 @@ def discover_channels(
     from the migration's own). ``on_source(name, descriptions)`` is called after each
     source, for progress.
     """
-    result = ChannelDiscovery(str(community))
-    found: list[tuple[SignedDescription, str]] = []
-    rejected: Counter[str] = Counter()
+    return discover_communities(sources, [community], work_dir=work_dir, on_source=on_source)[0]
+
+
+def discover_communities(
+    sources: Sequence[SourceConfig],
+    communities: Sequence[CommunityId],
+    *,
+    work_dir: str,
+    on_source: Callable[[str, int], None] | None = None,
+) -> list[ChannelDiscovery]:
+    """:func:`discover_channels` for several communities, reading every source once; one
+    result per community, in order."""
+    found: dict[str, list[tuple[SignedDescription, str, str | None]]] = {
+        str(c): [] for c in communities
+    }
+    rejected: dict[str, Counter[str]] = {str(c): Counter() for c in communities}
     scratch = os.path.join(work_dir, "discover")
     for source in sources:
-        before = len(found)
-        for raw, outcome in find_descriptions(_source_rows(source, community, scratch), community):
+        count = 0
+        rows = _source_rows(source, communities, scratch)
+        for raw, community, stored_on, outcome in _find_many(rows, communities):
             if isinstance(outcome, Exception):
-                rejected[_reason(outcome)] += 1
+                rejected[str(community)][_reason(outcome)] += 1
             else:
-                found.append((outcome, f"{raw['source']} {raw['location']}"))
+                found[str(community)].append(
+                    (outcome, f"{raw['source']} {raw['location']}", stored_on)
+                )
+                count += 1
         if on_source is not None:
-            on_source(source.name, len(found) - before)
-    result.descriptions = len(found)
-    result.rejected = dict(rejected)
-    result.newest = newest_description(d for d, _ in found)
-    if result.newest is not None:
-        result.newest_location = next(loc for d, loc in found if d is result.newest)
-    return result
+            on_source(source.name, count)
+    results = []
+    for community in communities:
+        name = str(community)
+        result = ChannelDiscovery(name)
+        result.descriptions = len(found[name])
+        result.rejected = dict(rejected[name])
+        result.newest = newest_description(d for d, _, _ in found[name])
+        if result.newest is not None:
+            result.newest_location, result.newest_pubsub_topic = next(
+                (loc, topic) for d, loc, topic in found[name] if d is result.newest
+            )
+        results.append(result)
+    return results

@@ -194,11 +194,16 @@ CHANNEL_NAMES = ("general", "dev", "random", "support", "announcements", "design
 
 
 def description_message(
-    community: SampleCommunity, channels: tuple[str, ...], clock: int, archive_clock: int = 0
+    community: SampleCommunity,
+    channels: tuple[str, ...],
+    clock: int,
+    archive_clock: int = 0,
+    shard: int | None = None,
 ) -> bytes:
     """The signed ``ApplicationMetadataMessage`` (COMMUNITY_DESCRIPTION) of a description
     listing ``channels``, signed by the community key; ``archive_clock`` is field 9
-    (``archive_link_clock``, the clock of the last archive link), unset when 0."""
+    (``archive_link_clock``, the clock of the last archive link), unset when 0; ``shard``
+    is ``relay_shard_index`` (field 15), unset when None, as deployed clients leave it."""
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes, sign_recoverable
     from waku_legacy.proto import application_metadata_pb2, community_description_pb2
@@ -207,6 +212,8 @@ def description_message(
     if archive_clock:
         field9 = description.DESCRIPTOR.fields_by_number[9].name  # renamed in status-go
         setattr(description, field9, archive_clock)
+    if shard is not None:
+        description.relay_shard_index = shard
     description.identity.display_name = community.name
     for position, channel in enumerate(channels):
         chat = description.chats[channel]

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "waku_legacy.cli.decode",  # decode
     "waku_legacy.archive.cli",  # archive, seed, fetch
     "waku_legacy.mailserver_compat.cli",  # v1 serve, v1 pull
+    "waku_legacy.cli.plan",  # plan
     "waku_legacy.migrate.cli",  # migrate, export, demo
     "waku_legacy.bridge.cli",  # serve
     "waku_legacy.p2p.cli",  # store query

@@ -1,0 +1,349 @@
+"""``waku-legacy plan``: from an operator's legacy sources to the two config files that
+migrate and serve them, and what is still missing for members to receive the history.
+
+``plan --source SPEC… --community ID… --out DIR [--store-node URL] [--json]`` reads every
+source once for the named communities' signed ``CommunityDescription`` messages (the
+discovery ``export`` uses, :mod:`~waku_legacy.migrate.discover`: name and channels of the
+newest one). The descriptions are encrypted for each community's own chat, whose key comes
+from the community id, so the operator names the communities: a ``0x`` public key, a
+multibase ``zQ3…`` key, or a Status share URL (``https://status.app/c/…#zQ3…``).
+
+Each community's shard is the newest description's ``relay_shard_index``; else, with
+``--store-node``, the newest description that v2 store node holds (its
+``relay_shard_index``, or the shard it was stored on); else the pubsub topic status-go uses
+for a community without a shard, with a warning. It writes ``DIR/migrate.toml`` and
+``DIR/bridge.toml`` (the demo's writers: :mod:`~waku_legacy.migrate.toml_text`,
+:mod:`~waku_legacy.migrate.demo_serve`), lists what members still lack (the bridge's own
+reasons, :func:`~waku_legacy.bridge.archiver.link_reach`, and the loopback listeners) and
+prints the next command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from waku_legacy.errors import ConfigError, WakuLegacyError
+
+if TYPE_CHECKING:
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.migrate.discover import ChannelDiscovery
+
+__all__ = ["parse_community", "register"]
+
+MIGRATE_CONFIG_FILE = "migrate.toml"
+COMMUNITY_HINT = (
+    "give the community's public key (0x + 66 hex), its zQ3… key or its share URL "
+    "(https://status.app/c/…#zQ3…)"
+)
+# status-go's serialized public key (services/utils/utils.go SerializePublicKey): multibase
+# base58btc ("z") of the multicodec secp256k1-pub prefix (varint 0xe7 = e7 01) and the
+# compressed key.
+_SECP256K1_PUB_PREFIX = b"\xe7\x01"
+_SHARE_HOSTS = ("status.app", "www.status.app")
+
+# A community without a shard: status-go's Community.PubsubTopic() is its Shard().PubsubTopic(),
+# "" for a nil shard (protocol/communities/community.go, protocol/common/shard/shard.go), and
+# wakuv2's GetPubsubTopic("") sends on cfg.DefaultShardPubsubTopic, which defaults to
+# shard.DefaultShardPubsubTopic() = /waku/2/rs/16/32 (wakuv2/waku.go, wakuv2/config.go),
+# status-im/status-go at c72f491324909173c83e69c5a86ace7aeb87daaa.
+STATUS_GO_UNSHARDED_SOURCE = "status-go's default shard for a community without one"
+
+#: What plan's bridge.toml leaves for the operator, beside the bridge's own link_reach reasons.
+LOOPBACK_LIBP2P = (
+    "[libp2p] listens on 127.0.0.1 only: v2 clients (Status, js-waku) reach the store only "
+    "at a public address; set [libp2p] listen and announce it"
+)
+LOOPBACK_SEEDING = (
+    "[archive] seed_listen is 127.0.0.1: members' clients reach no seeder; open a public "
+    "port (TCP and UDP) for it"
+)
+KEY_FILE_STEP = (
+    "add key_file = PATH (the community's private key, hex) to its [[community]] in both "
+    "files: without it no signed archive link is written"
+)
+RELAY_STEP = "add [relay] (an nwaku node's REST URL) to bridge.toml to publish the link"
+
+
+def parse_community(text: str) -> CommunityId:
+    """A ``--community`` value: ``0x`` key, ``zQ3…`` key or a share URL holding one."""
+    from waku_legacy.identity.topics import CommunityId
+
+    value = text.strip()
+    parts = urlsplit(value if "://" in value else f"https://{value}")
+    if parts.hostname in _SHARE_HOSTS and parts.path.startswith("/c"):
+        value = parts.fragment
+        if not value:
+            raise ConfigError(
+                f"plan: --community {text!r}: a share URL without the key after '#'; "
+                + COMMUNITY_HINT
+            )
+    try:
+        if value.startswith("z"):
+            return CommunityId(_deserialize_key(value))
+        return CommunityId.parse(value)
+    except (WakuLegacyError, ValueError) as exc:
+        raise ConfigError(f"plan: --community {text!r}: {exc}; {COMMUNITY_HINT}") from None
+
+
+def _deserialize_key(text: str) -> bytes:
+    """The compressed key in status-go's serialized form (``zQ3…``)."""
+    import base58
+
+    raw = base58.b58decode(text[1:])
+    if not raw.startswith(_SECP256K1_PUB_PREFIX) or len(raw) != 2 + 33:
+        raise ConfigError("not a serialized secp256k1 public key (zQ3…)")
+    return bytes(raw[2:])
+
+
+@dataclass(slots=True)
+class PlannedCommunity:
+    id: CommunityId
+    discovery: ChannelDiscovery
+    shard: int
+    shard_from: str  # "description", "store-node" or STATUS_GO_UNSHARDED_SOURCE
+
+    def table(self) -> dict[str, Any]:
+        """Its ``[[community]]`` table, the same in migrate.toml and bridge.toml."""
+        newest = self.discovery.newest
+        assert newest is not None
+        table: dict[str, Any] = {"id": str(self.id)}
+        if newest.name:
+            table["name"] = newest.name
+        table["channels"] = list(newest.channel_uuids)
+        table["shard"] = self.shard
+        return table
+
+
+def _discover(
+    args: argparse.Namespace, communities: list[CommunityId], out: Path
+) -> list[ChannelDiscovery]:
+    from waku_legacy.migrate.cli import parse_source_spec
+    from waku_legacy.migrate.config import parse_source
+    from waku_legacy.migrate.discover import discover_communities
+
+    raw = [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)]
+    sources = [parse_source(table, i + 1, Path.cwd()) for i, table in enumerate(raw)]
+    _log(args, f"reading {len(sources)} source(s) for {len(communities)} community(ies)")
+    found = discover_communities(
+        sources, communities, work_dir=str(out / ".work"),
+        on_source=lambda name, n: _log(args, f"  {name}: {n} signed description(s)"),
+    )  # fmt: skip
+    for discovery in found:
+        if discovery.newest is None or not discovery.channels:
+            rejected = "; ".join(f"{n} {why}" for why, n in sorted(discovery.rejected.items()))
+            raise ConfigError(
+                f"plan: no CommunityDescription signed by {discovery.community} lists a channel "
+                "in the sources" + (f" (left out: {rejected})" if rejected else "")
+                + "; check the community id, or add the mailserver that carried its chat "
+                "with --source"
+            )  # fmt: skip
+    return found
+
+
+def _store_node_shards(
+    args: argparse.Namespace, communities: list[CommunityId], out: Path
+) -> dict[str, int]:
+    """community -> shard from its newest description on ``--store-node``: the description's
+    relay_shard_index, else the static shard (cluster 16) it was stored on."""
+    from waku_legacy.identity.shards import STATUS_CLUSTER_ID, parse_pubsub_topic
+    from waku_legacy.migrate.config import SourceConfig, SourceKind
+    from waku_legacy.migrate.discover import discover_communities
+
+    url = args.store_node
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"plan: --store-node {url!r}: expected a v2 store node's http(s):// URL")
+    node = SourceConfig(SourceKind.STORE_REST, "store-node", 0, url=url, retries=1)
+    _log(args, f"asking {url} for the newest description of {len(communities)} community(ies)")
+    shards = {}
+    for found in discover_communities([node], communities, work_dir=str(out / ".work")):
+        newest = found.newest
+        if newest is None:
+            continue
+        if newest.shard is not None:
+            shards[found.community] = newest.shard
+            continue
+        try:
+            topic = parse_pubsub_topic(found.newest_pubsub_topic or "")
+        except WakuLegacyError:
+            continue
+        if topic.cluster == STATUS_CLUSTER_ID:
+            shards[found.community] = topic.shard
+    return shards
+
+
+def _plan_shards(
+    args: argparse.Namespace, found: list[ChannelDiscovery], out: Path
+) -> tuple[list[PlannedCommunity], list[str]]:
+    from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, GLOBAL_SHARD
+    from waku_legacy.identity.topics import CommunityId
+
+    planned: list[PlannedCommunity] = []
+    unsharded = [d for d in found if d.newest is not None and d.newest.shard is None]
+    from_node: dict[str, int] = {}
+    if unsharded and args.store_node:
+        ids = [CommunityId.parse(d.community) for d in unsharded]
+        from_node = _store_node_shards(args, ids, out)
+    warnings = []
+    for discovery in found:
+        community = CommunityId.parse(discovery.community)
+        newest = discovery.newest
+        assert newest is not None
+        if newest.shard is not None:
+            planned.append(PlannedCommunity(community, discovery, newest.shard, "description"))
+        elif discovery.community in from_node:
+            shard = from_node[discovery.community]
+            planned.append(PlannedCommunity(community, discovery, shard, "store-node"))
+        else:
+            warnings.append(
+                f"{discovery.community}: no shard in its description"
+                + (" nor on --store-node" if args.store_node else " (no --store-node asked)")
+                + f": using shard {GLOBAL_SHARD} ({GLOBAL_PUBSUB_TOPIC}), "
+                f"{STATUS_GO_UNSHARDED_SOURCE}; if the owner's Status app shows another shard, "
+                "set shard in both files"
+            )
+            planned.append(
+                PlannedCommunity(community, discovery, GLOBAL_SHARD, STATUS_GO_UNSHARDED_SOURCE)
+            )
+    return planned, warnings
+
+
+def _migrate_data(args: argparse.Namespace, planned: list[PlannedCommunity]) -> dict[str, Any]:
+    from waku_legacy.migrate.cli import parse_source_spec
+
+    sources = []
+    for i, spec in enumerate(args.source):
+        table = parse_source_spec(spec, i + 1)
+        if "path" in table:  # the config's paths are relative to it: keep the operator's
+            table["path"] = str(Path(table["path"]).resolve())
+        sources.append(table)
+    return {
+        "source": sources,
+        "community": [p.table() for p in planned],
+        "output": {
+            "store": "sqlite:store.sqlite3",
+            "archive_dir": "archives",
+            "torrent_dir": "torrents",
+            "report": "report.json",
+        },
+    }
+
+
+def _missing(planned: list[PlannedCommunity]) -> dict[str, Any]:
+    """What members still lack once the files are used as written: per community the
+    bridge's own link_reach reasons, and the steps for the whole bridge."""
+    from waku_legacy.archive.defaults import BACKEND
+    from waku_legacy.bridge.archiver import link_reach
+
+    reach = link_reach(
+        has_key=False, has_relay=False, seeding=True, backend=BACKEND, backend_down=None
+    )
+    return {
+        "communities": {str(p.id): list(reach.why) for p in planned},
+        "steps": [KEY_FILE_STEP, RELAY_STEP, LOOPBACK_LIBP2P, LOOPBACK_SEEDING],
+    }
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from waku_legacy.console import print_json
+    from waku_legacy.durable import write_atomic
+    from waku_legacy.migrate.config import load_config
+    from waku_legacy.migrate.demo_serve import cli_command, write_bridge_config
+    from waku_legacy.migrate.toml_text import toml_document
+
+    communities = list(dict.fromkeys(parse_community(c) for c in args.community))
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    found = _discover(args, communities, out)
+    planned, warnings = _plan_shards(args, found, out)
+    if args.json:  # the table shows them; JSON's reader may not look at stdout's content
+        for warning in warnings:
+            print(f"plan: warning: {warning}", file=sys.stderr)
+    migrate_path = out / MIGRATE_CONFIG_FILE
+    header = (
+        "waku-legacy plan: the migration of the named communities' legacy history.\n"
+        "Paths are relative to this file. Run: waku-legacy migrate --config FILE"
+    )
+    text = toml_document(_migrate_data(args, planned), header=header)
+    write_atomic(migrate_path, text.encode("utf-8"), step="plan-migrate-config")
+    load_config(migrate_path)  # what migrate reads: a file it refuses is not left unsaid
+    bridge = write_bridge_config(
+        out, [p.table() for p in planned],
+        header="waku-legacy plan: a bridge serving the migration's output "
+        "(waku-legacy serve --config FILE).\nPaths are relative to this file; listeners on "
+        "loopback until you choose public ones (see plan's list of what is missing).",
+    )  # fmt: skip
+    next_command = shlex.join([*cli_command(), "migrate", "--config", str(migrate_path)])
+    report = {
+        "migrate_config": str(migrate_path),
+        "bridge_config": str(bridge.config_path),
+        "communities": [
+            {**p.discovery.to_json(), "shard": p.shard, "shard_from": p.shard_from}
+            for p in planned
+        ],
+        "warnings": warnings,
+        "missing": _missing(planned),
+        "next": next_command,
+    }
+    if args.json:
+        print_json(report)
+    else:
+        print("\n".join(_human(report)))
+    return 0
+
+
+def _human(report: dict[str, Any]) -> list[str]:
+    lines = [f"wrote {report['migrate_config']}", f"wrote {report['bridge_config']}", ""]
+    for c in report["communities"]:
+        lines.append(f"{c['name'] or 'unnamed'} ({c['community']})")
+        lines.append(f"  shard {c['shard']} (from {c['shard_from']})")
+        lines.append(f"  description clock {c['clock']}, from {c['location']}")
+        lines += [f"  channel {ch['uuid']} {ch['name'] or ''}".rstrip() for ch in c["channels"]]
+    for warning in report["warnings"]:
+        lines.append(f"warning: {warning}")
+    lines += ["", "missing for members to receive the history:"]
+    reasons: dict[str, int] = {}
+    for why in report["missing"]["communities"].values():
+        for reason in why:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    total = len(report["missing"]["communities"])
+    lines += [f"  {n} of {total} community(ies): {reason}" for reason, n in reasons.items()]
+    lines += [f"  - {step}" for step in report["missing"]["steps"]]
+    lines += ["", "next:", f"  {report['next']}"]
+    return lines
+
+
+def _log(args: argparse.Namespace, line: str) -> None:
+    if not args.quiet:
+        print(line, file=sys.stderr)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    plan = subparsers.add_parser(
+        "plan",
+        help="write migrate.toml and bridge.toml for named communities found in legacy "
+        "sources, and say what members still lack",
+    )
+    plan.add_argument(
+        "--source", action="append", required=True,
+        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
+    )  # fmt: skip
+    plan.add_argument(
+        "--community", action="append", required=True,
+        help="community public key (0x + 66 hex), zQ3… key or share URL "
+        "https://status.app/c/…#zQ3… (repeatable)",
+    )  # fmt: skip
+    plan.add_argument("--out", required=True, help="folder for migrate.toml and bridge.toml")
+    plan.add_argument(
+        "--store-node",
+        help="a v2 store node's REST URL, asked for the shard of a community whose "
+        "description in the sources names none",
+    )
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    plan.set_defaults(func=_plan)
