@@ -76,7 +76,7 @@ def parse_community(text: str) -> CommunityId:
 
     value = text.strip()
     parts = urlsplit(value if "://" in value else f"https://{value}")
-    if parts.hostname in _SHARE_HOSTS and parts.path.startswith("/c"):
+    if parts.hostname in _SHARE_HOSTS and (parts.path == "/c" or parts.path.startswith("/c/")):
         value = parts.fragment
         if not value:
             raise ConfigError(
@@ -283,8 +283,7 @@ def _plan(args: argparse.Namespace) -> int:
         "migrate_config": str(migrate_path),
         "bridge_config": str(bridge.config_path),
         "communities": [
-            {**p.discovery.to_json(), "shard": p.shard, "shard_from": p.shard_from}
-            for p in planned
+            {**p.discovery.to_json(), "shard": p.shard, "shard_from": p.shard_from} for p in planned
         ],
         "warnings": warnings,
         "missing": _missing(planned),
