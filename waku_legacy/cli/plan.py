@@ -252,7 +252,7 @@ def _missing(planned: list[PlannedCommunity]) -> dict[str, Any]:
 def _plan(args: argparse.Namespace) -> int:
     from waku_legacy.console import print_json
     from waku_legacy.durable import write_atomic
-    from waku_legacy.migrate.config import load_config
+    from waku_legacy.migrate.config import parse_config
     from waku_legacy.migrate.demo_serve import cli_command, write_bridge_config
     from waku_legacy.migrate.toml_text import toml_document
 
@@ -269,9 +269,11 @@ def _plan(args: argparse.Namespace) -> int:
         "waku-legacy plan: the migration of the named communities' legacy history.\n"
         "Paths are relative to this file. Run: waku-legacy migrate --config FILE"
     )
-    text = toml_document(_migrate_data(args, planned), header=header)
+    data = _migrate_data(args, planned)
+    # what migrate will read, checked before anything is written: a refused file is never left
+    parse_config(data, base_dir=out, origin=str(migrate_path))
+    text = toml_document(data, header=header)
     write_atomic(migrate_path, text.encode("utf-8"), step="plan-migrate-config")
-    load_config(migrate_path)  # what migrate reads: a file it refuses is not left unsaid
     bridge = write_bridge_config(
         out, [p.table() for p in planned],
         header="waku-legacy plan: a bridge serving the migration's output "
