@@ -80,15 +80,14 @@ def parse_community(text: str) -> CommunityId:
         value = parts.fragment
         if not value:
             raise ConfigError(
-                f"plan: --community {text!r}: a share URL without the key after '#'; "
-                + COMMUNITY_HINT
+                f"--community {text!r}: a share URL without the key after '#'; " + COMMUNITY_HINT
             )
     try:
         if value.startswith("z"):
             return CommunityId(_deserialize_key(value))
         return CommunityId.parse(value)
     except (WakuLegacyError, ValueError) as exc:
-        raise ConfigError(f"plan: --community {text!r}: {exc}; {COMMUNITY_HINT}") from None
+        raise ConfigError(f"--community {text!r}: {exc}; {COMMUNITY_HINT}") from None
 
 
 def _deserialize_key(text: str) -> bytes:
@@ -138,7 +137,7 @@ def _discover(
         if discovery.newest is None or not discovery.channels:
             rejected = "; ".join(f"{n} {why}" for why, n in sorted(discovery.rejected.items()))
             raise ConfigError(
-                f"plan: no CommunityDescription signed by {discovery.community} lists a channel "
+                f"no CommunityDescription signed by {discovery.community} lists a channel "
                 "in the sources" + (f" (left out: {rejected})" if rejected else "")
                 + "; check the community id, or add the mailserver that carried its chat "
                 "with --source"
@@ -157,7 +156,7 @@ def _store_node_shards(
 
     url = args.store_node
     if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"plan: --store-node {url!r}: expected a v2 store node's http(s):// URL")
+        raise ConfigError(f"--store-node {url!r}: expected a v2 store node's http(s):// URL")
     node = SourceConfig(SourceKind.STORE_REST, "store-node", 0, url=url, retries=1)
     _log(args, f"asking {url} for the newest description of {len(communities)} community(ies)")
     shards = {}
