@@ -352,9 +352,9 @@ class _StampedLines:
 
 
 def _progress_to_file(path: str) -> Any:
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
 
-    return Progress(stream=_StampedLines(path))  # type: ignore[arg-type]
+    return SparkProgress(stream=_StampedLines(path))  # type: ignore[arg-type]
 
 
 def progress_gaps(path: str) -> dict[str, Any]:

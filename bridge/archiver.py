@@ -252,7 +252,9 @@ class SeederHost:
 
 
 @dataclass(slots=True)
-class RunReport:
+class ArchiveRunReport:
+    """One archiving run of one community (build, collect, seed, publish) and how it ended."""
+
     community: str
     started: float
     reason: str
@@ -342,7 +344,7 @@ class CommunityArchiver:
         self.name = str(community.id)
         self.layout = CommunityLayout.of(config.archive_dir, community.id, config.torrent_dir)
         self.lock = asyncio.Lock()
-        self.last_run: RunReport | None = None
+        self.last_run: ArchiveRunReport | None = None
         self.last_published: dict[str, Any] | None = None
         self.last_clock: ClockChoice | None = None  # the last archive-link clock and why
         # what members' clients import from the archives, after the last run (issue 23)
@@ -482,10 +484,10 @@ class CommunityArchiver:
             operator_key=self.operator_key, logos_storage=self.logos_storage,
         )  # fmt: skip
 
-    async def run(self, reason: str = "schedule") -> RunReport:
+    async def run(self, reason: str = "schedule") -> ArchiveRunReport:
         async with self.lock:
             now = int(self.clock.time())
-            run = RunReport(self.name, self.clock.time(), reason)
+            run = ArchiveRunReport(self.name, self.clock.time(), reason)
             self.last_run = run
             started = time.monotonic()
             try:
@@ -757,7 +759,7 @@ class ArchiveScheduler:
         """community -> why its archives cannot be served as they are."""
         return {a.name: a.degraded for a in self.archivers.values() if a.degraded}
 
-    async def trigger(self, name: str | None) -> list[RunReport]:
+    async def trigger(self, name: str | None) -> list[ArchiveRunReport]:
         targets = list(self.archivers.values()) if name is None else [self.archivers[name]]
         return [await a.run("admin") for a in targets]
 

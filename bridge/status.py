@@ -29,7 +29,7 @@ from waku_legacy.store import is_postgres_url
 from waku_legacy.store.dsn import redact_dsn
 
 if TYPE_CHECKING:
-    from waku_legacy.bridge.archiver import CommunityArchiver, LinkReach, RunReport
+    from waku_legacy.bridge.archiver import ArchiveRunReport, CommunityArchiver, LinkReach
     from waku_legacy.bridge.history import HistoryPuller, PullReport
     from waku_legacy.mailserver_compat.server.mailserver import MailServer
     from waku_legacy.mailserver_compat.waku_peer import WakuPeer
@@ -338,7 +338,7 @@ def _seeding(archiver: CommunityArchiver) -> Seeding | None:
     return None
 
 
-def _run(run: RunReport | None) -> ArchiveRun | None:
+def _run(run: ArchiveRunReport | None) -> ArchiveRun | None:
     if run is None:
         return None
     build = run.build or {}

@@ -72,7 +72,7 @@ from waku_legacy.store.legacy_query import (
     LegacyQuery,
     run_legacy_page,
 )
-from waku_legacy.store.query import MAX_CONTENT_TOPICS, ArchiveError, run_query
+from waku_legacy.store.query import MAX_CONTENT_TOPICS, StoreQueryError, run_query
 from waku_legacy.store.rest_json import (
     MAX_HASHES_PER_QUERY,
     lenient_b64decode,
@@ -314,7 +314,7 @@ def run_v3_query(
     cursor (None when no more follow) is appended to ``cursor_out`` when given."""
     try:
         page = run_query(store, query)
-    except ArchiveError as exc:  # nwaku's self-store path: 500 with the archive's words
+    except StoreQueryError as exc:  # nwaku's self-store path: 500 with the archive's words
         raise RestError(500, _ARCHIVE_ERROR + str(exc)) from None
     if cursor_out is not None:
         cursor_out.append(page.cursor)

@@ -428,10 +428,10 @@ def build_archives(
 def _repair(run: _CommunityRun) -> ArchiveIndex:
     """Step 2: the archive store repaired (an interrupted append), its index, and the
     recorded end of the last archive."""
-    from waku_legacy.archive.data_files import recorded_last_end, repair_store
+    from waku_legacy.archive.data_files import recorded_last_end, repair_archive_data
 
     run.layout.root.mkdir(parents=True, exist_ok=True)
-    status = repair_store(run.layout, run.flavour, fault=run.fault)
+    status = repair_archive_data(run.layout, run.flavour, fault=run.fault)
     run.result.previous_end = recorded_last_end(run.layout, status.index)
     return status.index
 

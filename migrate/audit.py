@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from waku_legacy.archive.repair import MissingMessage
     from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.migrate.config import SourceConfig
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
 
 __all__ = [
     "AuditRequest",
@@ -163,7 +163,7 @@ def _archive_hash(row: dict[str, Any]) -> bytes:
 
 
 def _kept_rows(
-    request: AuditRequest, scan: _SourceScan, progress: Progress
+    request: AuditRequest, scan: _SourceScan, progress: SparkProgress
 ) -> dict[bytes, tuple[dict[str, Any], set[str]]]:
     """The community's channel messages after dedup (dedup_key -> kept row, its sources);
     hashes on other topics go to ``scan.elsewhere``."""
@@ -209,7 +209,7 @@ def _preference(row: dict[str, Any]) -> tuple[bool, int, str, str]:
 
 
 def read_sources(
-    request: AuditRequest, progress: Progress, archived: set[bytes] | None = None
+    request: AuditRequest, progress: SparkProgress, archived: set[bytes] | None = None
 ) -> _SourceScan:
     """The copies the archives should hold, from every source.
 
@@ -297,7 +297,7 @@ def published_archive_topics(
     """(from, to, mode, archive id) of every archive in the folder whose mode can be read:
     from its index metadata's topics, else from its messages' topics
     (:func:`~waku_legacy.archive.topics.archive_topics_of`). No folder or index: []."""
-    from waku_legacy.archive.data_files import inspect_store, read_archive_bytes
+    from waku_legacy.archive.data_files import inspect_archive_data, read_archive_bytes
     from waku_legacy.archive.encode import decode_archive
     from waku_legacy.archive.layout import CommunityLayout
     from waku_legacy.archive.topics import archive_topics_of
@@ -306,7 +306,7 @@ def published_archive_topics(
     if not layout.index.exists():
         return []
     try:
-        entries = inspect_store(layout, flavour).index.entries
+        entries = inspect_archive_data(layout, flavour).index.entries
     except WakuLegacyError:
         return []  # the audit reports an unreadable index
     out = []
@@ -421,15 +421,15 @@ def _overlaps(entries: Sequence[IndexEntry]) -> dict[str, str]:
 
 
 def scan_archives(
-    archive_dir: Path, community: CommunityId, flavour: Flavour, progress: Progress
+    archive_dir: Path, community: CommunityId, flavour: Flavour, progress: SparkProgress
 ) -> tuple[list[_ScannedArchive], list[dict[str, str]]]:
     """Every archive of the folder (decoded, checked) and the store-wide problems (index)."""
-    from waku_legacy.archive.data_files import inspect_store
+    from waku_legacy.archive.data_files import inspect_archive_data
     from waku_legacy.archive.layout import CommunityLayout
 
     layout = CommunityLayout.of(archive_dir, community)
     try:
-        status = inspect_store(layout, flavour)
+        status = inspect_archive_data(layout, flavour)
     except WakuLegacyError as exc:
         return [], [{"archive_id": "index", "problem": getattr(exc, "reason", None) or str(exc)}]
     store_problems = []
@@ -651,14 +651,14 @@ def _document(
     }
 
 
-def audit_community(request: AuditRequest, progress: Progress | None = None) -> dict[str, Any]:
+def audit_community(request: AuditRequest, progress: SparkProgress | None = None) -> dict[str, Any]:
     """Audit the community's archives against its sources: the contract's JSON document.
     ``progress``: a bar per source and for the archives on a terminal, log lines otherwise."""
     return _audit(request, progress)[0]
 
 
 def audit_missing(
-    request: AuditRequest, progress: Progress | None = None
+    request: AuditRequest, progress: SparkProgress | None = None
 ) -> tuple[dict[str, Any], list[MissingMessage]]:
     """The audit's document and its missing copies whole, each with the window it was
     reported in (what :func:`~waku_legacy.archive.repair.repair_archives` archives)."""
@@ -675,10 +675,12 @@ def audit_missing(
     return document, missing
 
 
-def _audit(request: AuditRequest, progress: Progress | None) -> tuple[dict[str, Any], _SourceScan]:
-    from waku_legacy.migrate.progress import Progress
+def _audit(
+    request: AuditRequest, progress: SparkProgress | None
+) -> tuple[dict[str, Any], _SourceScan]:
+    from waku_legacy.migrate.progress import SparkProgress
 
-    progress = progress or Progress(enabled=False)
+    progress = progress or SparkProgress(enabled=False)
     if not request.window_topics:
         request = with_published_archive_topics(request, request.archive_topics)
     archives, store_problems = scan_archives(

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from waku_legacy.archive.repair import RepairReport
     from waku_legacy.migrate.audit import AuditRequest
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
 
 __all__ = ["RepairKeys", "link_evidence", "repair_community", "repair_lines"]
 
@@ -66,7 +66,7 @@ def link_evidence(request: AuditRequest) -> ClockEvidence:
 
 
 def repair_community(
-    request: AuditRequest, keys: RepairKeys, progress: Progress
+    request: AuditRequest, keys: RepairKeys, progress: SparkProgress
 ) -> tuple[RepairReport, dict[str, Any]]:
     """Audit, append the catch-up archives, sign the new link; then the second audit."""
     from waku_legacy.archive.repair import repair_archives

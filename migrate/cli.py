@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from waku_legacy.migrate.audit_repair import RepairKeys
     from waku_legacy.migrate.config import MigrateConfig
     from waku_legacy.migrate.discover import ChannelDiscovery
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
     from waku_legacy.migrate.report import RunReport
     from waku_legacy.migrate.sample import SampleCommunity
 
@@ -85,9 +85,9 @@ def _emit(args: argparse.Namespace, report: RunReport) -> None:
 def _run(config: MigrateConfig, args: argparse.Namespace) -> RunReport:
     from waku_legacy.faults import fault_from_env
     from waku_legacy.migrate.pipeline import run_migration
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
 
-    progress = Progress(enabled=not args.quiet)
+    progress = SparkProgress(enabled=not args.quiet)
     return run_migration(config, fault=fault_from_env(), progress=progress)
 
 
@@ -121,9 +121,9 @@ def _discover(
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.migrate.config import parse_source
     from waku_legacy.migrate.discover import discover_channels
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
 
-    progress = Progress(enabled=not args.quiet)
+    progress = SparkProgress(enabled=not args.quiet)
     community = CommunityId.parse(args.community)
     configs = [parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)]
     progress.log(f"no --channel: reading the sources for {community}'s CommunityDescription")
@@ -292,12 +292,12 @@ def _audit(args: argparse.Namespace) -> int:
         with_published_archive_topics,
     )
     from waku_legacy.migrate.config import parse_source
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
 
     community = CommunityId.parse(args.community)
     sources = [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)]
     channels = [c.strip() for item in args.channel for c in item.split(",") if c.strip()]
-    progress = Progress(enabled=not args.quiet)
+    progress = SparkProgress(enabled=not args.quiet)
     keys = _repair_keys(args)
     with tempfile.TemporaryDirectory(prefix="waku-legacy-audit-") as scratch_name:
         scratch = Path(scratch_name)
@@ -348,7 +348,9 @@ def _repair_keys(args: argparse.Namespace) -> RepairKeys | None:
                       args.archive_link_chats, args.min_link_clock)  # fmt: skip
 
 
-def _audit_repair(request: AuditRequest, keys: RepairKeys, progress: Progress) -> dict[str, Any]:
+def _audit_repair(
+    request: AuditRequest, keys: RepairKeys, progress: SparkProgress
+) -> dict[str, Any]:
     """Repair, print what was done on stderr; the second audit's document."""
     from waku_legacy.migrate.audit_repair import repair_community, repair_lines
 
@@ -396,7 +398,7 @@ def _demo(args: argparse.Namespace) -> int:
     from waku_legacy.crypto.key_file import write_node_key
     from waku_legacy.migrate.config import load_config
     from waku_legacy.migrate.demo_serve import serve_lines
-    from waku_legacy.migrate.progress import Progress
+    from waku_legacy.migrate.progress import SparkProgress
     from waku_legacy.migrate.sample import (
         SampleSpec,
         generate_descriptions,
@@ -414,7 +416,7 @@ def _demo(args: argparse.Namespace) -> int:
         messages_per_channel_day=args.rate,
     )  # fmt: skip
     communities = make_communities(spec)
-    progress = Progress(enabled=not args.quiet)
+    progress = SparkProgress(enabled=not args.quiet)
     mailservers = [out / "legacy" / f"mailserver-{i + 1}" for i in range(args.mailservers)]
     fresh = not any(m.exists() for m in mailservers)
     if fresh:

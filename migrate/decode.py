@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -250,12 +250,3 @@ def decode_columns(columns: Sequence[Sequence[Any]], mapping: TopicMapping) -> p
     return pa.RecordBatch.from_arrays(
         [pa.array(out[f.name], f.type) for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA
     )
-
-
-def decode_batches(
-    batches: Iterator[pa.RecordBatch], mapping: TopicMapping
-) -> Iterator[pa.RecordBatch]:
-    """What ``mapInArrow`` runs: every RAW batch of a partition, decoded."""
-    for batch in batches:
-        if batch.num_rows:
-            yield decode_batch(batch, mapping)

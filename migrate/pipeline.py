@@ -28,7 +28,7 @@ from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import MigrateConfig
-from waku_legacy.migrate.progress import Progress
+from waku_legacy.migrate.progress import SparkProgress
 from waku_legacy.migrate.report import RunReport, SourceReport, WeekRow, write_report_json
 from waku_legacy.migrate.steps import MigrationError, spark_failure, timed_step
 
@@ -86,7 +86,7 @@ class _Run:
 
     config: MigrateConfig
     spark: SparkSession
-    progress: Progress
+    progress: SparkProgress
     fault: FaultHook
     now: int
     mapping: TopicMapping
@@ -109,12 +109,12 @@ def run_migration(
     *,
     spark: SparkSession | None = None,
     fault: FaultHook = no_fault,
-    progress: Progress | None = None,
+    progress: SparkProgress | None = None,
     archives: bool = True,
     store_batch_size: int = 20_000,
 ) -> RunReport:
     """Run the whole migration described by ``config``; returns the report."""
-    progress = progress or Progress(enabled=False)
+    progress = progress or SparkProgress(enabled=False)
     run_started = time.monotonic()
     jvm_seconds = 0.0
     if spark is None:
@@ -147,7 +147,7 @@ def run_migration(
 
 
 def _prepare(
-    config: MigrateConfig, spark: SparkSession, progress: Progress, fault: FaultHook
+    config: MigrateConfig, spark: SparkSession, progress: SparkProgress, fault: FaultHook
 ) -> _Run:
     """The run's clock, topic mapping, work directory and empty report."""
     now = config.pipeline.now if config.pipeline.now is not None else int(time.time())

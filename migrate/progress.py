@@ -22,13 +22,13 @@ from waku_legacy.console import ProgressStep
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Progress"]
+__all__ = ["SparkProgress"]
 
 POLL_SECONDS = 0.5
 
 
-class Progress(ConsoleProgress):
-    """The console progress, plus :meth:`spark_step`."""
+class SparkProgress(ConsoleProgress):
+    """The console progress, plus :meth:`spark_step` (a migration run's Spark steps)."""
 
     @contextmanager
     def spark_step(self, spark: SparkSession, step: str) -> Iterator[None]:

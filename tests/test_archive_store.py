@@ -27,7 +27,7 @@ from waku_legacy.archive import (
     read_index,
     verify_store,
 )
-from waku_legacy.archive.data_files import inspect_store
+from waku_legacy.archive.data_files import inspect_archive_data
 from waku_legacy.archive.layout import CommunityLayout
 from waku_legacy.archive.torrent import ANNOUNCE_LIST, build_torrent
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
@@ -234,7 +234,7 @@ def test_torn_tail_is_repaired_by_next_append(tmp_path: Path) -> None:
     good = layout.data.read_bytes()
     with open(layout.data, "ab") as handle:
         handle.write(b"half an archive")
-    status = inspect_store(layout, "status-go")
+    status = inspect_archive_data(layout, "status-go")
     assert status.torn_tail == len(b"half an archive")
     with pytest.raises(ArchiveCorrupted, match="interrupted build"):
         verify_store(layout.archive_dir, COMMUNITY)

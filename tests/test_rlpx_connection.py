@@ -240,7 +240,7 @@ def test_a_correct_raw_hello_is_accepted() -> None:
 
 def test_unknown_capability_code_is_a_protocol_error() -> None:
     client, server, _, _ = _pair()
-    wire = client._frame(0x10 + 128, b"\xc0")
+    wire = client._frame(0x10 + 128, b"\xc0", "test")
     assert "out of range" in _failure(server.receive_data(wire)).error
 
 
@@ -253,3 +253,71 @@ def test_pre_eip8_dialer_is_served() -> None:
     client.receive_data(server.data_to_send())
     events = server.receive_data(client.data_to_send())
     assert server.state is State.ESTABLISHED and isinstance(events[-1], HelloReceived)
+
+
+# -- local misuse: a typed error naming the call and the state (wsproto's LocalProtocolError)
+
+
+def _misuse(call, event: str, state: str, reason: str) -> ConnectionStateError:
+    with pytest.raises(ConnectionStateError) as caught:
+        call()
+    error = caught.value
+    assert (error.event, error.state, error.reason) == (event, state, reason)
+    assert str(error) == f"{event} in state {state}: {reason}"
+    return error
+
+
+def test_initiate_on_the_recipient_side_is_a_state_error() -> None:
+    server = Connection(generate_private_key(), (WAKU,))
+    reason = "only the dialling side sends an auth packet"
+    _misuse(server.initiate, "initiate", "await-auth", reason)
+    assert server.state is State.AWAIT_AUTH and server.data_to_send() == b""
+
+
+def test_sending_before_the_handshake_is_a_state_error() -> None:
+    key_s = generate_private_key()
+    client = Connection(generate_private_key(), (WAKU,), remote_public_key=public_key_of(key_s))
+    _misuse(
+        lambda: client.send_message("waku", 1, b"\xc0"),
+        "send_message", "await-ack", "a waku message needs an established session",
+    )  # fmt: skip
+    _misuse(
+        client.send_ping, "send_ping", "await-ack",
+        "no session keys: the handshake has not completed",
+    )  # fmt: skip
+    assert client.state is State.AWAIT_ACK  # the misuse changed nothing
+    assert client.send_disconnect() == b""  # no keys: nothing to frame, and no error
+
+
+def test_sending_what_was_not_negotiated_is_a_state_error() -> None:
+    client, _, _, _ = _pair()
+    _misuse(
+        lambda: client.send_message("waku", 128, b"\xc0"),
+        "send_message", "established", "waku has no message code 128",
+    )  # fmt: skip
+    _misuse(
+        lambda: client.send_message("eth", 0, b"\xc0"),
+        "send_message", "established", "capability 'eth' was not negotiated with the peer",
+    )  # fmt: skip
+    assert client.state is State.ESTABLISHED and client.data_to_send() == b""
+
+
+def test_sending_after_close_is_a_state_error() -> None:
+    client, _, _, _ = _pair()
+    client.send_disconnect()
+    _misuse(client.send_ping, "send_ping", "closed", "the connection is closed")
+    _misuse(
+        lambda: client.send_message("waku", 1, b"\xc0"),
+        "send_message", "closed", "a waku message needs an established session",
+    )  # fmt: skip
+
+
+def test_a_state_forced_past_the_handshake_is_a_state_error_not_a_peer_failure() -> None:
+    server = Connection(generate_private_key(), (WAKU,))
+    server.state = State.ESTABLISHED  # a caller that skips the handshake
+    _misuse(
+        lambda: server.receive_data(b"\x00" * 32),
+        "receive_data", "established", "no session keys: the handshake has not completed",
+    )  # fmt: skip
+    # the caller's mistake is not blamed on the peer: no Disconnect, no close
+    assert server.data_to_send() == b"" and server.close_reason is None

@@ -49,10 +49,17 @@ DEFAULT_CLIENT_ID = "waku-legacy/v0.1.0"
 
 
 class State(enum.Enum):
-    AWAIT_AUTH = "await-auth"  # recipient, before the auth packet
-    AWAIT_ACK = "await-ack"  # initiator, auth sent
-    AWAIT_HELLO = "await-hello"  # keys agreed, our Hello sent, theirs pending
+    """Where a :class:`Connection` is; only ``receive_data`` and the ``send_*`` calls move it."""
+
+    # recipient, before the peer's auth packet: no keys, nothing can be sent but the ack
+    AWAIT_AUTH = "await-auth"
+    # initiator, our auth sent (initiate()), waiting for the ack: no keys yet
+    AWAIT_ACK = "await-ack"
+    # keys agreed and our Hello sent; the peer's Hello pending (Ping/Disconnect allowed)
+    AWAIT_HELLO = "await-hello"
+    # both Hellos exchanged, capabilities shared: capability messages flow both ways
     ESTABLISHED = "established"
+    # Disconnect sent or received, or the peer failed: nothing more is read or sent
     CLOSED = "closed"
 
 
@@ -107,20 +114,20 @@ class Connection:
             MAX_FRAME_SIZE, self.max_message_size + self.max_message_size // 6 + 64
         )
         self.is_initiator = remote_public_key is not None or initiator is not None
-        self._initiator: Initiator | None = None
-        self._recipient: Recipient | None = None
+        # one side of the handshake, by type: the auth is read or the ack, never neither
+        self._handshake: Initiator | Recipient
         if self.is_initiator:
-            self._initiator = initiator or Initiator(private_key, remote_public_key or b"")
+            self._handshake = initiator or Initiator(private_key, remote_public_key or b"")
             self.state = State.AWAIT_ACK
         else:
-            self._recipient = recipient or Recipient(private_key)
+            self._handshake = recipient or Recipient(private_key)
             self.state = State.AWAIT_AUTH
         self._handshake_buffer = bytearray()
         self._frames: FrameCodec | None = None
         self._outbox = bytearray()
         self.secrets: Secrets | None = None
         self.remote_public_key: bytes | None = (
-            self._initiator.remote_public_key if self._initiator else None
+            self._handshake.remote_public_key if isinstance(self._handshake, Initiator) else None
         )
         self.remote_hello: p2p.Hello | None = None
         self.shared_capabilities: tuple[p2p.SharedCapability, ...] = ()
@@ -131,9 +138,11 @@ class Connection:
 
     def initiate(self) -> bytes:
         """The auth packet (dialling side); send it first."""
-        if self._initiator is None:
-            raise ConnectionStateError("only the dialling side sends an auth packet")
-        return self._initiator.auth_packet
+        if not isinstance(self._handshake, Initiator):
+            raise ConnectionStateError(
+                "initiate", self.state.value, "only the dialling side sends an auth packet"
+            )
+        return self._handshake.auth_packet
 
     def data_to_send(self) -> bytes:
         out = bytes(self._outbox)
@@ -153,39 +162,55 @@ class Connection:
             node_id=public_key_of(self.private_key)[1:],
         )
 
-    def _frame(self, code: int, payload: bytes) -> bytes:
-        assert self._frames is not None
+    def _session(self, event: str) -> FrameCodec:
+        """The frame codec of the agreed session; ``event`` names the call that needs it."""
+        if self._frames is None:
+            raise ConnectionStateError(
+                event, self.state.value, "no session keys: the handshake has not completed"
+            )
+        return self._frames
+
+    def _frame(self, code: int, payload: bytes, event: str) -> bytes:
+        frames = self._session(event)
         if self.snappy:
             if len(payload) > compression.MAX_DECOMPRESSED_SIZE:
                 raise MessageTooLarge("devp2p message", f"{len(payload)} bytes is over 16 MiB")
             payload = compression.compress(payload)
-        return self._frames.encode(encode_code(code) + payload)
+        return frames.encode(encode_code(code) + payload)
 
     def send_message(self, capability: str, code: int, payload: bytes) -> bytes:
+        event = "send_message"
         if self.state is not State.ESTABLISHED:
-            raise ConnectionStateError(f"cannot send a {capability} message in state {self.state}")
+            raise ConnectionStateError(
+                event, self.state.value, f"a {capability} message needs an established session"
+            )
         for shared in self.shared_capabilities:
             if shared.name == capability:
                 if not 0 <= code < shared.length:
-                    raise ConnectionStateError(f"{capability} has no message code {code}")
-                return self._frame(shared.offset + code, payload)
-        raise ConnectionStateError(f"capability {capability!r} was not negotiated with the peer")
+                    raise ConnectionStateError(
+                        event, self.state.value, f"{capability} has no message code {code}"
+                    )
+                return self._frame(shared.offset + code, payload, event)
+        raise ConnectionStateError(
+            event, self.state.value, f"capability {capability!r} was not negotiated with the peer"
+        )
 
     def send_ping(self) -> bytes:
-        self._require_keys()
-        return self._frame(p2p.PING, p2p.PING_PAYLOAD)
+        self._require_keys("send_ping")
+        return self._frame(p2p.PING, p2p.PING_PAYLOAD, "send_ping")
 
     def send_disconnect(self, reason: DisconnectReason = DisconnectReason.REQUESTED) -> bytes:
         """The Disconnect frame (empty before the handshake); the connection closes."""
         out = b""
         if self._frames is not None and self.state is not State.CLOSED:
-            out = self._frame(p2p.DISCONNECT, p2p.encode_disconnect(reason))
+            out = self._frame(p2p.DISCONNECT, p2p.encode_disconnect(reason), "send_disconnect")
         self._close(reason)
         return out
 
-    def _require_keys(self) -> None:
-        if self._frames is None or self.state is State.CLOSED:
-            raise ConnectionStateError(f"no session in state {self.state}")
+    def _require_keys(self, event: str) -> None:
+        if self.state is State.CLOSED:
+            raise ConnectionStateError(event, self.state.value, "the connection is closed")
+        self._session(event)
 
     def _close(self, reason: DisconnectReason) -> None:
         if self.state is not State.CLOSED:
@@ -198,40 +223,44 @@ class Connection:
         events: list[Event] = []
         if self.state is State.CLOSED:
             return events
+        handshaking = self.state in (State.AWAIT_AUTH, State.AWAIT_ACK)
+        if not handshaking:
+            self._session("receive_data")  # a state set by hand past the handshake
         try:
-            if self.state in (State.AWAIT_AUTH, State.AWAIT_ACK):
+            if handshaking:
                 self._handshake_buffer += data
                 data = self._read_handshake(events)
                 if self.state in (State.AWAIT_AUTH, State.AWAIT_ACK):
                     return events
-            assert self._frames is not None
-            for frame in self._frames.feed(data):
+            for frame in self._session("receive_data").feed(data):
                 self._handle_frame(frame, events)
                 if self.closed:  # the frame closed it (mypy: the state changed meanwhile)
                     break
         except RlpxDecodeError as exc:
             self._fail(exc.disconnect_reason, str(exc), events)
+        except ConnectionStateError:
+            raise  # the caller's mistake, not the peer's: no Disconnect for it
         except WakuLegacyError as exc:  # crypto errors on malformed keys and the like
             self._fail(DisconnectReason.PROTOCOL_ERROR, str(exc), events)
         return events
 
     def _fail(self, reason: DisconnectReason, error: str, events: list[Event]) -> None:
         if self._frames is not None:
-            self._outbox += self._frame(p2p.DISCONNECT, p2p.encode_disconnect(reason))
+            disconnect = p2p.encode_disconnect(reason)
+            self._outbox += self._frame(p2p.DISCONNECT, disconnect, "receive_data")
         self._close(reason)
         events.append(ConnectionFailed(reason, error))
 
     def _read_handshake(self, events: list[Event]) -> bytes:
         """Consume the auth or ack; returns the bytes after it (the first frames)."""
-        if self._recipient is not None:
-            result = self._recipient.read_auth(self._handshake_buffer)
+        if isinstance(self._handshake, Recipient):
+            result = self._handshake.read_auth(self._handshake_buffer)
             if result is None:
                 return b""
             ack, secrets, used = result
             self._outbox += ack
         else:
-            assert self._initiator is not None
-            taken = self._initiator.read_ack(self._handshake_buffer)
+            taken = self._handshake.read_ack(self._handshake_buffer)
             if taken is None:
                 return b""
             secrets, used = taken
@@ -242,7 +271,7 @@ class Connection:
         self._frames = FrameCodec(secrets, max_frame_size=self.max_frame_size)
         self.state = State.AWAIT_HELLO
         events.append(HandshakeComplete(secrets.remote_public_key))
-        self._outbox += self._frame(p2p.HELLO, self.hello().encode())
+        self._outbox += self._frame(p2p.HELLO, self.hello().encode(), "receive_data")
         return rest
 
     def _handle_frame(self, frame: bytes, events: list[Event]) -> None:
@@ -273,7 +302,7 @@ class Connection:
         if code == p2p.HELLO:
             raise ProtocolViolation("devp2p session", "second Hello")
         if code == p2p.PING:
-            self._outbox += self._frame(p2p.PONG, p2p.PING_PAYLOAD)
+            self._outbox += self._frame(p2p.PONG, p2p.PING_PAYLOAD, "receive_data")
             events.append(PingReceived())
         elif code == p2p.PONG:
             events.append(PongReceived())

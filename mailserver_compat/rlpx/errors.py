@@ -54,4 +54,12 @@ class ProtocolViolation(RlpxDecodeError):
 
 class ConnectionStateError(WakuLegacyError):
     """A local call the connection cannot honour in its current state (a caller bug or a
-    send after the connection closed)."""
+    send after the connection closed), like wsproto's ``LocalProtocolError``: it names the
+    call (``event``), the connection's state and why. Never a peer's fault, so it is raised
+    to the caller and never turned into a Disconnect."""
+
+    def __init__(self, event: str, state: str, reason: str) -> None:
+        self.event = event
+        self.state = state
+        self.reason = reason
+        super().__init__(f"{event} in state {state}: {reason}")

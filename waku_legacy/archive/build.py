@@ -22,7 +22,7 @@ from waku_legacy.archive.clock import ClockEvidence, choose_link_clock, read_evi
 from waku_legacy.archive.data_files import (
     append_archives,
     recorded_last_end,
-    repair_store,
+    repair_archive_data,
     write_last_end,
 )
 from waku_legacy.archive.encode import EncodedArchive, Flavour
@@ -164,7 +164,7 @@ def build_community_archives(
     # 1. repair what an interrupted run left; the windows start where the last run ended
     layout.check_directories()
     layout.root.mkdir(parents=True, exist_ok=True)
-    status = repair_store(layout, flavour, fault=fault, fsync=fsync)
+    status = repair_archive_data(layout, flavour, fault=fault, fsync=fsync)
     previous_end = last_end if last_end is not None else recorded_last_end(layout, status.index)
     # 2. the archives' bytes (canonical: the migration and the repair write the same), then
     # append them to data and index and record the new end
@@ -498,7 +498,7 @@ def finish_interrupted_build(
     if not layout.root.exists() and not layout.torrent.exists():
         return report  # nothing built yet
     # 1. repair data and index (what the torrent and the link message are derived from)
-    status = repair_store(layout, flavour, fault=fault, fsync=fsync)
+    status = repair_archive_data(layout, flavour, fault=fault, fsync=fsync)
     report.repaired_bytes = status.torn_tail
     report.removed_tmp_index = status.stale_tmp_index
     if backend == LOGOS_STORAGE:

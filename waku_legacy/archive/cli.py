@@ -154,13 +154,13 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from waku_legacy.archive.data_files import inspect_store
+    from waku_legacy.archive.data_files import inspect_archive_data
     from waku_legacy.archive.layout import CommunityLayout
     from waku_legacy.archive.torrent import load_torrent
 
     layout = CommunityLayout.of(args.archive_dir, args.community, args.torrent_dir)
     layout.check_directories(existing=True)  # nothing to inspect is an error, not "0 archives"
-    status = inspect_store(layout, args.flavour)
+    status = inspect_archive_data(layout, args.flavour)
     archives = [
         {
             "id": e.archive_id,

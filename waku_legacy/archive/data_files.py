@@ -44,16 +44,16 @@ from waku_legacy.identity.topics import CommunityId
 
 __all__ = [
     "AppendResult",
+    "ArchiveDataStatus",
     "ArchiveIndex",
-    "StoreStatus",
     "append_archives",
-    "inspect_store",
+    "inspect_archive_data",
     "read_archive",
     "read_archive_bytes",
     "read_index",
     "recorded_digests",
     "recorded_last_end",
-    "repair_store",
+    "repair_archive_data",
     "write_last_end",
 ]
 
@@ -158,7 +158,9 @@ def read_archive(
 
 
 @dataclass(frozen=True, slots=True)
-class StoreStatus:
+class ArchiveDataStatus:
+    """A community's archive data (``index`` and ``data``) as found on disk."""
+
     index: ArchiveIndex
     data_length: int  # actual size of ``data`` (0 when missing)
     torn_tail: int  # bytes of ``data`` past what the index accounts for
@@ -169,7 +171,7 @@ class StoreStatus:
         return self.torn_tail == 0 and not self.stale_tmp_index
 
 
-def inspect_store(layout: CommunityLayout, flavour: Flavour | str) -> StoreStatus:
+def inspect_archive_data(layout: CommunityLayout, flavour: Flavour | str) -> ArchiveDataStatus:
     """Compare ``index`` and ``data``; raises ArchiveCorrupted when data is missing bytes."""
     layout.check_directories()
     index = _load_index(layout.index, Flavour.parse(flavour), verify=True)
@@ -183,20 +185,20 @@ def inspect_store(layout: CommunityLayout, flavour: Flavour | str) -> StoreStatu
             f"{layout.data} has {data_length} bytes but the index accounts for "
             f"{index.data_length}: data was truncated or replaced",
         )
-    return StoreStatus(
+    return ArchiveDataStatus(
         index, data_length, data_length - index.data_length, layout.index_tmp.exists()
     )
 
 
-def repair_store(
+def repair_archive_data(
     layout: CommunityLayout,
     flavour: Flavour | str,
     *,
     fault: FaultHook = no_fault,
     fsync: bool = True,
-) -> StoreStatus:
+) -> ArchiveDataStatus:
     """Undo what an interrupted append left behind; returns the status found before."""
-    status = inspect_store(layout, flavour)
+    status = inspect_archive_data(layout, flavour)
     if status.torn_tail:
         fault("repair:truncate")
         with open(layout.data, "r+b") as handle:
@@ -302,7 +304,7 @@ def append_archives(
     chosen = _store_flavour(encoded, flavour)
     # 1. repair what an interrupted append left; skip archives already stored
     layout.root.mkdir(parents=True, exist_ok=True)
-    status = repair_store(layout, chosen, fault=fault, fsync=fsync)
+    status = repair_archive_data(layout, chosen, fault=fault, fsync=fsync)
     result = AppendResult(repaired_bytes=status.torn_tail)
     index = status.index
     last_end = index.last_end

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from waku_legacy.archive.bencode import MAX_TORRENT_BYTES, bdecode, bencode, decode_at
-from waku_legacy.archive.data_files import inspect_store
+from waku_legacy.archive.data_files import inspect_archive_data
 from waku_legacy.archive.encode import MAX_INDEX_BYTES, PIECE_LENGTH, Flavour
 from waku_legacy.archive.errors import ArchiveDecodeError, TorrentError, UnexpectedTorrentLayout
 from waku_legacy.archive.layout import CommunityLayout
@@ -188,7 +188,7 @@ def build_torrent(
     repairs a torn tail, first).
     """
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
-    status = inspect_store(layout, flavour)
+    status = inspect_archive_data(layout, flavour)
     if not status.index.entries:
         raise TorrentError(f"no archives in {layout.root}: nothing to put in a torrent")
     if status.torn_tail:

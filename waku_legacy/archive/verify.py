@@ -21,7 +21,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from waku_legacy.archive.data_files import inspect_store, read_archive_bytes, recorded_digests
+from waku_legacy.archive.data_files import (
+    inspect_archive_data,
+    read_archive_bytes,
+    recorded_digests,
+)
 from waku_legacy.archive.encode import DecodedArchive, Flavour, IndexEntry, decode_archive
 from waku_legacy.archive.errors import ArchiveCorrupted, TorrentError
 from waku_legacy.archive.layout import CommunityLayout
@@ -79,7 +83,7 @@ def verify_store(
     layout = CommunityLayout.of(archive_dir, community, torrent_dir)
     layout.check_directories(existing=True)
     # 1. the index: keys, tiling, and data exactly as long as it accounts for
-    status = inspect_store(layout, flavour)
+    status = inspect_archive_data(layout, flavour)
     if status.torn_tail:
         raise ArchiveCorrupted(
             "archive data",

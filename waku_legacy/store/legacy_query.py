@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from waku_legacy.identity.message_hash import store_v2_digest
-from waku_legacy.store.query import ArchiveError, ArchiveErrorKind
+from waku_legacy.store.query import StoreQueryError, StoreQueryErrorKind
 from waku_legacy.store.types import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -74,11 +74,11 @@ class LegacyPage:
     cursor: LegacyCursor | None = None
 
 
-class LegacyCursorNotFound(ArchiveError):
+class LegacyCursorNotFound(StoreQueryError):
     """A legacy cursor that names no stored message (or none within the bounded search)."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(ArchiveErrorKind.DRIVER_ERROR, reason)
+        super().__init__(StoreQueryErrorKind.DRIVER_ERROR, reason)
 
 
 class LegacyCursorCache:

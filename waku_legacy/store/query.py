@@ -5,8 +5,8 @@ that every front end (the REST API, the store protocol over libp2p) calls.
 at nwaku 7d1c6ab) over a :class:`~waku_legacy.store.types.MessageStore`: with a cursor, an
 all-zero cursor and more than :data:`MAX_CONTENT_TOPICS` content topics are refused, a
 cursor the store does not hold is the driver's ``cursor not found``; page sizes are the
-caller's (nwaku clamps them to 1..100 before, see :func:`clamp_page_size`). A refusal is an
-:class:`ArchiveError` whose text is nwaku's ``$ArchiveError`` (``INVALID_QUERY: …`` /
+caller's (nwaku clamps them to 1..100 before, see :func:`clamp_page_size`). A refusal is
+a :class:`StoreQueryError` whose text is nwaku's ``$ArchiveError`` (``INVALID_QUERY: …`` /
 ``DRIVER_ERROR: …``), so each front end wraps it the way nwaku does (REST: 500
 ``error in handleSelfStoreRequest: BAD_RESPONSE: archive error: …``; store v3: 300
 ``BAD_RESPONSE: archive error: …``; legacy store: ``INVALID_CURSOR``).
@@ -32,8 +32,8 @@ from waku_legacy.store.types import (
 
 __all__ = [
     "MAX_CONTENT_TOPICS",
-    "ArchiveError",
-    "ArchiveErrorKind",
+    "StoreQueryError",
+    "StoreQueryErrorKind",
     "clamp_page_size",
     "run_query",
 ]
@@ -41,18 +41,18 @@ __all__ = [
 MAX_CONTENT_TOPICS = 10  # nwaku waku_archive/archive.nim MaxContentTopicsPerQuery
 
 
-class ArchiveErrorKind(enum.Enum):
+class StoreQueryErrorKind(enum.Enum):
     """nwaku's ``ArchiveErrorKind`` (``waku_archive/common.nim``)."""
 
     DRIVER_ERROR = "DRIVER_ERROR"
     INVALID_QUERY = "INVALID_QUERY"
 
 
-class ArchiveError(WakuLegacyError):
-    """A query the archive refuses, worded as nwaku's ``$ArchiveError``
-    (``"INVALID_QUERY: too many content topics"``)."""
+class StoreQueryError(WakuLegacyError):
+    """A store query the archive refuses: nwaku's ``ArchiveError``, worded as its
+    ``$ArchiveError`` (``"INVALID_QUERY: too many content topics"``)."""
 
-    def __init__(self, kind: ArchiveErrorKind, cause: str) -> None:
+    def __init__(self, kind: StoreQueryErrorKind, cause: str) -> None:
         self.kind = kind
         self.cause = cause
         super().__init__(f"{kind.value}: {cause}")
@@ -71,22 +71,22 @@ def clamp_page_size(requested: int | None) -> int:
 
 
 def check_query(query: StoreQuery, *, topics_always_capped: bool = False) -> None:
-    """nwaku's archive checks before the driver runs (raises :class:`ArchiveError`)."""
+    """nwaku's archive checks before the driver runs (raises :class:`StoreQueryError`)."""
     if query.cursor is not None and query.cursor == bytes(32):
-        raise ArchiveError(ArchiveErrorKind.INVALID_QUERY, ZERO_CURSOR)
+        raise StoreQueryError(StoreQueryErrorKind.INVALID_QUERY, ZERO_CURSOR)
     capped = topics_always_capped or query.cursor is not None
     if capped and len(query.content_topics) > MAX_CONTENT_TOPICS:
-        raise ArchiveError(ArchiveErrorKind.INVALID_QUERY, TOO_MANY_TOPICS)
+        raise StoreQueryError(StoreQueryErrorKind.INVALID_QUERY, TOO_MANY_TOPICS)
 
 
 def run_query(
     store: MessageStore, query: StoreQuery, *, topics_always_capped: bool = False
 ) -> QueryPage:
-    """One page of ``query`` as nwaku's archive answers it (raises :class:`ArchiveError`
+    """One page of ``query`` as nwaku's archive answers it (raises :class:`StoreQueryError`
     for what nwaku refuses; :class:`~waku_legacy.store.types.InvalidQuery` and other
     :class:`~waku_legacy.store.types.StoreError` come from the store as they are)."""
     check_query(query, topics_always_capped=topics_always_capped)
     try:
         return store.query(query)
     except CursorNotFound:
-        raise ArchiveError(ArchiveErrorKind.DRIVER_ERROR, CURSOR_NOT_FOUND) from None
+        raise StoreQueryError(StoreQueryErrorKind.DRIVER_ERROR, CURSOR_NOT_FOUND) from None

@@ -23,7 +23,7 @@ from waku_legacy.store.legacy_query import LegacyCursorCache, LegacyCursorNotFou
 from waku_legacy.store.protocol import legacy, store_v3
 from waku_legacy.store.protocol.legacy import HistoryError, LegacyRefused
 from waku_legacy.store.protocol.store_v3 import StatusCode, StoreRequestRefused
-from waku_legacy.store.query import ArchiveError, run_query
+from waku_legacy.store.query import StoreQueryError, run_query
 from waku_legacy.store.types import InvalidQuery, MessageStore, StoreError
 
 __all__ = [
@@ -88,7 +88,7 @@ def serve_store_v3(request: bytes, store: MessageStore) -> StoreAnswer:
     query = decoded.query
     try:
         page = run_query(store, query, topics_always_capped=True)
-    except ArchiveError as exc:  # nwaku toStoreResult: 300 "BAD_RESPONSE: archive error: …"
+    except StoreQueryError as exc:  # nwaku toStoreResult: 300 "BAD_RESPONSE: archive error: …"
         return _v3_refusal(rid, StatusCode.BAD_RESPONSE, f"BAD_RESPONSE: archive error: {exc}", exc)
     except InvalidQuery as exc:  # a topic or hash no store can hold
         return _v3_refusal(rid, StatusCode.BAD_REQUEST, f"BAD_REQUEST: {exc}", exc)
@@ -140,7 +140,7 @@ def serve_legacy_store(
     rid = decoded.request_id
     try:
         page = run_legacy_page(store, decoded.query, cursor_cache)
-    except (LegacyCursorNotFound, ArchiveError, InvalidQuery) as exc:
+    except (LegacyCursorNotFound, StoreQueryError, InvalidQuery) as exc:
         return _legacy_refusal(rid, HistoryError.INVALID_CURSOR, exc)
     except StoreError as exc:
         return _legacy_refusal(rid, HistoryError.SERVICE_UNAVAILABLE, exc)

@@ -219,7 +219,3 @@ def too_many_requests() -> bytes:
     """nwaku's answer to a request over the rate limit (``protocol.nim``: request id
     ``N/A``, the request is not read)."""
     return encode_response("N/A", StatusCode.TOO_MANY_REQUESTS, "TOO_MANY_REQUESTS")
-
-
-def service_unavailable(request_id: str = "") -> bytes:
-    return encode_response(request_id, StatusCode.SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE")
