@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import select
+import socket
 import subprocess
 import sys
 import threading
@@ -27,8 +29,10 @@ from libp2p.protocol_muxer.multiselect_communicator import MultiselectCommunicat
 from libp2p.utils import read_delim
 
 from tests.p2p_attacks import (
+    ATTACKER,
     NOISE_FIRST_MESSAGE,
     ConnectionFlood,
+    connect_from,
     ms_line,
     multistream_bomb,
     rss_bytes,
@@ -55,10 +59,12 @@ RSS_BOUND = 50 * MB
 def make_listener() -> Iterator[Callable[..., P2PListener]]:
     started: list[P2PListener] = []
 
-    def make(limits: ListenerLimits | None = None) -> P2PListener:
+    def make(
+        limits: ListenerLimits | None = None, listen: tuple[str, ...] = ("/ip4/127.0.0.1/tcp/0",)
+    ) -> P2PListener:
         listener = P2PListener(
             ephemeral_key_pair(),
-            ["/ip4/127.0.0.1/tcp/0"],
+            list(listen),
             {ECHO: (lambda body: b"echo:" + body, None)},
             cluster_id=16,
             shards=[32],
@@ -77,13 +83,14 @@ def address_of(listener: P2PListener) -> str:
     return listener.multiaddrs[0]
 
 
-def honest_queries(listener: P2PListener, count: int) -> list[float]:
+def honest_queries(listener: P2PListener, count: int, address: str | None = None) -> list[float]:
     """``count`` queries from 127.0.0.1, each on a new connection: their latencies (s)."""
     latencies = []
     for n in range(count):
         start = time.monotonic()
         body = f"honest {n}".encode()
-        assert request_once(address_of(listener), ECHO, body, timeout=15) == b"echo:" + body
+        target = address or address_of(listener)
+        assert request_once(target, ECHO, body, timeout=15) == b"echo:" + body
         latencies.append(time.monotonic() - start)
     return latencies
 
@@ -120,6 +127,124 @@ def test_one_address_flooding_before_the_handshake_locks_no_one_out(
     assert stats["connection_refused"] >= 1  # ... and over its share they were closed
     assert max(latencies) < 10.0  # answered, not locked out (bench: p99 under load)
     assert grown < RSS_BOUND
+
+
+def ws_address_of(listener: P2PListener) -> str:
+    return next(a for a in listener.multiaddrs if "/ws/" in a)
+
+
+def idle_sockets(target: tuple[str, int], count: int) -> list[socket.socket]:
+    """``count`` TCP connections from the attacker's address that never send a byte."""
+    return [connect_from(ATTACKER, target) for _ in range(count)]
+
+
+def closed_by_server(sockets: list[socket.socket], within: float) -> tuple[int, float]:
+    """How many of ``sockets`` the server closed (EOF or reset) within ``within`` s, and
+    how long after the call the last of them was closed (s)."""
+    closed: set[int] = set()
+    start = last = time.monotonic()
+    deadline = start + within
+    while len(closed) < len(sockets) and time.monotonic() < deadline:
+        ready, _, _ = select.select([s for s in sockets if s.fileno() not in closed], [], [], 0.1)
+        for sock in ready:
+            try:
+                data = sock.recv(1024, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                closed.add(sock.fileno())
+                last = time.monotonic()
+    return len(closed), last - start
+
+
+def wait_gate_empty(listener: P2PListener, within: float = 10.0) -> None:
+    gate = listener._gate
+    deadline = time.monotonic() + within
+    while (gate.open or gate.handshaking) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (gate.open, gate.handshaking) == (0, 0), (gate.open_by_address, gate.handshaking)
+    assert not gate.open_by_address and not gate.handshaking_by_address
+
+
+def test_idle_websocket_connections_are_counted_before_the_http_upgrade(make_listener) -> None:
+    limits = ListenerLimits(host=HostLimits(handshake_timeout=3.0))
+    listener = make_listener(limits, listen=("/ip4/127.0.0.1/tcp/0/ws",))
+    ws = ws_address_of(listener)
+    honest_queries(listener, 2, ws)
+    before = rss_bytes()
+    gate = listener._gate
+    count = 300  # over the per-address (32), handshake (16) and share budgets
+    sockets = idle_sockets(tcp_target(ws), count)
+    try:
+        closed, took = closed_by_server(sockets, within=1.5)  # handshake_timeout: 3 s
+        # every socket over the attacker's handshake budget was closed, unread, at once
+        assert closed == count - gate.max_handshakes_per_address, closed
+        assert gate.handshaking_by_address["127.0.0.2"] == gate.max_handshakes_per_address
+        # ... and those within it once no HTTP upgrade came within the handshake timeout
+        assert closed_by_server(sockets, within=5.0)[0] == count
+        latencies = honest_queries(listener, 5, ws)  # js-waku's transport: /ws only
+    finally:
+        for sock in sockets:
+            sock.close()
+    grown = rss_bytes() - before
+    stats = listener.stats()
+    print(f"idle /ws: {closed} of {count} closed in {took:.2f} s, honest "
+          f"{[round(x, 2) for x in latencies]} s, RSS +{grown / MB:.1f} MB, {stats}")  # fmt: skip
+    assert stats["connection_refused"] >= count - gate.max_handshakes_per_address
+    assert max(latencies) < 10.0
+    assert grown < RSS_BOUND
+    wait_gate_empty(listener)
+
+
+def test_a_websocket_query_holds_one_slot_and_releases_it(make_listener) -> None:
+    listener = make_listener(listen=("/ip4/127.0.0.1/tcp/0/ws",))
+    gate = listener._gate
+    seen: list[tuple[int, dict[str, int]]] = []
+
+    async def main() -> bytes:
+        async with P2PClient.dial(ws_address_of(listener)) as client:
+            answer = await client.request(ECHO, b"js")
+            seen.append((gate.open, dict(gate.open_by_address)))
+            return answer
+
+    assert trio.run(main) == b"echo:js"
+    # counted once (at TCP accept, not again after the upgrade), by its real address
+    assert seen == [(1, {"127.0.0.1": 1})]
+    wait_gate_empty(listener)
+    honest_queries(listener, 3, ws_address_of(listener))
+    wait_gate_empty(listener)
+
+
+def test_a_port_tcp_and_websocket_share_is_gated_once_at_accept(make_listener) -> None:
+    limits = ListenerLimits(host=HostLimits(handshake_timeout=3.0))
+    listener = make_listener(limits, listen=("/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"))
+    ws = ws_address_of(listener)
+    tcp = next(a for a in listener.multiaddrs if "/ws/" not in a)
+    assert tcp_target(ws) == tcp_target(tcp)  # one socket
+    gate = listener._gate
+    sockets = idle_sockets(tcp_target(tcp), 100)
+    try:
+        closed, _ = closed_by_server(sockets, within=1.5)
+        assert closed == 100 - gate.max_handshakes_per_address, closed
+        honest_queries(listener, 2, ws)
+        honest_queries(listener, 2, tcp)
+    finally:
+        for sock in sockets:
+            sock.close()
+    wait_gate_empty(listener)
+
+    async def main() -> list[int]:
+        opened = []
+        for address in (tcp, ws):
+            async with P2PClient.dial(address) as client:
+                assert await client.request(ECHO, b"x") == b"echo:x"
+                opened.append(gate.open)
+        return opened
+
+    assert trio.run(main) == [1, 1]
+    wait_gate_empty(listener)
 
 
 def test_multistream_length_of_2_to_the_31_is_refused_unread(make_listener) -> None:

@@ -9,7 +9,9 @@ any handshake, capped multistream-select messages, and yamux receive windows enf
   ``address_share`` of either budget, so a share always stays for the others.
   :func:`guard_inbound` puts it in front of py-libp2p's swarm: a connection over a limit is
   closed at once, before a byte is read (no crypto work); a handshake that does not finish
-  within ``handshake_timeout`` is dropped.
+  within ``handshake_timeout`` is dropped. A ``/ws`` connection, and any connection to a
+  port TCP and WebSocket share, is counted at TCP accept, before its HTTP upgrade (or the
+  3-byte classification of a shared port), and only once.
 * :func:`bound_multistream_reads`: a multistream-select message longer than
   :data:`MULTISTREAM_MAX_MESSAGE_BYTES` ends the negotiation (and the connection) as soon as
   its length prefix is read; py-libp2p's ``read_delim`` would read any announced length.
@@ -23,12 +25,16 @@ from __future__ import annotations
 
 import math
 import struct
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import libp2p.transport.websocket.listener as ws_listener_module
 import trio
+import trio_websocket
 from libp2p.abc import IMuxedConn, INetwork
 from libp2p.exceptions import ParseError
 from libp2p.io.exceptions import IOException
@@ -42,8 +48,10 @@ from libp2p.stream_muxer.yamux.yamux import (
     TYPE_DATA,
     TYPE_WINDOW_UPDATE,
 )
+from libp2p.transport.websocket.transport import WebsocketTransport
 from libp2p.utils.varint import read_varint_prefixed_bytes_limited
 from multiaddr import Multiaddr
+from trio_websocket._impl import CONN_TIMEOUT, MAX_MESSAGE_SIZE, MESSAGE_QUEUE_SIZE, RECEIVE_BYTES
 
 from waku_legacy.limits import address_key
 
@@ -53,7 +61,9 @@ __all__ = [
     "InboundGate",
     "YamuxReceiveMeter",
     "bound_multistream_reads",
+    "gated_serve_websocket",
     "guard_inbound",
+    "serve_admitted",
 ]
 
 #: The longest multistream-select message read (length prefix included in neither).
@@ -163,6 +173,53 @@ def _decrement(counter: Counter[str], key: str) -> None:
         del counter[key]
 
 
+class Admission:
+    """One connection's slots in a gate: released once each, whatever closes first."""
+
+    def __init__(self, gate: InboundGate, address: str, stream: Any = None) -> None:
+        self.gate = gate
+        self.address = address
+        self.stream = stream
+        self.handshaking = True
+        self.open = True
+        if stream is not None:
+            _ADMITTED[id(stream)] = self
+
+    def handshake_done(self) -> None:
+        if self.handshaking:
+            self.handshaking = False
+            self.gate.handshake_done(self.address)
+
+    def close(self) -> None:
+        self.handshake_done()
+        if self.open:
+            self.open = False
+            self.gate.closed(self.address)
+            if self.stream is not None and _ADMITTED.get(id(self.stream)) is self:
+                del _ADMITTED[id(self.stream)]
+
+
+#: connections admitted at TCP accept (WebSocket, shared port), by their accepted stream's id
+_ADMITTED: dict[int, Admission] = {}
+#: attributes leading from what py-libp2p hands the swarm to the accepted stream
+#: (P2PWebSocketConnection._ws, WebSocketConnection._stream, TrioTCPStream.stream,
+#: PeekableStream.stream)
+_INNER = ("_ws", "_stream", "stream")
+
+
+def _admission_of(raw: Any) -> Admission | None:
+    """The accept-time admission of the stream under ``raw``, if it had one."""
+    seen = raw
+    for _ in range(6):
+        found = _ADMITTED.get(id(seen))
+        if found is not None and found.stream is seen:
+            return found
+        seen = next((getattr(seen, n) for n in _INNER if getattr(seen, n, None) is not None), None)
+        if seen is None:
+            return None
+    return None
+
+
 def remote_address_of(conn: Any) -> str:
     """The address key (IPv6: its /64) of a raw connection's peer, or ``"unknown"``."""
     try:
@@ -170,6 +227,15 @@ def remote_address_of(conn: Any) -> str:
     except Exception:
         remote = None
     return address_key(str(remote[0])) if remote else "unknown"
+
+
+def _peer_of(stream: Any) -> str:
+    """The address key of an accepted trio stream's peer (SocketStream or SSLStream)."""
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
+    try:
+        return address_key(str(sock.getpeername()[0])) if sock is not None else "unknown"
+    except OSError:
+        return "unknown"
 
 
 async def _close_raw(conn: Any) -> None:
@@ -180,6 +246,129 @@ async def _close_raw(conn: Any) -> None:
         pass
 
 
+async def serve_admitted(
+    gate: InboundGate,
+    on_refused: OnRefused,
+    stream: trio.abc.Stream,
+    serve: Callable[[], Awaitable[None]],
+) -> None:
+    """Admit a just-accepted ``stream`` before anything is read from it, then ``serve()``
+    it; its slots are released when ``serve`` returns (or earlier, by the swarm's guard
+    once its muxer closes). Over a limit it is closed at once."""
+    address = _peer_of(stream)
+    refused = gate.admit(address)
+    if refused is not None:
+        transport = getattr(stream, "transport_stream", stream)  # no TLS close_notify
+        with trio.move_on_after(1.0):
+            await transport.aclose()
+        on_refused("connection_refused", address, f"over the limit: {refused}")
+        return
+    admission = Admission(gate, address, stream)
+    try:
+        await serve()
+    finally:
+        admission.close()
+
+
+class GatedWebSocketServer(trio_websocket.WebSocketServer):
+    """trio-websocket's server, counting each TCP connection in ``gate`` at accept."""
+
+    def __init__(self, *args: Any, gate: InboundGate, on_refused: OnRefused, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._gate = gate
+        self._on_refused = on_refused
+
+    async def _handle_connection(self, stream: trio.abc.Stream) -> None:
+        serve = partial(super()._handle_connection, stream)
+        await serve_admitted(self._gate, self._on_refused, stream, serve)
+
+
+#: the gate of each py-libp2p WebsocketListener a guarded swarm created
+_WS_GATES: weakref.WeakKeyDictionary[Any, tuple[InboundGate, OnRefused]] = (
+    weakref.WeakKeyDictionary()
+)
+_serve_websocket = trio_websocket.serve_websocket
+
+
+async def gated_serve_websocket(
+    handler: Any,
+    host: Any,
+    port: int,
+    ssl_context: Any,
+    *,
+    handler_nursery: trio.Nursery | None = None,
+    message_queue_size: int = MESSAGE_QUEUE_SIZE,
+    max_message_size: int = MAX_MESSAGE_SIZE,
+    receive_buffer_size: int | None = RECEIVE_BYTES,
+    connect_timeout: float = CONN_TIMEOUT,
+    disconnect_timeout: float = CONN_TIMEOUT,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """``trio_websocket.serve_websocket`` as py-libp2p's WebSocket listener calls it, with
+    the same listeners and settings, serving through :class:`GatedWebSocketServer` when the
+    listener belongs to a guarded swarm (whose ``handshake_timeout`` then also bounds the
+    wait for the HTTP upgrade request)."""
+    settings: dict[str, Any] = {
+        "handler_nursery": handler_nursery,
+        "message_queue_size": message_queue_size,
+        "max_message_size": max_message_size,
+        "receive_buffer_size": receive_buffer_size,
+        "connect_timeout": connect_timeout,
+        "disconnect_timeout": disconnect_timeout,
+    }
+    guard = _WS_GATES.get(getattr(handler, "__self__", None))
+    if guard is None:
+        await _serve_websocket(
+            handler, host, port, ssl_context, task_status=task_status, **settings
+        )
+        return
+    listeners: list[Any]
+    if ssl_context is None:
+        listeners = list(await trio.open_tcp_listeners(port, host=host))
+    else:
+        listeners = list(
+            await trio.open_ssl_over_tcp_listeners(
+                port, ssl_context, host=host, https_compatible=True
+            )
+        )
+    gate, on_refused = guard
+    # trio-websocket waits for the HTTP request until connect_timeout (60 s) even after the
+    # peer has gone: the upgrade is part of the handshake, so it gets the handshake's bound
+    settings["connect_timeout"] = min(connect_timeout, gate.limits.handshake_timeout)
+    server = GatedWebSocketServer(handler, listeners, gate=gate, on_refused=on_refused, **settings)
+    await server.run(task_status=task_status)
+
+
+def _gate_accepts(swarm: INetwork, gate: InboundGate, on_refused: OnRefused) -> None:
+    """Count connections at TCP accept where py-libp2p hands them to the swarm only later:
+    its WebSocket listeners (after the HTTP upgrade) and a port TCP and WebSocket share
+    (after the 3-byte classification; both kinds)."""
+    ws_listener_module.serve_websocket = gated_serve_websocket  # type: ignore[assignment]
+    manager = getattr(swarm, "transport_manager", None)
+    transports = manager.get_transports() if manager is not None else []
+    for transport in transports:
+        if isinstance(transport, WebsocketTransport):
+            create = transport.create_listener
+
+            def create_gated(handler: Any, _create: Any = create) -> Any:
+                listener = _create(handler)
+                _WS_GATES[listener] = (gate, on_refused)
+                return listener
+
+            transport.create_listener = create_gated  # type: ignore[method-assign]
+    demuxers = dict(getattr(manager, "_port_demuxers", None) or {})
+    single = getattr(manager, "_port_demux", None)
+    if single is not None:
+        demuxers[(single.host, single.port)] = single
+    for demux in demuxers.values():
+        route = demux._classify_and_route
+
+        async def classify(stream: trio.SocketStream, _route: Any = route) -> None:
+            await serve_admitted(gate, on_refused, stream, partial(_route, stream))
+
+        demux._classify_and_route = classify
+
+
 def guard_inbound(swarm: INetwork, gate: InboundGate, on_refused: OnRefused) -> None:
     """Put ``gate`` in front of every inbound connection of ``swarm`` (TCP and WebSocket).
 
@@ -187,25 +376,29 @@ def guard_inbound(swarm: INetwork, gate: InboundGate, on_refused: OnRefused) -> 
     calls with a just-accepted connection): the admission is decided before py-libp2p
     reads a byte, a refused connection is closed at once, an admitted one is upgraded
     (multistream-select, Noise, muxer) within ``handshake_timeout`` and keeps its slot
-    until its muxer closes. py-libp2p's own inbound limiter is not used: it held a slot
-    until the swarm stopped, not until the connection closed."""
+    until its muxer closes. A connection already admitted at TCP accept (WebSocket, shared
+    port: :func:`serve_admitted`) keeps that admission. py-libp2p's own inbound limiter is
+    not used: it held a slot until the swarm stopped, not until the connection closed."""
     timeout = gate.limits.handshake_timeout
+    _gate_accepts(swarm, gate, on_refused)
 
     async def handle(raw: Any, maddr: Multiaddr) -> None:
-        address = remote_address_of(raw)
-        refused = gate.admit(address)
-        if refused is not None:
-            await _close_raw(raw)
-            on_refused("connection_refused", address, f"over the limit: {refused}")
-            return
-        handshaking = True
+        admission = _admission_of(raw)
+        if admission is None:
+            address = remote_address_of(raw)
+            refused = gate.admit(address)
+            if refused is not None:
+                await _close_raw(raw)
+                on_refused("connection_refused", address, f"over the limit: {refused}")
+                return
+            admission = Admission(gate, address)
+        address = admission.address
         try:
             with trio.move_on_after(timeout) as scope:
                 upgrade: Callable[[Any, Multiaddr], Awaitable[IMuxedConn]]
                 upgrade = swarm.upgrade_inbound_raw_conn
                 muxed = await upgrade(RawConnection(raw, False), maddr)
-            gate.handshake_done(address)
-            handshaking = False
+            admission.handshake_done()
             if scope.cancelled_caught:
                 await _close_raw(raw)
                 on_refused("handshake_timeout", address, f"no handshake within {timeout} s")
@@ -213,13 +406,11 @@ def guard_inbound(swarm: INetwork, gate: InboundGate, on_refused: OnRefused) -> 
             await _wait_closed(muxed)
         except Exception as exc:
             await _close_raw(raw)
-            if handshaking:  # py-libp2p's own upgrade timeout (the same) raises
+            if admission.handshaking:  # py-libp2p's own upgrade timeout (the same) raises
                 kind = "handshake_timeout" if "timeout" in str(exc).lower() else "handshake_failed"
                 on_refused(kind, address, f"{type(exc).__name__}: {exc}")
         finally:
-            if handshaking:
-                gate.handshake_done(address)
-            gate.closed(address)
+            admission.close()
 
     swarm._handle_inbound_connection = handle  # type: ignore[attr-defined]
 
