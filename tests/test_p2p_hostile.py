@@ -247,6 +247,23 @@ def test_a_port_tcp_and_websocket_share_is_gated_once_at_accept(make_listener) -
     wait_gate_empty(listener)
 
 
+def test_a_stalled_http_upgrade_on_a_shared_port_loses_its_slot(make_listener) -> None:
+    limits = ListenerLimits(host=HostLimits(handshake_timeout=2.0))
+    listener = make_listener(limits, listen=("/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"))
+    sockets = idle_sockets(tcp_target(ws_address_of(listener)), 8)
+    try:
+        for sock in sockets:  # classified as HTTP, then the request never ends
+            sock.sendall(b"GET / HTTP/1.1\r\n")
+        # py-libp2p's shared-port WebSocket upgrade waits for the request without a bound
+        closed, took = closed_by_server(sockets, within=8.0)
+        assert closed == 8 and took < 5.0, (closed, took)
+    finally:
+        for sock in sockets:
+            sock.close()
+    wait_gate_empty(listener)
+    assert listener.stats()["handshake_timeout"] >= 8
+
+
 def test_multistream_length_of_2_to_the_31_is_refused_unread(make_listener) -> None:
     listener = make_listener()
     before = warmed(listener)

@@ -254,7 +254,8 @@ async def serve_admitted(
 ) -> None:
     """Admit a just-accepted ``stream`` before anything is read from it, then ``serve()``
     it; its slots are released when ``serve`` returns (or earlier, by the swarm's guard
-    once its muxer closes). Over a limit it is closed at once."""
+    once its muxer closes). Over a limit it is closed at once; still in its handshake
+    (HTTP upgrade, Noise, muxer) ``handshake_timeout`` after accept, it is closed."""
     address = _peer_of(stream)
     refused = gate.admit(address)
     if refused is not None:
@@ -264,8 +265,29 @@ async def serve_admitted(
         on_refused("connection_refused", address, f"over the limit: {refused}")
         return
     admission = Admission(gate, address, stream)
+    timeout = gate.limits.handshake_timeout
+
+    async def serve_then_stop(nursery: trio.Nursery) -> None:
+        try:
+            await serve()
+        except Exception:  # the callers' own handlers end here too: nothing to add
+            pass
+        finally:
+            nursery.cancel_scope.cancel()
+
+    async def drop_if_handshaking(nursery: trio.Nursery) -> None:
+        # py-libp2p's shared-port WebSocket upgrade waits for the HTTP request unbounded
+        await trio.sleep(timeout)
+        if admission.handshaking:
+            on_refused("handshake_timeout", address, f"no handshake within {timeout} s")
+            with trio.move_on_after(1.0):
+                await getattr(stream, "transport_stream", stream).aclose()
+            nursery.cancel_scope.cancel()  # the shared port waits for a close callback
+
     try:
-        await serve()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drop_if_handshaking, nursery)
+            nursery.start_soon(serve_then_stop, nursery)
     finally:
         admission.close()
 
@@ -321,29 +343,31 @@ async def gated_serve_websocket(
         await _serve_websocket(
             handler, host, port, ssl_context, task_status=task_status, **settings
         )
-        return
-    listeners: list[Any]
-    if ssl_context is None:
-        listeners = list(await trio.open_tcp_listeners(port, host=host))
     else:
-        listeners = list(
-            await trio.open_ssl_over_tcp_listeners(
-                port, ssl_context, host=host, https_compatible=True
+        listeners: list[Any]
+        if ssl_context is None:
+            listeners = list(await trio.open_tcp_listeners(port, host=host))
+        else:
+            listeners = list(
+                await trio.open_ssl_over_tcp_listeners(
+                    port, ssl_context, host=host, https_compatible=True
+                )
             )
+        gate, on_refused = guard
+        # trio-websocket waits for the HTTP request until connect_timeout (60 s) even after
+        # the peer has gone: the upgrade is part of the handshake, so it gets its bound
+        settings["connect_timeout"] = min(connect_timeout, gate.limits.handshake_timeout)
+        server = GatedWebSocketServer(
+            handler, listeners, gate=gate, on_refused=on_refused, **settings
         )
-    gate, on_refused = guard
-    # trio-websocket waits for the HTTP request until connect_timeout (60 s) even after the
-    # peer has gone: the upgrade is part of the handshake, so it gets the handshake's bound
-    settings["connect_timeout"] = min(connect_timeout, gate.limits.handshake_timeout)
-    server = GatedWebSocketServer(handler, listeners, gate=gate, on_refused=on_refused, **settings)
-    await server.run(task_status=task_status)
+        await server.run(task_status=task_status)
 
 
 def _gate_accepts(swarm: INetwork, gate: InboundGate, on_refused: OnRefused) -> None:
     """Count connections at TCP accept where py-libp2p hands them to the swarm only later:
     its WebSocket listeners (after the HTTP upgrade) and a port TCP and WebSocket share
     (after the 3-byte classification; both kinds)."""
-    ws_listener_module.serve_websocket = gated_serve_websocket  # type: ignore[assignment]
+    setattr(ws_listener_module, "serve_websocket", gated_serve_websocket)  # noqa: B010
     manager = getattr(swarm, "transport_manager", None)
     transports = manager.get_transports() if manager is not None else []
     for transport in transports:
