@@ -20,6 +20,10 @@ every refusal is still counted in the metrics.
 
 The v1 mailserver (RLPx) and the bridge's HTTP side both use these.
 
+:class:`ConnectionCounts` counts a listener's connections, in total and per address, and
+how many of them are still in their handshake; the RLPx listener and the libp2p gate each
+put their own caps on it.
+
 :data:`MAX_MESSAGE_SIZE` is status-go's ``MaxMessageSize``: the largest packet, envelope or
 26/WAKU-PAYLOAD a node ever accepts.
 """
@@ -35,7 +39,14 @@ from collections import Counter, OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-__all__ = ["Continuations", "LogThrottle", "RateLimiter", "address_key", "allow_all"]
+__all__ = [
+    "ConnectionCounts",
+    "Continuations",
+    "LogThrottle",
+    "RateLimiter",
+    "address_key",
+    "allow_all",
+]
 
 # status-go's MaxMessageSize (10 MiB).
 MAX_MESSAGE_SIZE = 10 * 1024 * 1024
@@ -52,6 +63,39 @@ def address_key(host: str) -> str:
             return str(address.ipv4_mapped)
         return str(ipaddress.IPv6Network((address, 64), strict=False))
     return str(address)
+
+
+class ConnectionCounts:
+    """A listener's connections: all it holds (``open``) and those still in their
+    handshake (``handshaking``), in total and per address key (sans-IO; one thread)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.handshaking = 0
+        self.open_by_address: Counter[str] = Counter()
+        self.handshaking_by_address: Counter[str] = Counter()
+
+    def opened(self, key: str) -> None:
+        """A connection from ``key`` was accepted: it holds a slot and is handshaking."""
+        self.open += 1
+        self.handshaking += 1
+        self.open_by_address[key] += 1
+        self.handshaking_by_address[key] += 1
+
+    def handshake_done(self, key: str) -> None:
+        """The connection's handshake ended (done or failed); it keeps its open slot."""
+        self.handshaking -= 1
+        _decrement(self.handshaking_by_address, key)
+
+    def closed(self, key: str) -> None:
+        self.open -= 1
+        _decrement(self.open_by_address, key)
+
+
+def _decrement(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]  # bounded: only addresses that hold a slot stay
 
 
 class RateLimiter:

@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import coincurve
 
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.limits import RateLimiter, address_key
+from waku_legacy.limits import ConnectionCounts, RateLimiter, address_key
 from waku_legacy.mailserver_compat.rlpx import compression, p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.rlpx.events import (
@@ -314,53 +313,36 @@ class ConnectionLimits:
     connect_burst: int = 1
 
 
-class _ConnectionCounts:
+class _ConnectionCounts(ConnectionCounts):
+    """The listener's :class:`ConnectionCounts` under its :class:`ConnectionLimits`."""
+
     def __init__(self, limits: ConnectionLimits) -> None:
+        super().__init__()
         self.limits = limits
-        self.total = 0
-        self.pending = 0
-        self.per_address: Counter[str] = Counter()
-        self.pending_per_address: Counter[str] = Counter()
         self.connects = RateLimiter(rate=limits.connect_rate, burst=limits.connect_burst)
 
     def refusal(self, key: str, now: float) -> str | None:
         limits = self.limits
-        if limits.max_peers is not None and self.total >= limits.max_peers:
+        if limits.max_peers is not None and self.open >= limits.max_peers:
             return "too_many_peers"
-        if limits.max_per_address is not None and self.per_address[key] >= limits.max_per_address:
+        per_address = limits.max_per_address
+        if per_address is not None and self.open_by_address[key] >= per_address:
             return "too_many_from_address"
-        if limits.max_pending is not None and self.pending >= limits.max_pending:
+        if limits.max_pending is not None and self.handshaking >= limits.max_pending:
             return "too_many_handshakes"
         if (
             limits.max_pending_per_address is not None
-            and self.pending_per_address[key] >= limits.max_pending_per_address
+            and self.handshaking_by_address[key] >= limits.max_pending_per_address
         ):
             return "too_many_handshakes_from_address"
         if not self.connects.allow(key, now):
             return "connecting_too_often"
         return None
 
-    def open(self, key: str) -> None:
-        self.total += 1
-        self.pending += 1
-        self.per_address[key] += 1
-        self.pending_per_address[key] += 1
-
-    def established(self, key: str) -> None:
-        self.pending -= 1
-        self._drop(self.pending_per_address, key)
-
     def close(self, key: str, *, pending: bool) -> None:
-        self.total -= 1
         if pending:
-            self.established(key)
-        self._drop(self.per_address, key)
-
-    @staticmethod
-    def _drop(counter: Counter[str], key: str) -> None:
-        counter[key] -= 1
-        if counter[key] <= 0:
-            del counter[key]
+            self.handshake_done(key)
+        self.closed(key)
 
 
 def _refuse(
@@ -408,7 +390,7 @@ async def listen(
         if refusal is not None:
             _refuse(writer, host, refusal, on_refused)
             return
-        counts.open(key)
+        counts.opened(key)
         pending = True
         try:
             pending = await _serve(reader, writer, key)
@@ -436,7 +418,7 @@ async def listen(
         except asyncio.CancelledError:
             await peer._shutdown()
             return True
-        counts.established(key)
+        counts.handshake_done(key)
         try:
             await handler(peer)
         except PeerDisconnected:

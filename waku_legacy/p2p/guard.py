@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import struct
 import weakref
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -53,7 +52,7 @@ from libp2p.utils.varint import read_varint_prefixed_bytes_limited
 from multiaddr import Multiaddr
 from trio_websocket._impl import CONN_TIMEOUT, MAX_MESSAGE_SIZE, MESSAGE_QUEUE_SIZE, RECEIVE_BYTES
 
-from waku_legacy.limits import address_key
+from waku_legacy.limits import ConnectionCounts, address_key
 
 __all__ = [
     "MULTISTREAM_MAX_MESSAGE_BYTES",
@@ -124,10 +123,11 @@ class GateLimits:
         return max(1, min(configured, math.floor(budget * self.address_share)))
 
 
-class InboundGate:
+class InboundGate(ConnectionCounts):
     """Who may hold a connection slot (sans-IO; one per listener, trio thread only)."""
 
     def __init__(self, limits: GateLimits) -> None:
+        super().__init__()
         self.limits = limits
         self.max_per_address = limits.per_address(
             limits.max_connections_per_address, limits.max_connections
@@ -135,10 +135,6 @@ class InboundGate:
         self.max_handshakes_per_address = limits.per_address(
             limits.max_handshakes_per_address, limits.max_handshakes
         )
-        self.open = 0
-        self.handshaking = 0
-        self.open_by_address: Counter[str] = Counter()
-        self.handshaking_by_address: Counter[str] = Counter()
 
     def admit(self, address: str) -> str | None:
         """Take a handshake slot for a new connection from ``address``, or say why not."""
@@ -151,26 +147,8 @@ class InboundGate:
             return f"{limits.max_handshakes} handshakes under way"
         if self.handshaking_by_address[address] >= self.max_handshakes_per_address:
             return f"{self.max_handshakes_per_address} handshakes under way from {address}"
-        self.open += 1
-        self.handshaking += 1
-        self.open_by_address[address] += 1
-        self.handshaking_by_address[address] += 1
+        self.opened(address)
         return None
-
-    def handshake_done(self, address: str) -> None:
-        """The connection's handshake ended (done or failed); it keeps its open slot."""
-        self.handshaking -= 1
-        _decrement(self.handshaking_by_address, address)
-
-    def closed(self, address: str) -> None:
-        self.open -= 1
-        _decrement(self.open_by_address, address)
-
-
-def _decrement(counter: Counter[str], key: str) -> None:
-    counter[key] -= 1
-    if counter[key] <= 0:
-        del counter[key]
 
 
 class Admission:
