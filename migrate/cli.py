@@ -49,6 +49,10 @@ __all__ = ["parse_source_spec", "register"]
 DAY = 86_400
 
 
+#: What ``--source`` takes (every command that reads legacy sources says it in its help).
+SOURCE_SPECS = "leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH"
+
+
 def parse_source_spec(spec: str, number: int) -> dict[str, Any]:
     """One ``--source`` value as a ``[[source]]`` table."""
     text = spec.strip()
@@ -503,7 +507,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     export.add_argument(
         "--source", action="append", required=True,
-        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
+        help=SOURCE_SPECS,
     )  # fmt: skip
     export.add_argument(
         "--shard", type=int,
@@ -551,7 +555,7 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     audit.add_argument("--archive-dir", help="archive folder (holding 0x<id>/data and index)")
     audit.add_argument(
         "--source", action="append", required=True,
-        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
+        help=SOURCE_SPECS,
     )  # fmt: skip
     audit.add_argument(
         "--channel", action="append", default=[],

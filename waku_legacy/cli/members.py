@@ -236,6 +236,7 @@ def _preview(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     from waku_legacy.archive.cli import add_session
+    from waku_legacy.migrate.cli import SOURCE_SPECS
 
     members = subparsers.add_parser("members", help="what members' Status clients will see")
     sub = members.add_subparsers(dest="members_command", metavar="SUBCOMMAND")
@@ -252,8 +253,7 @@ def register(subparsers: Any) -> None:
     preview.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
     preview.add_argument(
         "--source", action="append", default=[],
-        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH "
-        "(descriptions and link messages are read there)",
+        help=f"{SOURCE_SPECS} (descriptions and link messages are read there)",
     )  # fmt: skip
     preview.add_argument("--store", help="v2 store URL (descriptions and link messages)")
     preview.add_argument(

@@ -324,6 +324,8 @@ def _log(args: argparse.Namespace, line: str) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from waku_legacy.migrate.cli import SOURCE_SPECS
+
     plan = subparsers.add_parser(
         "plan",
         help="write migrate.toml and bridge.toml for named communities found in legacy "
@@ -331,7 +333,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     plan.add_argument(
         "--source", action="append", required=True,
-        help="leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH",
+        help=SOURCE_SPECS,
     )  # fmt: skip
     plan.add_argument(
         "--community", action="append", required=True,
