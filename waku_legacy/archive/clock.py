@@ -46,7 +46,7 @@ from waku_legacy.archive.magnet import (
     open_signed_archive_link,
 )
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.identity.descriptions import open_description_payload
+from waku_legacy.identity.descriptions import SignedDescription, open_description_payload
 from waku_legacy.identity.topics import CommunityId, content_topic_of_chat
 from waku_legacy.proto import waku_message_pb2
 
@@ -57,6 +57,7 @@ __all__ = [
     "RawMessage",
     "choose_link_clock",
     "evidence_topics",
+    "open_description_message",
     "read_evidence",
     "read_store_evidence",
 ]
@@ -163,6 +164,14 @@ def _link_of(message: RawMessage, community: CommunityId) -> tuple[int, str]:
     return link.clock, link.archive_link
 
 
+def open_description_message(message: RawMessage, community: CommunityId) -> SignedDescription:
+    """The description a message on the community's own chat holds (only a version 1,
+    26/WAKU-PAYLOAD, payload holds one); the payload codec's typed errors otherwise."""
+    if int(message.version or 0) != 1:
+        raise WakuLegacyError("payload version is not 1")
+    return open_description_payload(bytes(message.payload), community)
+
+
 def read_evidence(messages: Iterable[RawMessage], community: CommunityId) -> ClockEvidence:
     """Read descriptions and archive-link messages among ``messages`` (others are skipped)."""
     own, universal, magnetlinks = evidence_topics(community)
@@ -172,9 +181,7 @@ def read_evidence(messages: Iterable[RawMessage], community: CommunityId) -> Clo
         topic = message.content_topic
         if topic == own:
             try:
-                if int(message.version or 0) != 1:
-                    raise WakuLegacyError("payload version is not 1")
-                described = open_description_payload(bytes(message.payload), community)
+                described = open_description_message(message, community)
             except _UNREADABLE as exc:  # left out, counted by reason
                 rejected[f"description: {_reason(exc)}"] += 1
                 continue

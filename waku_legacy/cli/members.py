@@ -146,14 +146,13 @@ def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator
     """A source's records on the community's chat and its two link chats."""
     import dataclasses
 
+    from waku_legacy.archive.clock import evidence_topics
     from waku_legacy.identity.topic_mapping import TopicMapping
-    from waku_legacy.identity.topics import content_topic_of_chat
-    from waku_legacy.members.published import link_topics
     from waku_legacy.migrate.config import SourceKind
     from waku_legacy.migrate.decode import decode_record
     from waku_legacy.migrate.sources import plan_source, read_task
 
-    topics = (content_topic_of_chat(community.chat_id), *link_topics(community))
+    topics = evidence_topics(community)
     if source.kind is SourceKind.STORE_REST and source.url:
         source = dataclasses.replace(
             source, content_topics=topics, partitions=None, state_file=None

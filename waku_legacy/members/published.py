@@ -13,17 +13,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from waku_legacy.archive.clock import STORE_EVIDENCE_LIMIT, NewestMessages, RawMessage
+from waku_legacy.archive.clock import (
+    STORE_EVIDENCE_LIMIT,
+    NewestMessages,
+    RawMessage,
+    evidence_topics,
+    open_description_message,
+)
 from waku_legacy.archive.encode import Flavour
 from waku_legacy.errors import WakuLegacyError
-from waku_legacy.identity.descriptions import SignedDescription, open_description_payload
-from waku_legacy.identity.topics import CommunityId, content_topic_of_chat
+from waku_legacy.identity.descriptions import SignedDescription
+from waku_legacy.identity.topics import CommunityId
 from waku_legacy.members.preview import ArchivedEntry, LinkCandidate
 
 __all__ = [
     "Published",
     "folder_entries",
-    "link_topics",
     "read_link_file",
     "read_published",
     "read_store_published",
@@ -44,28 +49,17 @@ class Published:
         self.unreadable_descriptions += other.unreadable_descriptions
 
 
-def link_topics(community: CommunityId) -> tuple[str, str]:
-    """The content topics of ``<id>-memberUpdate`` and ``<id>-magnetlinks``."""
-    return (
-        content_topic_of_chat(community.universal_chat_id),
-        content_topic_of_chat(community.magnetlinks_chat_id),
-    )
-
-
 def read_published(
     messages: Iterable[RawMessage], community: CommunityId, where: str
 ) -> Published:
     """Descriptions signed by the community key and every message on a link chat."""
-    own = content_topic_of_chat(community.chat_id)
-    links = link_topics(community)
+    own, *links = evidence_topics(community)  # the community's chat, then the link chats
     out = Published()
     for message in messages:
         topic = message.content_topic
         if topic == own:
             try:
-                if int(message.version or 0) != 1:
-                    raise WakuLegacyError("payload version is not 1")
-                out.descriptions.append(open_description_payload(bytes(message.payload), community))
+                out.descriptions.append(open_description_message(message, community))
             except (WakuLegacyError, ValueError):
                 out.unreadable_descriptions += 1
         elif topic in links:
@@ -81,7 +75,7 @@ def read_store_published(
     """The same from a v2 store: the newest ``limit`` messages of the community's chat and of
     each link chat (descriptions and links are republished; the newest count)."""
     rows: list[RawMessage] = []
-    for topic in (content_topic_of_chat(community.chat_id), *link_topics(community)):
+    for topic in evidence_topics(community):
         rows.extend(store.newest(topic, limit))
     return read_published(rows, community, where)
 
