@@ -3,7 +3,7 @@
 Run ``python -m waku_legacy.proto.generate`` (or ``python proto/generate.py``). The proto
 files import each other as ``waku_legacy/proto/<name>.proto``, the package's import path, so
 the generated modules import ``waku_legacy.proto.<name>_pb2`` and never clash with other
-protobuf users in the same process. ``tests/test_proto_generated.py`` fails when the
+protobuf users in the same process. ``tests/proto/test_generate.py`` fails when the
 committed modules drift from what this produces.
 """
 

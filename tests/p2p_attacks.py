@@ -1,5 +1,6 @@
-"""Hostile libp2p peers over real loopback sockets, for tests/test_p2p_hostile.py and
-bench/hostile_p2p.py: a connection flood from one source address (idle TCP, or Noise
+"""Hostile libp2p peers over real loopback sockets, for
+tests/waku_legacy/p2p/test_listener_hostile.py and bench/hostile_p2p.py: a connection flood
+from one source address (idle TCP, or Noise
 handshakes abandoned after their first message), a multistream-select message announcing
 2^31 bytes, and yamux DATA past a stream's receive window. Loopback is 127.0.0.0/8: binding
 the attacker's sockets to 127.0.0.2 makes it another address than the honest 127.0.0.1."""

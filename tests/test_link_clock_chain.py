@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.bridge.support import FakeNwaku, bridge_config
 from tests.helpers import wait_until
-from tests.test_bridge_support import FakeNwaku, bridge_config
-from tests.test_migrate_clock import NOW, SPEC, legacy, migration_data  # noqa: F401 (fixture)
+from tests.migrate.test_archives_clock import NOW, SPEC, legacy, migration_data  # noqa: F401 (fixture)
 from waku_legacy.archive.magnet import verify_magnet_message
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService

@@ -21,9 +21,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.bridge.support import FakeNwaku, bridge_config
 from tests.helpers import reference_keccak256, store_channel_messages, wait_until
 from tests.pb_wire import field_bytes, field_varint
-from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.payload import encode_payload

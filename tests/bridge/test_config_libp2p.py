@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_bridge_support import bridge_config
+from tests.bridge.support import bridge_config
 from waku_legacy.errors import ConfigError
 
 
@@ -109,7 +109,7 @@ async def test_default_shards_add_the_stores_shards(tmp_path) -> None:
     """Issue 24: a bridge with [libp2p] but no `shards` and no [[community]] announced only
     shard 32, so js-waku found no store peer for the store's community shards; without
     `shards` the store's shards are announced too (`shards` given: as given)."""
-    from tests.test_bridge_support import make_rows
+    from tests.bridge.support import make_rows
     from waku_legacy.bridge.service import BridgeService
     from waku_legacy.store import open_store
 

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.test_bridge_support import deterministic_hash
+from tests.bridge.support import deterministic_hash
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.config import HistoryConfig
 from waku_legacy.bridge.history import HistoryPuller

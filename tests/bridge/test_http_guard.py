@@ -16,7 +16,7 @@ import time
 import aiohttp
 import pytest
 
-from tests.test_bridge_support import PUBSUB, bridge_config, make_rows
+from tests.bridge.support import PUBSUB, bridge_config, make_rows
 from waku_legacy.bridge.logs import _FIELDS
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.store import open_store

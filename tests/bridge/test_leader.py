@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bridge.test_workers import free_port, get, metric, wait_for
 from tests.helpers import fresh_database, store_channel_messages
-from tests.test_bridge_workers import free_port, get, metric, wait_for
 from waku_legacy.bridge.leader import lock_key
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.identity.topics import CommunityId

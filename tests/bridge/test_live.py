@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from tests.helpers import wait_until
-from tests.test_bridge_support import (
+from tests.bridge.support import (
     FakeNwaku,
     bridge_config,
     deterministic_hash,
 )
+from tests.helpers import wait_until
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.secp256k1 import generate_private_key

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.test_bridge_support import make_rows
+from tests.bridge.support import make_rows
 from waku_legacy.bridge.live import BatchWriter
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.store_threads import StoreAccess

@@ -15,7 +15,7 @@ import aiohttp
 import coincurve
 import pytest
 
-from tests.test_bridge_support import FakeNwaku
+from tests.bridge.support import FakeNwaku
 from waku_legacy.bridge.config import ConfigError, parse_config
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import ProtectedTopicError, RelayPublisher

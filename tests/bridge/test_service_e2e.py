@@ -14,8 +14,8 @@ import uuid
 import aiohttp
 import pytest
 
+from tests.bridge.support import ADMIN_TOKEN, FakeNwaku, bridge_config
 from tests.helpers import wait_until
-from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku, bridge_config
 from waku_legacy.archive import (
     FetchOptions,
     Selection,

@@ -13,8 +13,8 @@ import uuid
 import aiohttp
 import pytest
 
+from tests.bridge.support import FakeNwaku, bridge_config
 from tests.helpers import start_until_archive_published, store_channel_messages, wait_until
-from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.archive import verify_magnet_message
 from waku_legacy.archive.magnet import magnet_message_from_json
 from waku_legacy.bridge.clock import ManualClock

@@ -11,7 +11,7 @@ import time
 import aiohttp
 import pytest
 
-from tests.test_bridge_support import FakeNwaku, bridge_config
+from tests.bridge.support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.secp256k1 import generate_private_key

@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.bridge.support import ADMIN_TOKEN, FakeNwaku, bridge_config
 from tests.browser import WINDOW, check_png, chromium, page_text, screenshot, text_of
 from tests.helpers import start_until_archive_published, store_channel_messages, wait_until
-from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku, bridge_config
 from waku_legacy.bridge.archiver import LinkReach
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService

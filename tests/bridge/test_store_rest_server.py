@@ -14,8 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.helpers import fresh_database
-from tests.test_bridge_support import (
+from tests.bridge.support import (
     ADMIN_TOKEN,
     CONTENT,
     HEALTH_REPORT,
@@ -30,6 +29,7 @@ from tests.test_bridge_support import (
     order,
     validate,
 )
+from tests.helpers import fresh_database
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.store import StoredMessage, open_store
 
@@ -218,7 +218,7 @@ async def test_hashes_lookup_and_page_size_clamp(bridge):
     doc = json.loads((await _get(http, "/store/v3/messages", pageSize="0"))[2])
     assert len(doc["messages"]) == 20
     # a truncated peer id in peerAddr is nwaku's 400, not an answer from this store
-    # (a peer that is there: test_bridge_rest_peer_addr.py)
+    # (a peer that is there: test_store_rest_server_peer_addr.py)
     status, _, body = await _get(
         http, "/store/v3/messages", peerAddr="/ip4/127.0.0.1/tcp/60001/p2p/16Uiu2HAmVFX"
     )
@@ -252,7 +252,7 @@ async def test_legacy_store_api_pages_with_its_cursor(bridge):
 
 
 # 400s with nwaku's own texts (the cases nwaku answers otherwise are in
-# test_bridge_rest_nwaku_edges.py).
+# test_store_rest_server_nwaku_edges.py).
 BAD_QUERIES = [
     ({"pageSize": "ten"}, "page size parsing error: invalid integer: ten"),
     ({"pageSize": "1" + "0" * 30}, "page size parsing error: Parsed integer outside of valid"),

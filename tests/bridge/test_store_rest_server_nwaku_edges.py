@@ -11,8 +11,8 @@ import json
 import aiohttp
 import pytest
 
-from tests.test_bridge_rest import serving, sqlite_store_of
-from tests.test_bridge_support import HEALTH_REPORT, validate
+from tests.bridge.support import HEALTH_REPORT, validate
+from tests.bridge.test_store_rest_server import serving, sqlite_store_of
 
 pytestmark = pytest.mark.network
 N = 400

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from tests.test_bridge_support import PUBSUB, bridge_config, make_rows
+from tests.bridge.support import PUBSUB, bridge_config, make_rows
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.store import open_store
 

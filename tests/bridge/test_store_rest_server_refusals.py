@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
+from tests.bridge.support import ADMIN_TOKEN, PUBSUB, bridge_config, make_rows
 from tests.helpers import fresh_database
-from tests.test_bridge_support import ADMIN_TOKEN, PUBSUB, bridge_config, make_rows
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.store import open_store
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_bridge_support import CONTENT, PUBSUB, make_rows
+from tests.bridge.support import CONTENT, PUBSUB, make_rows
 from waku_legacy.store import open_store
 
 STORE_PATH = "/store/v3/messages"

@@ -16,13 +16,14 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.bridge.support import FakeNwaku, bridge_config
+from tests.conftest import REPO_ROOT
 from tests.helpers import (
     start_until_archive_published,
     store_channel_messages,
     stored_channel_message,
     wait_until,
 )
-from tests.test_bridge_support import FakeNwaku, bridge_config
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.secp256k1 import generate_private_key, private_key_from_bytes
@@ -30,9 +31,7 @@ from waku_legacy.identity.topics import CommunityId, chat_topic
 from waku_legacy.mailserver_compat.waku_peer import connect
 from waku_legacy.mailserver_compat.wire.pow import seal
 
-DASHBOARD = (
-    Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "waku-legacy-bridge.json"
-)
+DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "waku-legacy-bridge.json"
 DAY = 86_400
 
 # -- the exposition format -------------------------------------------------------------------

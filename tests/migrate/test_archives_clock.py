@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_migrate_pipeline import _archive_files
+from tests.migrate.test_pipeline import _archive_files
 from waku_legacy.archive.magnet import build_archive_link_message, verify_magnet_message
 from waku_legacy.cli import main
 from waku_legacy.crypto.key_file import write_node_key

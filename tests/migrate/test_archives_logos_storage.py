@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.logos_storage_fake import parses_as_cid, running_fake
-from tests.test_migrate_pipeline import output_under
+from tests.migrate.test_pipeline import output_under
 from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
 from waku_legacy.archive.magnet import verify_magnet_message
 from waku_legacy.cli import main

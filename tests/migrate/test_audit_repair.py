@@ -1,6 +1,6 @@
 """``audit --repair``: catch-up archives for what the audit found missing (issue 14).
 
-The damaged archives of tests/test_audit.py (messages removed from week 0, no archive for
+The damaged archives of tests/migrate/test_audit.py (messages removed from week 0, no archive for
 week 2) are repaired; then the second audit finds nothing missing, the old bytes and pieces
 are untouched, and a plain libtorrent session that holds the old torrent's files fetches
 only the new pieces and, importing the index entries it had not seen (as status-go does),
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_audit import CID, COMMUNITY, _sources, damaged, sample  # noqa: F401 (fixtures)
+from tests.migrate.test_audit import CID, COMMUNITY, _sources, damaged, sample  # noqa: F401 (fixtures)
 from waku_legacy.archive.build import LinkSigner, write_magnet_message
 from waku_legacy.archive.data_files import ArchiveIndex, read_archive_bytes, read_index
 from waku_legacy.archive.encode import PIECE_LENGTH, IndexEntry, decode_archive
@@ -222,7 +222,7 @@ def test_repair_in_each_mode_appends_what_the_builder_writes(
     """Issue 22: ``audit --repair`` without ``--archive-topics`` reads the archives' mode, and
     every catch-up archive is byte for byte what the builder writes for its window and
     messages in that mode (metadata topics, copies, hashes, order, padding)."""
-    from tests.test_audit import TOPICS, _week
+    from tests.migrate.test_audit import TOPICS, _week
     from waku_legacy.archive.build import build_community_archives
     from waku_legacy.archive.partition import WEEK_SECONDS
     from waku_legacy.archive.topics import universal_topic

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_migrate_pipeline import _archive_files
+from tests.migrate.test_pipeline import _archive_files
 from waku_legacy.cli import main
 from waku_legacy.errors import ConfigError
 from waku_legacy.migrate.cli import parse_source_spec

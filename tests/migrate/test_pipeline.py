@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 from tests.conftest import database_of, dsn_for_database
-from tests.test_migrate_rest import NwakuRestServer, v2_messages
+from tests.waku_legacy.store.test_rest_client import NwakuRestServer, v2_messages
 from waku_legacy.archive.build import build_community_archives
 from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import WakuLegacyError

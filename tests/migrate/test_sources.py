@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.test_migrate_rest import NwakuRestServer, v2_messages
+from tests.waku_legacy.store.test_rest_client import NwakuRestServer, v2_messages
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import parse_config
 from waku_legacy.migrate.decode import decode_batch

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_migrate_pipeline import _archive_files, _reference_archives
+from tests.migrate.test_pipeline import _archive_files, _reference_archives
 from waku_legacy.migrate.cli import write_demo_config
 from waku_legacy.migrate.sample import (
     SampleSpec,

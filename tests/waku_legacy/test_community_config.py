@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.bridge.support import FakeNwaku, bridge_config
 from tests.helpers import start_until_archive_published, stored_channel_message, wait_until
-from tests.test_archive_magnet import chat_content_topic, independent_open
-from tests.test_bridge_support import FakeNwaku, bridge_config
+from tests.waku_legacy.archive.test_magnet import chat_content_topic, independent_open
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.community_config import load_operator_key, parse_community

@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 
 from tests.helpers import store_channel_messages, wait_until
-from tests.test_archive_store import (
+from tests.waku_legacy.archive.test_layout import (
     COMMUNITY,
     KEY,
     T0,
@@ -122,7 +122,7 @@ def test_finish_refuses_what_it_cannot_finish(tmp_path: Path) -> None:
 
 
 def _bridge_setup(tmp_path: Path):
-    from tests.test_bridge_support import bridge_config
+    from tests.bridge.support import bridge_config
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.identity.topics import CommunityId
 
@@ -156,7 +156,7 @@ def _bridge_build(config, key, url: str, now: int, fault=None):
 @pytest.mark.network
 @pytest.mark.torrent
 async def test_restarted_bridge_seeds_and_publishes_a_matching_torrent_after_a_kill(tmp_path):
-    from tests.test_bridge_support import FakeNwaku
+    from tests.bridge.support import FakeNwaku
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_archive_cli import CHANNEL, COMMUNITY, T0, W, write_input
+from tests.waku_legacy.archive.test_cli import CHANNEL, COMMUNITY, T0, W, write_input
 from waku_legacy.archive.bencode import bencode
 from waku_legacy.archive.data_files import read_index
 from waku_legacy.archive.encode import PIECE_LENGTH

@@ -272,8 +272,8 @@ def test_bridge_config_reads_backend_and_node_url(tmp_path: Path) -> None:
 def _logos_bridge(tmp_path: Path, node_url: str, relay_url: str, republish: str, count: int):  # type: ignore[no-untyped-def]
     """A bridge config archiving ``count`` channel messages (in its SQLite store, 9 days
     before t0) of one community with backend "logos-storage": (config, rows, t0)."""
+    from tests.bridge.support import bridge_config
     from tests.helpers import stored_channel_message
-    from tests.test_bridge_support import bridge_config
     from waku_legacy.store import open_store
 
     channel = str(uuid.UUID(int=3))
@@ -305,8 +305,8 @@ async def test_bridge_run_uploads_and_publishes_the_index_cid(tmp_path: Path) ->
     import base64
     import time
 
-    from tests.test_archive_magnet import independent_open
-    from tests.test_bridge_support import FakeNwaku
+    from tests.bridge.support import FakeNwaku
+    from tests.waku_legacy.archive.test_magnet import independent_open
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
     from waku_legacy.identity.topics import chat_topic
@@ -429,7 +429,7 @@ async def test_bridge_reuploads_and_republishes_once_the_node_recovers(tmp_path:
     import asyncio
     import time
 
-    from tests.test_bridge_support import FakeNwaku
+    from tests.bridge.support import FakeNwaku
     from waku_legacy.bridge.archiver import LOGOS_STORAGE_RETRY
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
@@ -483,7 +483,7 @@ async def test_admin_trigger_publishes_a_link_never_published(tmp_path: Path) ->
 
     import aiohttp
 
-    from tests.test_bridge_support import ADMIN_TOKEN, FakeNwaku
+    from tests.bridge.support import ADMIN_TOKEN, FakeNwaku
     from waku_legacy.bridge.clock import ManualClock
     from waku_legacy.bridge.service import BridgeService
 

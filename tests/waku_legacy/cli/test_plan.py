@@ -13,7 +13,7 @@ from pathlib import Path
 import base58
 import pytest
 
-from tests.test_migrate_rest import NwakuRestServer
+from tests.waku_legacy.store.test_rest_client import NwakuRestServer
 from waku_legacy.cli import main
 from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.crypto.secp256k1 import generate_private_key

@@ -16,7 +16,7 @@ from libp2p.stream_muxer.yamux.yamux import (
     YAMUX_HEADER_FORMAT,
 )
 
-from tests.test_p2p_listener import ECHO, listening, tcp_addr
+from tests.waku_legacy.p2p.test_listener import ECHO, listening, tcp_addr
 from waku_legacy.p2p import host as host_module
 from waku_legacy.p2p.client import P2PClient
 from waku_legacy.p2p.errors import P2PStreamError

@@ -23,13 +23,14 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.test_bridge_support import CONTENT, OTHER_PUBSUB, PUBSUB, bridge_config, make_rows
+from tests.bridge.support import CONTENT, OTHER_PUBSUB, PUBSUB, bridge_config, make_rows
+from tests.conftest import REPO_ROOT
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.store import StoredMessage, open_store
 
 pytestmark = pytest.mark.network
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 CLIENT = ROOT / "tests" / "interop" / "js" / "query_store.mjs"
 SETUP = ROOT / "scripts" / "setup-js-interop.sh"
 N = 400  # 320 on shard 128, 80 on shard 32, four content topics, many timestamp ties

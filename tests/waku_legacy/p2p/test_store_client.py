@@ -24,7 +24,7 @@ from libp2p.network.stream.exceptions import StreamError
 from libp2p.peer.id import ID
 from multiaddr import Multiaddr
 
-from tests.test_bridge_support import CONTENT, OTHER_PUBSUB, PUBSUB, bridge_config, make_rows, order
+from tests.bridge.support import CONTENT, OTHER_PUBSUB, PUBSUB, bridge_config, make_rows, order
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.message_hash import deterministic_hash

@@ -9,12 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.helpers import fresh_database
 from waku_legacy.faults import ENV_VAR
 from waku_legacy.store import open_store
@@ -28,7 +28,7 @@ from waku_legacy.store.pg_load import (
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 def make_rows(n: int) -> list[tuple[Any, ...]]:
@@ -146,7 +146,7 @@ def test_first_load_drops_secondary_indexes_until_it_is_finished(postgres_dsn: s
 
 _CHILD = """
 import sys
-from tests.test_store_pg_load import make_rows
+from tests.waku_legacy.store.test_pg_load import make_rows
 from waku_legacy.faults import fault_from_env
 from waku_legacy.store.pg_load import connect_loader, finish_load, load_rows, prepare_load
 url = sys.argv[1]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.bridge.support import deterministic_hash
 from tests.helpers import fresh_database
-from tests.test_bridge_support import deterministic_hash
 from waku_legacy.store import StoredMessage, StoreQuery, open_store
 
 PUBSUBS = ["/waku/2/rs/16/32", "/waku/2/rs/16/64"]

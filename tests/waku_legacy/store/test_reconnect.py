@@ -25,8 +25,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.bridge.support import bridge_config
 from tests.helpers import OwnPostgres, fresh_database, wait_until
-from tests.test_bridge_support import bridge_config
 from waku_legacy.bridge.live import read_spool
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.secp256k1 import generate_private_key
@@ -497,7 +497,7 @@ def test_postgres_errors_are_told_apart_and_a_terminated_session_is_replaced(pos
 
 
 def test_a_torn_spool_gives_its_good_rows_and_is_kept_aside(tmp_path):
-    from tests.test_bridge_support import make_rows
+    from tests.bridge.support import make_rows
     from waku_legacy.bridge.live import BatchWriter, encode_spool
     from waku_legacy.bridge.store_threads import StoreAccess
 

@@ -24,7 +24,7 @@ import pytest
 
 from tests import pb_wire as w
 from tests.helpers import filled_store
-from tests.test_store_protocol_v3 import PUBSUB, ROWS, TOPICS, FailingStore, model
+from tests.waku_legacy.store.protocol.test_store_v3 import PUBSUB, ROWS, TOPICS, FailingStore, model
 from waku_legacy.bridge.store_rest_server import parse_legacy_query, run_legacy_query
 from waku_legacy.proto import store_v2beta4_pb2
 from waku_legacy.store import MessageStore, StoreError
