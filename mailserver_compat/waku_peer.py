@@ -23,6 +23,7 @@ from waku_legacy.mailserver_compat.rlpx.asyncio_transport import (
     dial,
 )
 from waku_legacy.mailserver_compat.rlpx.enode import Enode
+from waku_legacy.mailserver_compat.rlpx.errors import ConnectionStateError
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
 from waku_legacy.mailserver_compat.wire.complete import RequestComplete
 from waku_legacy.mailserver_compat.wire.waku_protocol import (
@@ -60,7 +61,12 @@ class WakuPeer:
     @property
     def remote_public_key(self) -> bytes:
         key = self.rlpx.remote_public_key
-        assert key is not None
+        if key is None:  # a WakuPeer is made after the handshake, which learns the key
+            raise ConnectionStateError(
+                "remote_public_key",
+                self.rlpx.connection.state.value,
+                "no remote key: the handshake has not completed",
+            )
         return key
 
     async def handshake(self, timeout: float = HANDSHAKE_TIMEOUT) -> StatusOptions:

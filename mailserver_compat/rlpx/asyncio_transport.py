@@ -29,6 +29,7 @@ from waku_legacy.errors import WakuLegacyError
 from waku_legacy.limits import ConnectionCounts, RateLimiter, address_key
 from waku_legacy.mailserver_compat.rlpx import compression, p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
+from waku_legacy.mailserver_compat.rlpx.errors import ConnectionStateError
 from waku_legacy.mailserver_compat.rlpx.events import (
     ConnectionFailed,
     DisconnectReceived,
@@ -118,9 +119,9 @@ class RlpxPeer:
         try:
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
-            self._end(DisconnectReason.NETWORK_ERROR, f"write failed: {exc}", remote=False)
-            assert self.ended is not None
-            raise self.ended from exc
+            raise self._end(
+                DisconnectReason.NETWORK_ERROR, f"write failed: {exc}", remote=False
+            ) from exc
 
     async def send(self, capability: str, code: int, payload: bytes) -> None:
         """Send one capability message (raises :class:`PeerDisconnected` once closed)."""
@@ -148,14 +149,12 @@ class RlpxPeer:
             self._room.set()
         if message is None:
             self._messages.put_nowait(None)  # every later recv() sees the end too
-            assert self.ended is not None
-            raise self.ended
+            raise self._session_end("recv")
         return message
 
     async def wait_closed(self) -> PeerDisconnected:
         await self._closed.wait()
-        assert self.ended is not None
-        return self.ended
+        return self._session_end("wait_closed")
 
     def _handle(self, events: list[Event]) -> None:
         self._write(self.connection.data_to_send())
@@ -173,7 +172,17 @@ class RlpxPeer:
                 )
                 self._end(event.reason, event.error, remote=False)
 
-    def _end(self, reason: DisconnectReason, detail: str, *, remote: bool) -> None:
+    def _session_end(self, event: str) -> PeerDisconnected:
+        """How the session ended, for ``event`` that only runs once it has (the end-of-queue
+        marker and ``_closed`` are set by :meth:`_end` alone)."""
+        if self.ended is None:
+            raise ConnectionStateError(
+                event, self.connection.state.value, "the session has not ended"
+            )
+        return self.ended
+
+    def _end(self, reason: DisconnectReason, detail: str, *, remote: bool) -> PeerDisconnected:
+        """End the session once (later calls keep the first reason); returns how it ended."""
         if self.ended is None:
             self.ended = PeerDisconnected(reason, detail, remote=remote)
             if remote:
@@ -181,6 +190,7 @@ class RlpxPeer:
             self._messages.put_nowait(None)
             self._closed.set()
             self._room.set()
+        return self.ended
 
     async def _read_some(self, timeout: float) -> bytes:
         try:

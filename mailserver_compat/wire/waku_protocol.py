@@ -414,14 +414,17 @@ class WakuPeerState:
     """
 
     max_envelopes: int = 100_000
+    # The two states: False = handshake, only the peer's Status may come (anything else is a
+    # WakuProtocolError); True = session, every packet but a second Status.
     status_received: bool = False
-    pow_requirement: float = 0.0
-    bloom: bytes = FULL_BLOOM
-    topic_interest: frozenset[bytes] | None = None
-    light_node: bool = False
-    confirmations: bool = False
-    packet_rate_limits: RateLimits = field(default_factory=RateLimits)
-    bytes_rate_limits: RateLimits = field(default_factory=RateLimits)
+    # What the peer advertised (Status, then Status updates); status-go's defaults until then.
+    pow_requirement: float = 0.0  # minimum PoW of envelopes it wants sent to it
+    bloom: bytes = FULL_BLOOM  # topics it wants, when it sent no topic interest
+    topic_interest: frozenset[bytes] | None = None  # exact topics it wants (beats bloom)
+    light_node: bool = False  # it does not forward envelopes
+    confirmations: bool = False  # it wants batch acknowledgements
+    packet_rate_limits: RateLimits = field(default_factory=RateLimits)  # its packets/s limits
+    bytes_rate_limits: RateLimits = field(default_factory=RateLimits)  # its bytes/s limits
 
     def apply(self, options: StatusOptions, *, handshake: bool) -> None:
         if handshake:

@@ -123,6 +123,10 @@ class _Protocol:
 
 @dataclass
 class _ConnState:
+    """One open libp2p connection: its remote address, when a stream last opened or closed
+    on it (for the idle timeout), and how many streams it has open now (for the
+    per-connection cap)."""
+
     address: str
     last_active: float
     streams: int = 0
