@@ -1,150 +1,24 @@
-"""Reading TOML configuration: typed tables whose errors name the key, paths relative to the
-config file, store URLs, and bounded reads of the file itself.
+"""Reading TOML configuration: bounded reads of the file itself, paths relative to the
+config file, store URLs.
 
-The migration (:mod:`waku_legacy.migrate.config`) and the bridge
-(:mod:`waku_legacy.bridge.config`) describe their own tables with these pieces; the
-``[[community]]`` table both read is :mod:`waku_legacy.community_config`.
+Each table's keys are declared once and read by one reader (:mod:`waku_legacy.config.keys`);
+the migration (:mod:`waku_legacy.migrate.config`) and the bridge
+(:mod:`waku_legacy.bridge.config`) declare their own tables with it; the ``[[community]]``
+table both read is :mod:`waku_legacy.community_config`. The example configs and the
+README's key tables are generated from the declarations (:mod:`waku_legacy.config.docs`);
+the demo's and ``plan``'s configs are written with :mod:`waku_legacy.config.toml_text`.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any
 
 from waku_legacy.errors import ConfigError
 from waku_legacy.files import MAX_CONFIG_FILE, check_nesting, nesting_error, read_small_text
 
-__all__ = ["ConfigTable", "read_toml", "resolve_path", "resolve_store_url"]
-
-
-class ConfigTable:
-    """A TOML table being read: typed getters that name the key in their errors, and a
-    final check that no unknown key is left."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where} must be a table, got {_kind(data)}")
-        self.data: dict[str, Any] = data
-        self.where = where
-        self.used: set[str] = set()
-
-    def raw(self, key: str) -> Any:
-        """The value of ``key`` as TOML gave it (None when absent), marked as read."""
-        self.used.add(key)
-        return self.data.get(key)
-
-    def error(self, key: str, expected: str, value: Any) -> ConfigError:
-        return ConfigError(f"{self.where}: key '{key}' must be {expected}, got {_show(value)}")
-
-    def missing(self, key: str) -> ConfigError:
-        """A required ``key`` is absent: name first a key of the table that looks like a
-        misspelling of it (``archive_dirr``), which is what the operator has to fix."""
-        import difflib
-
-        unread = [k for k in self.data if k not in self.used and isinstance(k, str)]
-        typo = difflib.get_close_matches(key, unread, n=1, cutoff=0.75)
-        if typo:
-            return ConfigError(f"{self.where}: unknown key {typo[0]!r} (did you mean {key!r}?)")
-        return ConfigError(f"{self.where}: key '{key}' is required")
-
-    # A key that is required, or has a default, always gives a value; otherwise None may.
-    @overload
-    def string(self, key: str, *, required: Literal[True], default: str | None = None) -> str: ...
-    @overload
-    def string(self, key: str, *, required: bool = False, default: str) -> str: ...
-    @overload
-    def string(self, key: str, *, required: bool = False, default: None = None) -> str | None: ...
-
-    def string(self, key: str, *, required: bool = False, default: str | None = None) -> str | None:
-        value = self.raw(key)
-        if value is None:
-            if required:
-                raise self.missing(key)
-            return default
-        if not isinstance(value, str):
-            raise self.error(key, "a string", value)
-        if "\x00" in value:  # never meant; and a path or URL with one fails deep inside the OS
-            raise self.error(key, "a string without NUL characters", value)
-        return value
-
-    @overload
-    def integer(
-        self, key: str, *, default: int | None = None, low: int | None = None,
-        high: int | None = None, required: Literal[True],
-    ) -> int: ...  # fmt: skip
-    @overload
-    def integer(
-        self, key: str, *, default: int, low: int | None = None, high: int | None = None,
-        required: bool = False,
-    ) -> int: ...  # fmt: skip
-    @overload
-    def integer(
-        self, key: str, *, default: None = None, low: int | None = None,
-        high: int | None = None, required: bool = False,
-    ) -> int | None: ...  # fmt: skip
-
-    def integer(
-        self, key: str, *, default: int | None = None, low: int | None = None,
-        high: int | None = None, required: bool = False,
-    ) -> int | None:  # fmt: skip
-        value = self.raw(key)
-        if value is None:
-            if required:
-                raise self.missing(key)
-            return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(key, "an integer", value)
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"{'' if low is None else low}..{'' if high is None else high}"
-            raise self.error(key, f"an integer in {bounds}", value)
-        return value
-
-    def number(self, key: str, *, default: float) -> float:
-        value = self.raw(key)
-        if value is None:
-            return default
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-            raise self.error(key, "a positive number", value)
-        return float(value)
-
-    def strings(self, key: str, *, required: bool = False) -> tuple[str, ...]:
-        value = self.raw(key)
-        if value is None:
-            if required:
-                raise self.missing(key)
-            return ()
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(key, "a list of strings", value)
-        if any("\x00" in v for v in value):
-            raise self.error(key, "a list of strings without NUL characters", value)
-        return tuple(value)
-
-    def table(self, key: str) -> ConfigTable:
-        value = self.raw(key)
-        return ConfigTable({} if value is None else value, f"{self.where}.{key}")
-
-    def done(self) -> None:
-        unknown = sorted(set(self.data) - self.used)
-        if unknown:
-            raise ConfigError(
-                f"{self.where}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                f"expected some of {', '.join(sorted(self.used))}"
-            )
-
-
-def _kind(value: Any) -> str:
-    return {
-        bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-        list: "a list", dict: "a table",
-    }.get(type(value), type(value).__name__)  # fmt: skip
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{_kind(value)} {text[:60]}{'…' if len(text) > 60 else ''}"
+__all__ = ["read_toml", "resolve_path", "resolve_store_url"]
 
 
 def resolve_path(base: Path, value: str | None) -> str | None:

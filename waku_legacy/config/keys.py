@@ -28,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.config import _kind, _show, resolve_path
+from waku_legacy.config import resolve_path
 from waku_legacy.errors import ConfigError
 
 __all__ = [
@@ -122,6 +122,18 @@ class KeyRef:
 
 
 Parse = Callable[[Any, KeyRef], Any]
+
+
+def _kind(value: Any) -> str:
+    return {
+        bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+        list: "a list", dict: "a table",
+    }.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{_kind(value)} {text[:60]}{'…' if len(text) > 60 else ''}"
 
 
 @dataclass(frozen=True, slots=True)
