@@ -1,9 +1,10 @@
 """The bridge's TOML configuration (``waku-legacy serve --config FILE``).
 
 Each key is declared once, on the dataclass of its table below
-(:func:`~waku_legacy.config.keys.key`: default, bounds, one-line doc); ``deploy/bridge.example.toml`` and the README's key tables
-("Configuration keys") are generated from these declarations (``scripts/gen-config-docs.py``;
-a test fails when they drift). The tables: ``[server]`` (the REST API), ``[store]``, ``[v1]``
+(:func:`~waku_legacy.config.keys.key`: default, bounds, one-line doc);
+``deploy/bridge.example.toml`` and the README's key tables ("Configuration keys") are
+generated from these declarations and :data:`LAYOUT` (``scripts/gen-config-docs.py``; a test
+fails when they drift). The tables: ``[server]`` (the REST API), ``[store]``, ``[v1]``
 and ``[v1.limits]`` (optional: Waku v1 clients), ``[libp2p]`` (optional: Waku v2 clients),
 ``[relay]`` and ``[[relay.protected_shard]]`` (optional: the nwaku node to publish through),
 ``[history]`` (optional), ``[archive]`` and ``[[community]]`` (the migration's format,
@@ -28,10 +29,12 @@ from typing import Any
 from waku_legacy.archive import defaults
 from waku_legacy.community_config import (
     CommunityConfig,
+    LogosStorageConfig,
     parse_communities,
     parse_logos_storage,
 )
 from waku_legacy.config import read_toml, resolve_store_url
+from waku_legacy.config.docs import ConfigLayout, TableLayout
 from waku_legacy.config.keys import (
     DAY,
     KeyReader,
@@ -51,6 +54,7 @@ from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, STATUS_CLUSTER_ID
 from waku_legacy.mailserver_compat.server.limits import V1Limits
 
 __all__ = [
+    "LAYOUT",
     "TABLES",
     "AdminConfig",
     "ArchiveConfig",
@@ -220,6 +224,7 @@ class ServerConfig:
         min=1,
         max=256,
         shown="the number of cores",
+        hint=4,
         doc="processes serving the REST API (and the libp2p store) on one "
         "socket; 1: one process (bridge.workers)",
     )
@@ -238,7 +243,6 @@ class StoreConfig:
     """the v2 store the migration wrote (nwaku's schema)"""
 
     url: str = key(
-        kind=Kind.STRING,
         parse=_store_url,
         example="sqlite:////var/lib/waku-legacy/store.sqlite3?mmap_size=1073741824",
         doc="sqlite:///path (or a file path; ?mmap_size=1073741824: ~2x faster "
@@ -321,7 +325,7 @@ class ProtectedShard:
         kind=Kind.PATH,
         required=False,
         example="shard-128.key",
-        doc="the shard's private key (64 hex digits): signs meta; None: not ours to publish on",
+        doc="the shard's private key (64 hex digits): signs meta; without it: not published on",
     )
     # the 65-byte uncompressed key messages verify against
     public_key: bytes = key(
@@ -584,6 +588,32 @@ class BridgeConfig:
     logos_storage_url: str | None = None  # [logos_storage] url (issue 12)
     libp2p: Libp2pConfig | None = None  # [libp2p] (issue 13)
 
+
+#: deploy/bridge.example.toml and the README's key tables (scripts/gen-config-docs.py).
+LAYOUT = ConfigLayout(
+    header="""
+waku-legacy bridge: example configuration (waku-legacy serve --config /etc/waku-legacy/bridge.toml)
+Relative paths are relative to this file. Durations: seconds, or "45s", "30m", "6h", "7d".
+Unknown keys are errors: a typo must not silently switch a feature off.
+Generated from the key declarations (bridge/config.py) by scripts/gen-config-docs.py.
+""",
+    tables=(
+        TableLayout("server", ServerConfig),
+        TableLayout("store", StoreConfig),
+        TableLayout("v1", V1Config),
+        TableLayout("v1.limits", V1Limits, active=False,
+                    note="per peer and per source address (IPv6: /64); 0 turns a rate off"),
+        TableLayout("libp2p", Libp2pConfig),
+        TableLayout("relay", RelayConfig),
+        TableLayout("relay.protected_shard", ProtectedShard, array=True, active=False),
+        TableLayout("history", HistoryConfig),
+        TableLayout("archive", ArchiveConfig),
+        TableLayout("community", CommunityConfig, array=True, active=False),
+        TableLayout("logos_storage", LogosStorageConfig, active=False),
+        TableLayout("admin", AdminConfig),
+        TableLayout("logging", LoggingConfig),
+    ),
+)  # fmt: skip
 
 #: The bridge's top-level tables.
 TABLES = ("server", "store", "v1", "libp2p", "relay", "history", "archive", "community",

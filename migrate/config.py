@@ -30,10 +30,12 @@ from typing import Any
 from waku_legacy.archive import defaults
 from waku_legacy.community_config import (
     CommunityConfig,
+    LogosStorageConfig,
     parse_communities,
     parse_logos_storage,
 )
 from waku_legacy.config import read_toml, resolve_store_url
+from waku_legacy.config.docs import ConfigLayout, TableLayout
 from waku_legacy.config.keys import (
     KeyReader,
     KeyRef,
@@ -153,7 +155,9 @@ class SourceConfig:
         shown="<kind>-<n>",
         doc="shown in the report, and a directory name: letters, digits, . _ -",
     )
-    rank: int  # position in the file: earlier sources win ties when deduplicating
+    # position in the file: earlier sources win ties when deduplicating (a default only
+    # because mypy takes key() without a default for one; the reader always sets it)
+    rank: int = 0
     dsn: str | None = key(
         None,
         parse=_dsn,
@@ -256,7 +260,6 @@ class OutputConfig:
     """what the migration writes"""
 
     store: str = key(
-        kind=Kind.STRING,
         parse=_output_store,
         example="sqlite:///store.sqlite3",
         doc='the v2 store: sqlite:///path or postgresql://…; "": none',
@@ -348,6 +351,29 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     logos_storage_url = parse_logos_storage(data, communities, origin)
     return MigrateConfig(spark, sources, communities, pipeline, output, origin, logos_storage_url)
 
+
+#: deploy/migrate.example.toml and the README's key tables (scripts/gen-config-docs.py).
+LAYOUT = ConfigLayout(
+    header="""
+waku-legacy migration: example configuration (waku-legacy migrate --config migrate.toml)
+Relative paths are relative to this file. Unknown keys are errors (a typo must not silently
+drop a source). `waku-legacy plan` writes one for named communities.
+Generated from the key declarations (migrate/config.py) by scripts/gen-config-docs.py.
+""",
+    tables=(
+        TableLayout("spark", SparkConfig),
+        TableLayout("source", SourceConfig, array=True, only=(
+            "kind", "name", "partitions", *SOURCE_KEYS[SourceKind.MAILSERVER_POSTGRES])),
+        TableLayout("source", SourceConfig, array=True, active=False,
+                    note="a live nwaku node's store (or its saved pages, path)",
+                    only=("kind", "name", "partitions", *SOURCE_KEYS[SourceKind.STORE_REST]),
+                    values={"kind": SourceKind.STORE_REST.value, "url": "http://node:8645"}),
+        TableLayout("community", CommunityConfig, array=True, active=False),
+        TableLayout("logos_storage", LogosStorageConfig, active=False),
+        TableLayout("pipeline", PipelineConfig),
+        TableLayout("output", OutputConfig),
+    ),
+)  # fmt: skip
 
 #: The migration's top-level tables.
 TABLES = ("spark", "source", "community", "logos_storage", "pipeline", "output")

@@ -197,7 +197,6 @@ class LogosStorageConfig:
     """The Logos Storage node (needed when a community has backend = "logos-storage")"""
 
     url: str = key(
-        kind=Kind.STRING,
         parse=_node_url,
         hint="http://127.0.0.1:8080",
         doc="the node's REST root (/api/storage/v1 under it)",

@@ -249,11 +249,11 @@ def _missing(planned: list[PlannedCommunity]) -> dict[str, Any]:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from waku_legacy.config.toml_text import toml_document
     from waku_legacy.console import print_json
     from waku_legacy.durable import write_atomic
     from waku_legacy.migrate.config import parse_config
     from waku_legacy.migrate.demo_serve import cli_command, write_bridge_config
-    from waku_legacy.config.toml_text import toml_document
 
     communities = list(dict.fromkeys(parse_community(c) for c in args.community))
     out = Path(args.out).resolve()

@@ -19,7 +19,6 @@ bounds; each error a :class:`ConfigError` naming the table, the key and what is 
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -220,9 +219,17 @@ class Declared:
         return self.spec.doc
 
 
-@functools.cache
+_DECLARED: dict[type, tuple[Declared, ...]] = {}
+
+
 def declared_keys(cls: type) -> tuple[Declared, ...]:
     """The keys ``cls`` declares with :func:`key`, in field order."""
+    if cls not in _DECLARED:
+        _DECLARED[cls] = _declared(cls)
+    return _DECLARED[cls]
+
+
+def _declared(cls: type) -> tuple[Declared, ...]:
     found = []
     for f in fields(cls):
         spec = f.metadata.get(_METADATA)
@@ -379,7 +386,7 @@ def _within(spec: Key, value: float) -> bool:
 
 
 def _number(value: float) -> str:
-    return f"{value:g}" if abs(value) < 1e15 else str(int(value))
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def bounds_text(declared: Declared) -> str:
