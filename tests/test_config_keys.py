@@ -58,6 +58,10 @@ def test_missing_keys_come_before_bad_values(tmp_path) -> None:
         ({"server": {"requests_per_second": float("nan")}},
          "b.toml.server: key 'requests_per_second' must be a non-negative number, got a "
          "number nan"),
+        ({"server": {"requests_per_second": 10**400}},  # float() of it: OverflowError
+         "b.toml.server: key 'requests_per_second' must be a non-negative number"),
+        ({"server": {"shutdown_timeout": 10**400}},
+         "b.toml.server: key 'shutdown_timeout' must be a duration"),
         ({"v1": {"limits": {"max_peer": 3}}},
          "b.toml.v1.limits: unknown key 'max_peer' (did you mean 'max_peers'?)"),
         ({"v1": {"limits": {"max_peers": 0}}},

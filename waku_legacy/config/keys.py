@@ -73,7 +73,7 @@ def parse_duration(value: Any, where: str, key: str) -> float:
     """Seconds from an integer/float or a string like ``"7d"``; positive."""
     if isinstance(value, bool):
         raise ConfigError(f"{where}: key '{key}' must be a duration, got a boolean")
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and abs(value) <= 2.0**63:  # float() of any TOML int
         seconds = float(value)
     elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
@@ -350,7 +350,9 @@ def _typed(declared: Declared, raw: Any, ref: KeyRef) -> Any:
             raise ref.error("an integer", raw)
         return raw
     if kind is Kind.NUMBER:
-        if not isinstance(raw, int | float) or isinstance(raw, bool) or math.isnan(raw):
+        if not isinstance(raw, int | float) or isinstance(raw, bool) or abs(raw) > 2.0**63:
+            raise ref.error(declared.spec.expected or bounds_text(declared), raw)
+        if math.isnan(raw):
             raise ref.error(declared.spec.expected or bounds_text(declared), raw)
         return float(raw)
     if kind is Kind.DURATION:
