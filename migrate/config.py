@@ -386,9 +386,9 @@ def _table(data: Mapping[str, Any], name: str) -> Any:
 
 def _parse_output(raw: Any, base: Path) -> OutputConfig:
     values = KeyReader(OutputConfig, raw, "[output]", base=base).values()
-    if values["work_dir"] is None:
+    if not values["work_dir"]:  # absent or ""
         values["work_dir"] = str(Path(values["archive_dir"]).parent / ".migrate-work")
-    if values["quarantine_dir"] is None:
+    if not values["quarantine_dir"]:
         values["quarantine_dir"] = str(Path(values["work_dir"]) / "quarantine")
     return OutputConfig(**values)
 
