@@ -87,6 +87,8 @@ def _migrate_error(tmp_path, **changes) -> str:
 def test_the_migration_reads_its_tables_the_same_way(tmp_path) -> None:
     config = parse_migrate_config(MIGRATE, base_dir=tmp_path)
     assert config.output.work_dir == str(tmp_path / ".migrate-work")
+    # a factory default is made for each config, not one dict shared by all
+    assert parse_migrate_config(MIGRATE, base_dir=tmp_path).spark.conf is not config.spark.conf
     text = _migrate_error(tmp_path, output={"store": "", "archive_dirr": "a", "torrent_dir": "t"})
     assert text.startswith("[output]: unknown key 'archive_dirr' (did you mean 'archive_dir'?)")
     # a key another kind of source takes is unknown here, and the list says what is accepted

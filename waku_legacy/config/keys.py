@@ -211,8 +211,9 @@ class Declared:
     name: str
     spec: Key
     kind: Kind
-    default: Any  # dataclasses.MISSING: none
+    default: Any  # dataclasses.MISSING: none; a factory's: as made when first declared
     required: bool
+    factory: Callable[[], Any] | None = None  # a default made afresh for each config
 
     @property
     def doc(self) -> str:
@@ -241,11 +242,12 @@ def _declared(cls: type) -> tuple[Declared, ...]:
             if type_text not in _INFERRED:
                 raise TypeError(f"{cls.__name__}.{f.name}: give key(kind=…) for {f.type}")
             kind = _INFERRED[type_text]
-        default = f.default
+        default, factory = f.default, None
         if f.default_factory is not MISSING:
-            default = f.default_factory()
+            factory = f.default_factory
+            default = factory()
         required = spec.required if spec.required is not None else default is MISSING
-        found.append(Declared(f.name, spec, kind, default, required))
+        found.append(Declared(f.name, spec, kind, default, required, factory))
     return tuple(found)
 
 
@@ -303,6 +305,8 @@ class KeyReader:
         raw = self.data.get(name)
         if raw is None:
             value = None if declared.default is MISSING else declared.default
+            if declared.factory is not None:
+                value = declared.factory()  # not one object shared by every config
             if declared.kind is Kind.PATH and isinstance(value, str):
                 value = resolve_path(self.base, value)
             return value
