@@ -365,7 +365,7 @@ def _audit_repair(
 
 def write_demo_config(path: Path, data: dict[str, Any]) -> None:
     """A TOML file for ``data`` (tables and arrays of tables of plain values)."""
-    from waku_legacy.migrate.toml_text import toml_document
+    from waku_legacy.config.toml_text import toml_document
 
     path.write_text(toml_document(data), encoding="utf-8")
 

@@ -1,73 +1,28 @@
 """The migration's TOML configuration: what to read, how to map it, where to write.
 
-    [spark]
-    master = "local[*]"                 # or "spark://host:7077"
-    shuffle_partitions = 8              # optional
-    conf = { "spark.driver.memory" = "2g" }   # optional, any Spark settings
+The tables: ``[spark]``, ``[[source]]`` (repeat; read in parallel partitions; which keys a
+source takes depends on its ``kind``), ``[[community]]`` and ``[logos_storage]`` (the bridge
+reads them too: :mod:`waku_legacy.community_config`), ``[pipeline]`` and ``[output]``. Each
+key is declared once on the dataclass of its table below (default, bounds, one-line doc);
+``deploy/migrate.example.toml`` and the README's key tables are generated from them
+(``scripts/gen-config-docs.py``).
 
-    [[source]]                          # repeat; read in parallel partitions
-    kind = "mailserver-postgres"        # or mailserver-leveldb, envelope-dump, store-rest,
-                                        # store-sqlite
-    name = "ms-eu"                      # optional (default: "<kind>-<n>"); shown in the report
-                                        # and a directory name: letters, digits, . _ -
-    dsn = "postgresql://user@host/db"   # mailserver-postgres
-    path = "…"                          # mailserver-leveldb dir, envelope-dump file(s) (globs ok),
-                                        # store-sqlite file, store-rest saved pages (dir or glob)
-    url = "http://node:8645"            # store-rest (live nwaku REST)
-    partitions = 8                      # optional: parallel reads of this source
-    # store-rest only (all optional): pubsub_topic, content_topics = [...], start_time,
-    # end_time (ns), page_size (<= 100), retries, timeout, and state_file: the directory
-    # keeping every fetched page (the resumable position; default
-    # <work_dir>/rest-pages/<name>). A rerun replays the saved pages and fetches only what
-    # follows the last saved cursor; delete the directory to fetch everything again.
-
-    [[community]]                       # repeat
-    id = "0x02…"                        # compressed public key, 0x + 66 hex
-    channels = ["<uuid>", …]
-    shard = 128                         # its relay shard: /waku/2/rs/16/<shard>
-    key_file = "community.key"          # optional: hex private key, signs the magnet-link message
-    archive_link_chats = "both"         # where the archive link is sent: "universal"
-                                        #   (<id>-memberUpdate, current clients), "magnetlinks"
-                                        #   (<id>-magnetlinks, 2024 clients) or "both"
-    operator_key_file = "operator.key"  # optional: signs the 26/WAKU-PAYLOAD of that message
-                                        #   (status-go: the sending node's key); default key_file
-    backend = "torrent"                 # or "logos-storage": archives uploaded to the node of
-                                        #   [logos_storage], the link is the index CID (one
-                                        #   kind of link per community; both is refused)
-    archive_topics = "both"             # 4-byte topic of archived channel messages: "channel"
-                                        #   (their own: clients before status-go PR #5993),
-                                        #   "universal" (<id>-memberUpdate: current clients)
-                                        #   or "both" (each message twice)
-    min_link_clock = 1730000000000      # optional: the archive link is signed at least at
-                                        #   this clock (ms): links a Status client published
-    name = "…"                          # optional label
-
-    [logos_storage]                     # required when a community has that back end
-    url = "http://127.0.0.1:8080"       # the node's REST root (API under /api/storage/v1)
-
-    [pipeline]                          # optional
-    default_pubsub_topic = "/waku/2/rs/16/32"   # topics of no configured community
-    now = 1700000000                    # optional archive clock (seconds); default: wall clock
-    flavour = "status-go"               # or "seed-spec"
-
-    [output]
-    store = "sqlite:///…"               # or "postgresql://…"; "" = no store
-    archive_dir = "…"
-    torrent_dir = "…"
-    quarantine_dir = "…"                # optional (default: <work_dir>/quarantine)
-    work_dir = "…"                      # optional (default: <archive_dir>/../.migrate-work)
-    report = "report.json"              # optional: also write the JSON report here
+A ``store-rest`` source keeps every fetched page under ``state_file`` (the resumable
+position; default ``<work_dir>/rest-pages/<name>``): a rerun replays the saved pages and
+fetches only what follows the last saved cursor; delete the directory to fetch everything
+again.
 
 Relative paths are relative to the directory of the config file. Unknown keys are errors
-(a typo must not silently drop a source). The config file (up to 1 MiB) and key files (up to
-4 KiB) are read as bounded regular files (:mod:`waku_legacy.files`); strings may not hold
-NUL characters; TOML nested more than 64 levels deep is refused.
+(a typo must not silently drop a source), reported before missing ones. The config file (up
+to 1 MiB) and key files (up to 4 KiB) are read as bounded regular files
+(:mod:`waku_legacy.files`); strings may not hold NUL characters; TOML nested more than 64
+levels deep is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -75,15 +30,28 @@ from typing import Any
 from waku_legacy.archive import defaults
 from waku_legacy.community_config import (
     CommunityConfig,
+    LogosStorageConfig,
     parse_communities,
     parse_logos_storage,
 )
-from waku_legacy.config import ConfigTable, read_toml, resolve_path, resolve_store_url
+from waku_legacy.config import read_toml, resolve_store_url
+from waku_legacy.config.docs import ConfigLayout, TableLayout
+from waku_legacy.config.keys import (
+    KeyReader,
+    KeyRef,
+    Kind,
+    check_unknown,
+    key,
+    pubsub_topic,
+    read_table,
+)
 from waku_legacy.errors import ConfigError
 from waku_legacy.files import check_path_component
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC
 
 __all__ = [
+    "SOURCE_KEYS",
+    "TABLES",
     "MigrateConfig",
     "OutputConfig",
     "PipelineConfig",
@@ -106,30 +74,130 @@ class SourceKind(StrEnum):
     STORE_SQLITE = "store-sqlite"
 
 
+def _spark_conf(value: Any, ref: KeyRef) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ref.error("a table of Spark settings", value)
+    conf = {}
+    for name, setting in value.items():
+        if not isinstance(setting, str | int | float | bool):
+            raise KeyRef(f"{ref.where}.conf", name, ref.base).error(
+                "a string, number or boolean", setting
+            )
+        conf[name] = str(setting).lower() if isinstance(setting, bool) else str(setting)
+    return conf
+
+
+def _source_kind(value: str, ref: KeyRef) -> SourceKind:
+    try:
+        return SourceKind(value)
+    except ValueError:
+        raise ref.error("one of " + ", ".join(k.value for k in SourceKind), value) from None
+
+
+def _source_name(value: str, ref: KeyRef) -> str:
+    # a directory name under work_dir (saved REST pages): one safe component
+    return check_path_component(value, where=ref.where, key=ref.name)
+
+
+def _dsn(value: str, ref: KeyRef) -> str:
+    if not value.startswith(("postgresql://", "postgres://")) and "=" not in value:
+        raise ref.error("a PostgreSQL URL (postgresql://user@host/db)", value)
+    return value
+
+
+def _rest_url(value: str, ref: KeyRef) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ref.error("an http:// or https:// URL", value)
+    return value
+
+
+def _output_store(value: str, ref: KeyRef) -> str:
+    return resolve_store_url(ref.base, value.strip())
+
+
 @dataclass(frozen=True, slots=True)
 class SparkConfig:
-    master: str = "local[*]"
-    shuffle_partitions: int | None = None
-    conf: Mapping[str, str] = field(default_factory=dict)
+    """where Spark runs"""
+
+    master: str = key(
+        "local[*]",
+        example="local[*]",
+        doc='local mode, or a cluster: "spark://host:7077" (deploy/spark/)',
+    )
+    shuffle_partitions: int | None = key(
+        None, min=1, max=100_000, hint=8, shown="Spark's", doc="spark.sql.shuffle.partitions"
+    )
+    conf: Mapping[str, str] = key(
+        kind=Kind.ANY,
+        factory=dict,
+        parse=_spark_conf,
+        hint={"spark.driver.memory": "2g"},
+        doc="any Spark settings",
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class SourceConfig:
-    kind: SourceKind
-    name: str
-    rank: int  # position in the file: earlier sources win ties when deduplicating
-    dsn: str | None = None
-    path: str | None = None
-    url: str | None = None
-    partitions: int | None = None
-    pubsub_topic: str | None = None
-    content_topics: tuple[str, ...] = ()
-    start_time: int | None = None
-    end_time: int | None = None
-    page_size: int = 100
-    state_file: str | None = None
-    retries: int = 5
-    timeout: float = 30.0
+    """A legacy mailserver database, an envelope dump or a store to read (repeat the table)"""
+
+    kind: SourceKind = key(
+        kind=Kind.STRING,
+        parse=_source_kind,
+        choices=tuple(SourceKind),
+        example="mailserver-postgres",
+        doc="what the source is",
+    )
+    name: str = key(
+        kind=Kind.STRING,
+        parse=_source_name,
+        required=False,
+        hint="ms-eu",
+        shown="<kind>-<n>",
+        doc="shown in the report, and a directory name: letters, digits, . _ -",
+    )
+    # position in the file: earlier sources win ties when deduplicating (a default only
+    # because mypy takes key() without a default for one; the reader always sets it)
+    rank: int = 0
+    dsn: str | None = key(
+        None,
+        parse=_dsn,
+        example="postgresql://user@host/db",
+        doc="mailserver-postgres: the database",
+    )
+    path: str | None = key(
+        None,
+        kind=Kind.PATH,
+        hint="ms-eu.leveldb",
+        doc="mailserver-leveldb folder, envelope-dump file(s) (globs ok), "
+        "store-sqlite file, or store-rest saved pages (folder or glob)",
+    )
+    url: str | None = key(
+        None,
+        parse=_rest_url,
+        hint="http://node:8645",
+        doc="store-rest: a live nwaku REST endpoint (or path)",
+    )
+    partitions: int | None = key(
+        None, min=1, max=10_000, hint=8, doc="parallel reads of this source"
+    )
+    pubsub_topic: str | None = key(
+        None, hint="/waku/2/rs/16/128", doc="store-rest: the pubsub topic asked for"
+    )
+    content_topics: tuple[str, ...] = key((), doc="store-rest: the content topics asked for")
+    start_time: int | None = key(None, min=0, hint=0, doc="store-rest: from this time (ns)")
+    end_time: int | None = key(
+        None, min=0, hint=1700000000000000000, doc="store-rest: up to this time (ns)"
+    )
+    page_size: int = key(100, min=1, max=100, doc="store-rest: messages per page")
+    state_file: str | None = key(
+        None,
+        kind=Kind.PATH,
+        shown="<work_dir>/rest-pages/<name>",
+        hint="rest-pages",
+        doc="store-rest: where fetched pages are kept (the resumable position)",
+    )
+    retries: int = key(5, min=0, max=100, doc="store-rest: a failed page request is retried")
+    timeout: float = key(30.0, above=0, doc="store-rest: seconds for one page request")
 
     @property
     def location(self) -> str:
@@ -141,21 +209,84 @@ class SourceConfig:
         return self.url or self.path or ""
 
 
+#: The keys each kind of source takes (besides kind, name and partitions).
+SOURCE_KEYS = {
+    SourceKind.MAILSERVER_POSTGRES: ("dsn",),
+    SourceKind.MAILSERVER_LEVELDB: ("path",),
+    SourceKind.ENVELOPE_DUMP: ("path",),
+    SourceKind.STORE_SQLITE: ("path",),
+    SourceKind.STORE_REST: (
+        "url",
+        "path",
+        "pubsub_topic",
+        "content_topics",
+        "start_time",
+        "end_time",
+        "page_size",
+        "state_file",
+        "retries",
+        "timeout",
+    ),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineConfig:
-    default_pubsub_topic: str = DEFAULT_PUBSUB_TOPIC
-    now: int | None = None
-    flavour: str = defaults.FLAVOUR
+    """how messages are mapped and archived (optional)"""
+
+    default_pubsub_topic: str = key(
+        DEFAULT_PUBSUB_TOPIC,
+        parse=pubsub_topic,
+        example=DEFAULT_PUBSUB_TOPIC,
+        doc="topics of no configured community",
+    )
+    now: int | None = key(
+        None,
+        min=0,
+        max=1 << 40,
+        hint=1700000000,
+        shown="the wall clock",
+        doc="the archive clock (seconds)",
+    )
+    flavour: str = key(
+        defaults.FLAVOUR,
+        choices=("status-go", "seed-spec"),
+        doc="archive layout: status-go's, or the seed spec's",
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class OutputConfig:
-    store: str
-    archive_dir: str
-    torrent_dir: str
-    quarantine_dir: str
-    work_dir: str
-    report: str | None = None
+    """what the migration writes"""
+
+    store: str = key(
+        parse=_output_store,
+        example="sqlite:///store.sqlite3",
+        doc='the v2 store: sqlite:///path or postgresql://…; "": none',
+    )
+    archive_dir: str = key(
+        kind=Kind.PATH, example="archives", doc="the communities' archive data and index files"
+    )
+    torrent_dir: str = key(
+        kind=Kind.PATH, example="torrents", doc="torrents and signed archive-link messages"
+    )
+    quarantine_dir: str = key(
+        kind=Kind.PATH,
+        required=False,
+        hint="quarantine",
+        shown="<work_dir>/quarantine",
+        doc="records that could not be used, with their reason",
+    )
+    work_dir: str = key(
+        kind=Kind.PATH,
+        required=False,
+        hint=".migrate-work",
+        shown="<archive_dir>/../.migrate-work",
+        doc="intermediate files (a rerun resumes from them)",
+    )
+    report: str | None = key(
+        None, kind=Kind.PATH, hint="report.json", doc="also write the JSON report here"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,129 +306,91 @@ class MigrateConfig:
 def parse_source(raw: Any, number: int, base: Path) -> SourceConfig:
     """One ``[[source]]`` table (``number``: its position, 1-based; paths relative to
     ``base``). ``export`` and ``audit`` build their sources from ``--source`` specs with it."""
-    t = ConfigTable(raw, f"[[source]] #{number}")
-    kind_text = t.string("kind", required=True)
-    try:
-        kind = SourceKind(kind_text)
-    except ValueError:
-        raise t.error(
-            "kind", "one of " + ", ".join(k.value for k in SourceKind), kind_text
-        ) from None
-    t.where = f"[[source]] #{number} ({kind})"
-    # The name is a directory name under work_dir (saved REST pages): one safe component.
-    name = check_path_component(
-        t.string("name", default=f"{kind}-{number}"), where=t.where, key="name"
-    )
-    partitions = t.integer("partitions", low=1, high=10_000)
-    dsn = path = url = None
-    rest: dict[str, Any] = {}
-    if kind is SourceKind.MAILSERVER_POSTGRES:
-        dsn = t.string("dsn", required=True)
-        if not dsn.startswith(("postgresql://", "postgres://")) and "=" not in dsn:
-            raise t.error("dsn", "a PostgreSQL URL (postgresql://user@host/db)", dsn)
-    elif kind is SourceKind.STORE_REST:
-        url = t.string("url")
-        path = resolve_path(base, t.string("path"))
-        if (url is None) == (path is None):
-            raise ConfigError(
-                f"{t.where}: give exactly one of 'url' (a live nwaku REST endpoint) or "
-                "'path' (saved REST pages)"
-            )
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise t.error("url", "an http:// or https:// URL", url)
-        rest = {
-            "pubsub_topic": t.string("pubsub_topic"),
-            "content_topics": t.strings("content_topics"),
-            "start_time": t.integer("start_time", low=0),
-            "end_time": t.integer("end_time", low=0),
-            "page_size": t.integer("page_size", default=100, low=1, high=100),
-            "state_file": resolve_path(base, t.string("state_file")),
-            "retries": t.integer("retries", default=5, low=0, high=100),
-            "timeout": t.number("timeout", default=30.0),
-        }
-    else:
-        path = resolve_path(base, t.string("path", required=True))
-    t.done()
-    return SourceConfig(
-        kind=kind, name=name, rank=number, dsn=dsn, path=path, url=url,
-        partitions=partitions, **rest,
-    )  # fmt: skip
+    where = f"[[source]] #{number}"
+    # every key any source takes, and kind; then the keys of this kind
+    kind = KeyReader(SourceConfig, raw, where).value("kind")
+    where = f"[[source]] #{number} ({kind})"
+    require = () if kind is SourceKind.STORE_REST else SOURCE_KEYS[kind]
+    only = ("kind", "name", "partitions", *SOURCE_KEYS[kind])
+    reader = KeyReader(SourceConfig, raw, where, base=base, only=only, require=require)
+    values = reader.values()
+    if kind is SourceKind.STORE_REST and (values["url"] is None) == (values["path"] is None):
+        raise ConfigError(
+            f"{where}: give exactly one of 'url' (a live nwaku REST endpoint) or "
+            "'path' (saved REST pages)"
+        )
+    if values["name"] is None:
+        values["name"] = _source_name(f"{kind}-{number}", reader.ref("name"))
+    return SourceConfig(**values, rank=number)
 
 
 def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin: str = "<config>"
                  ) -> MigrateConfig:  # fmt: skip
     """Validate a parsed TOML document (paths relative to ``base_dir``)."""
     base = Path(base_dir)
-    top = ConfigTable(dict(data), origin)
+    check_unknown(data, TABLES, origin)
+    spark: SparkConfig = read_table(SparkConfig, _table(data, "spark"), f"{origin}.spark")
 
-    spark_t = top.table("spark")
-    conf_t = spark_t.table("conf")
-    conf = {}
-    for key, value in conf_t.data.items():
-        if not isinstance(value, str | int | float | bool):
-            raise conf_t.error(key, "a string, number or boolean", value)
-        conf[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        conf_t.used.add(key)
-    spark = SparkConfig(
-        master=spark_t.string("master", default="local[*]"),
-        shuffle_partitions=spark_t.integer("shuffle_partitions", low=1, high=100_000),
-        conf=conf,
-    )
-    spark_t.done()
-
-    raw_sources = top.raw("source")
+    raw_sources = data.get("source")
     if raw_sources is None:
         raise ConfigError(f"{origin}: at least one [[source]] table is required")
     if not isinstance(raw_sources, list):
-        raise top.error("source", "an array of tables ([[source]])", raw_sources)
+        raise KeyRef(origin, "source", base).error("an array of tables ([[source]])", raw_sources)
     sources = tuple(parse_source(s, i + 1, base) for i, s in enumerate(raw_sources))
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ConfigError(f"{origin}: source names must be unique, got {names}")
 
-    communities = parse_communities(top, base, origin)
-
-    pipe_t = top.table("pipeline")
-    default_topic = pipe_t.string("default_pubsub_topic", default=DEFAULT_PUBSUB_TOPIC)
-    if not default_topic.startswith("/waku/2/"):
-        raise pipe_t.error("default_pubsub_topic", "a Waku v2 pubsub topic (/waku/2/…)",
-                           default_topic)  # fmt: skip
-    flavour = pipe_t.string("flavour", default=defaults.FLAVOUR)
-    if flavour not in ("status-go", "seed-spec"):
-        raise pipe_t.error("flavour", "'status-go' or 'seed-spec'", flavour)
-    pipeline = PipelineConfig(
-        default_pubsub_topic=default_topic,
-        now=pipe_t.integer("now", low=0, high=(1 << 40)),
-        flavour=flavour,
+    communities = parse_communities(data, base, origin)
+    pipeline: PipelineConfig = read_table(
+        PipelineConfig, _table(data, "pipeline"), f"{origin}.pipeline"
     )
-    pipe_t.done()
-
-    out_t = top.raw("output")
-    if out_t is None:
+    if data.get("output") is None:
         raise ConfigError(f"{origin}: an [output] table is required")
-    out = ConfigTable(out_t, "[output]")
-    store = resolve_store_url(base, out.string("store", required=True).strip())
-    archive_dir = resolve_path(base, out.string("archive_dir", required=True))
-    torrent_dir = resolve_path(base, out.string("torrent_dir", required=True))
-    assert archive_dir is not None and torrent_dir is not None
-    work_dir = resolve_path(base, out.string("work_dir")) or str(
-        Path(archive_dir).parent / ".migrate-work"
-    )
-    quarantine_dir = resolve_path(base, out.string("quarantine_dir")) or str(
-        Path(work_dir) / "quarantine"
-    )
-    output = OutputConfig(
-        store=store,
-        archive_dir=archive_dir,
-        torrent_dir=torrent_dir,
-        quarantine_dir=quarantine_dir,
-        work_dir=work_dir,
-        report=resolve_path(base, out.string("report")),
-    )
-    out.done()
-    logos_storage_url = parse_logos_storage(top, communities, origin)
-    top.done()
+    output = _parse_output(data["output"], base)
+    logos_storage_url = parse_logos_storage(data, communities, origin)
     return MigrateConfig(spark, sources, communities, pipeline, output, origin, logos_storage_url)
+
+
+#: deploy/migrate.example.toml and the README's key tables (scripts/gen-config-docs.py).
+LAYOUT = ConfigLayout(
+    header="""
+waku-legacy migration: example configuration (waku-legacy migrate --config migrate.toml)
+Relative paths are relative to this file. Unknown keys are errors (a typo must not silently
+drop a source). `waku-legacy plan` writes one for named communities.
+Generated from the key declarations (migrate/config.py) by scripts/gen-config-docs.py.
+""",
+    tables=(
+        TableLayout("spark", SparkConfig),
+        TableLayout("source", SourceConfig, array=True, only=(
+            "kind", "name", "partitions", *SOURCE_KEYS[SourceKind.MAILSERVER_POSTGRES])),
+        TableLayout("source", SourceConfig, array=True, active=False,
+                    note="a live nwaku node's store (or its saved pages, path)",
+                    only=("kind", "name", "partitions", *SOURCE_KEYS[SourceKind.STORE_REST]),
+                    values={"kind": SourceKind.STORE_REST.value, "url": "http://node:8645"}),
+        TableLayout("community", CommunityConfig, array=True, active=False),
+        TableLayout("logos_storage", LogosStorageConfig, active=False),
+        TableLayout("pipeline", PipelineConfig),
+        TableLayout("output", OutputConfig),
+    ),
+)  # fmt: skip
+
+#: The migration's top-level tables.
+TABLES = ("spark", "source", "community", "logos_storage", "pipeline", "output")
+
+
+def _table(data: Mapping[str, Any], name: str) -> Any:
+    """A table that may be left out: its defaults."""
+    return {} if data.get(name) is None else data[name]
+
+
+def _parse_output(raw: Any, base: Path) -> OutputConfig:
+    values = KeyReader(OutputConfig, raw, "[output]", base=base).values()
+    if not values["work_dir"]:  # absent or ""
+        values["work_dir"] = str(Path(values["archive_dir"]).parent / ".migrate-work")
+    if not values["quarantine_dir"]:
+        values["quarantine_dir"] = str(Path(values["work_dir"]) / "quarantine")
+    return OutputConfig(**values)
 
 
 def load_config(path: str | Path) -> MigrateConfig:

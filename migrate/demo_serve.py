@@ -7,7 +7,7 @@ the admin token and the node key (hence the enode) are kept when present, and so
 port while it is free on loopback: a port something else took since (say, a bridge still
 serving the folder) is replaced by a fresh free one.
 
-The file is written as text (:mod:`~waku_legacy.migrate.toml_text`): the migration does not
+The file is written as text (:mod:`~waku_legacy.config.toml_text`): the migration does not
 import the bridge (README, "Layers"); the tests load it with the bridge's own reader.
 """
 
@@ -204,10 +204,10 @@ def write_bridge_config(
     """Write ``out/bridge.toml`` (and the admin token and v1 node key it names) for the demo
     output in ``out``; ``communities`` are the ``[[community]]`` tables, paths relative to
     ``out``; ``header`` is the file's opening comment."""
+    from waku_legacy.config.toml_text import toml_document
     from waku_legacy.crypto.key_file import load_or_create_node_key
     from waku_legacy.durable import write_atomic
     from waku_legacy.mailserver_compat.rlpx.enode import Enode
-    from waku_legacy.migrate.toml_text import toml_document
 
     config_path = out / BRIDGE_CONFIG_FILE
     ports = choose_ports(config_path)

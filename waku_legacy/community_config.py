@@ -1,26 +1,14 @@
 """The ``[[community]]`` table the migration and the bridge both read: a community's id,
 channels and shard, its keys, where its archive link goes and which back end holds its
-archives; and ``[logos_storage]``, which that back end needs.
-
-    [[community]]                       # repeat
-    id = "0x02…"                        # compressed public key, 0x + 66 hex
-    channels = ["<uuid>", …]
-    shard = 128                         # its relay shard: /waku/2/rs/16/<shard>
-    key_file = "community.key"          # optional: hex private key, signs the archive link
-    archive_link_chats = "both"         # "universal" (<id>-memberUpdate), "magnetlinks"
-                                        #   (<id>-magnetlinks, 2024 clients) or "both"
-                                        #   (defaults: waku_legacy.archive.defaults)
-    operator_key_file = "operator.key"  # optional: signs the link's 26/WAKU-PAYLOAD
-    backend = "torrent"                 # or "logos-storage"
-    archive_topics = "both"             # "channel", "universal" or "both"
-    min_link_clock = 1730000000000      # optional: sign archive links at least at this clock
-    name = "…"                          # optional label
-
-The full description of each key is in :mod:`waku_legacy.migrate.config`.
+archives; and ``[logos_storage]``, which that back end needs. Each key is declared once on
+:class:`CommunityConfig` and :class:`LogosStorageConfig` (defaults:
+:mod:`waku_legacy.archive.defaults`); the README's key tables and the example configs are
+generated from them (:mod:`waku_legacy.config.docs`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,13 +16,14 @@ from typing import Any
 import coincurve
 
 from waku_legacy.archive import defaults
-from waku_legacy.config import ConfigTable, resolve_path
+from waku_legacy.config.keys import KeyReader, KeyRef, Kind, key, read_table
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import community_pubsub_topic
 from waku_legacy.identity.topics import CommunityId, chat_topic
 
 __all__ = [
     "CommunityConfig",
+    "LogosStorageConfig",
     "load_community_key",
     "load_operator_key",
     "parse_communities",
@@ -43,21 +32,101 @@ __all__ = [
 ]
 
 
+def _community_id(text: str, ref: KeyRef) -> CommunityId:
+    try:
+        return CommunityId.parse(text)
+    except WakuLegacyError:
+        raise ref.error("0x followed by 66 hex digits (a compressed public key)", text) from None
+
+
+def _shard(shard: int, ref: KeyRef) -> int:
+    try:
+        community_pubsub_topic(shard)
+    except WakuLegacyError as exc:
+        raise ConfigError(f"{ref.where}: key 'shard': {exc}") from None
+    return shard
+
+
+def _backend(value: Any, ref: KeyRef) -> str:
+    from waku_legacy.archive.logos_storage import parse_backend
+
+    return parse_backend(value, ref.where)
+
+
+def _node_url(value: str, ref: KeyRef) -> str:
+    from waku_legacy.archive.logos_storage import parse_node_url
+
+    return parse_node_url(value, ref.where)
+
+
 @dataclass(frozen=True, slots=True)
 class CommunityConfig:
-    id: CommunityId
-    channels: tuple[str, ...]
-    shard: int
-    key_file: str | None = None
-    name: str | None = None
-    archive_link_chats: str = defaults.ARCHIVE_LINK_CHATS  # "both" | "universal" | "magnetlinks"
-    operator_key_file: str | None = None  # signs the archive-link message's 26/WAKU-PAYLOAD
-    backend: str = defaults.BACKEND  # "torrent" | "logos-storage" (issue 12)
-    archive_topics: str = defaults.ARCHIVE_TOPICS  # "channel" | "universal" | "both"
+    """One table per community (repeat the table): its history is migrated, archived and
+    published"""
+
+    id: CommunityId = key(
+        kind=Kind.STRING,
+        parse=_community_id,
+        hint="0x02…",
+        doc="the community's compressed public key, 0x + 66 hex",
+    )
+    channels: tuple[str, ...] = key(
+        hint=["aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"], doc="its channels' UUIDs (8-4-4-4-12)"
+    )
+    shard: int = key(
+        min=0, max=1023, parse=_shard, hint=128, doc="its relay shard: /waku/2/rs/16/<shard>"
+    )
+    key_file: str | None = key(
+        None,
+        kind=Kind.PATH,
+        hint="community.key",
+        doc="the community's private key (hex): signs the archive link (needed to publish it)",
+    )
+    name: str | None = key(None, hint="My community", doc="a label")
+    archive_link_chats: str = key(
+        defaults.ARCHIVE_LINK_CHATS,
+        choices=("both", "universal", "magnetlinks"),
+        expected='"both", "universal" (<id>-memberUpdate, read by current Status clients) or '
+        '"magnetlinks" (<id>-magnetlinks, read by clients from 2024)',
+        doc="where the archive link is sent: <id>-memberUpdate (universal, current clients), "
+        "<id>-magnetlinks (2024 clients) or both",
+    )
+    # signs the archive-link message's 26/WAKU-PAYLOAD
+    operator_key_file: str | None = key(
+        None,
+        kind=Kind.PATH,
+        hint="operator.key",
+        shown="key_file",
+        doc="signs the link's 26/WAKU-PAYLOAD (status-go: the node's own key)",
+    )
+    backend: str = key(
+        defaults.BACKEND,
+        kind=Kind.ANY,
+        parse=_backend,
+        choices=("torrent", "logos-storage"),
+        doc="logos-storage: archives uploaded to [logos_storage], the link is "
+        "the index CID (one kind of link per community)",
+    )
+    archive_topics: str = key(
+        defaults.ARCHIVE_TOPICS,
+        choices=("channel", "universal", "both"),
+        expected='"channel" (the channels\' own topics, imported by clients from before '
+        'status-go PR #5993), "universal" (<id>-memberUpdate, imported by current Status '
+        'clients) or "both"',
+        doc="archived channel messages on their channel topics (clients before status-go "
+        "PR #5993), on <id>-memberUpdate (current clients), or both",
+    )
     # the lowest clock (ms) a new archive-link message may have: links members already hold
     # that no store or file here shows (a Status client published them); README "The link's
     # clock"
-    min_link_clock: int | None = None
+    min_link_clock: int | None = key(
+        None,
+        min=0,
+        max=2**63 - 1,
+        hint=1730000000000,
+        doc="archive links signed at least at this clock (ms): "
+        "above links a Status client published",
+    )
 
     @property
     def pubsub_topic(self) -> str:
@@ -73,60 +142,20 @@ class CommunityConfig:
 
 
 def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:
-    t = ConfigTable(raw, f"[[community]] #{number}")
-    text = t.string("id", required=True)
-    try:
-        community = CommunityId.parse(text)
-    except WakuLegacyError:
-        raise t.error(
-            "id", "0x followed by 66 hex digits (a compressed public key)", text
-        ) from None
-    t.where = f"[[community]] {text[:12]}…"
-    channels = t.strings("channels", required=True)
-    if not channels:
-        raise ConfigError(f"{t.where}: key 'channels' must list at least one channel uuid")
-    for channel in channels:
+    reader = KeyReader(CommunityConfig, raw, f"[[community]] #{number}", base=base)
+    community = reader.value("id")
+    reader.where = f"[[community]] {raw['id'][:12]}…"
+    values = reader.values()
+    if not values["channels"]:
+        raise ConfigError(f"{reader.where}: key 'channels' must list at least one channel uuid")
+    for channel in values["channels"]:
         try:
             community.channel_chat_id(channel)
         except WakuLegacyError:
-            raise t.error("channels", "canonical lowercase UUIDs (8-4-4-4-12)", channel) from None
-    shard = t.integer("shard", required=True, low=0, high=1023)
-    try:
-        community_pubsub_topic(shard)
-    except WakuLegacyError as exc:
-        raise ConfigError(f"{t.where}: key 'shard': {exc}") from None
-    key_file = resolve_path(base, t.string("key_file"))
-    name = t.string("name")
-    link_chats = t.string("archive_link_chats", default=defaults.ARCHIVE_LINK_CHATS)
-    if link_chats not in ("both", "universal", "magnetlinks"):
-        raise t.error(
-            "archive_link_chats",
-            '"both", "universal" (<id>-memberUpdate, read by current Status clients) or '
-            '"magnetlinks" (<id>-magnetlinks, read by clients from 2024)',
-            link_chats,
-        )
-    operator_key_file = resolve_path(base, t.string("operator_key_file"))
-    from waku_legacy.archive.logos_storage import parse_backend
-
-    backend = parse_backend(t.raw("backend"), t.where)
-    from waku_legacy.archive.topics import ArchiveTopics
-
-    archive_topics = t.string("archive_topics", default=defaults.ARCHIVE_TOPICS)
-    if archive_topics not in set(ArchiveTopics):
-        raise t.error(
-            "archive_topics",
-            '"channel" (the channels\' own topics, imported by clients from before status-go '
-            'PR #5993), "universal" (<id>-memberUpdate, imported by current Status clients) or '
-            '"both"',
-            archive_topics,
-        )
-    min_link_clock = t.integer("min_link_clock", low=0, high=2**63 - 1)
-    t.done()
-    return CommunityConfig(
-        community, channels, shard, key_file, name,
-        archive_link_chats=link_chats, operator_key_file=operator_key_file, backend=backend,
-        archive_topics=archive_topics, min_link_clock=min_link_clock,
-    )  # fmt: skip
+            raise reader.ref("channels").error(
+                "canonical lowercase UUIDs (8-4-4-4-12)", channel
+            ) from None
+    return CommunityConfig(**values)
 
 
 def load_operator_key(community: CommunityConfig) -> coincurve.PrivateKey | None:
@@ -163,12 +192,27 @@ def load_community_key(community: CommunityConfig) -> coincurve.PrivateKey | Non
     return key
 
 
-def parse_communities(top: ConfigTable, base: Path, origin: str) -> tuple[CommunityConfig, ...]:
+@dataclass(frozen=True, slots=True)
+class LogosStorageConfig:
+    """The Logos Storage node (needed when a community has backend = "logos-storage")"""
+
+    url: str = key(
+        parse=_node_url,
+        hint="http://127.0.0.1:8080",
+        doc="the node's REST root (/api/storage/v1 under it)",
+    )
+
+
+def parse_communities(
+    data: Mapping[str, Any], base: Path, origin: str
+) -> tuple[CommunityConfig, ...]:
     """Every ``[[community]]`` of a config: each valid, no community twice, and no channel
     topic claimed by two communities (a message's shard must be unambiguous)."""
-    raw_communities = top.raw("community") or []
+    raw_communities = data.get("community") or []
     if not isinstance(raw_communities, list):
-        raise top.error("community", "an array of tables ([[community]])", raw_communities)
+        raise KeyRef(origin, "community", base).error(
+            "an array of tables ([[community]])", raw_communities
+        )
     communities = tuple(parse_community(c, i + 1, base) for i, c in enumerate(raw_communities))
     if len({str(c.id) for c in communities}) != len(communities):
         raise ConfigError(f"{origin}: a community is configured twice")
@@ -184,21 +228,19 @@ def parse_communities(top: ConfigTable, base: Path, origin: str) -> tuple[Commun
 
 
 def parse_logos_storage(
-    top: ConfigTable, communities: tuple[CommunityConfig, ...], origin: str
+    data: Mapping[str, Any], communities: tuple[CommunityConfig, ...], origin: str
 ) -> str | None:
     """``[logos_storage] url``; required when a community's backend is "logos-storage"."""
-    from waku_legacy.archive.logos_storage import LOGOS_STORAGE, parse_node_url
+    from waku_legacy.archive.logos_storage import LOGOS_STORAGE
 
-    raw = top.raw("logos_storage")
+    raw = data.get("logos_storage")
     users = [str(c.id) for c in communities if c.backend == LOGOS_STORAGE]
     if raw is None:
         if users:
             raise ConfigError(
-                f"{origin}: community {users[0]} has backend = \"logos-storage\" but there is "
+                f'{origin}: community {users[0]} has backend = "logos-storage" but there is '
                 "no [logos_storage] table with the node's url"
             )
         return None
-    table = ConfigTable(raw, "[logos_storage]")
-    url = parse_node_url(table.raw("url"), "[logos_storage]")
-    table.done()
-    return url
+    config: LogosStorageConfig = read_table(LogosStorageConfig, raw, "[logos_storage]")
+    return config.url

@@ -67,7 +67,8 @@ def test_minimal_config_defaults(tmp_path):
         ({}, "a [store] table"),
         ({"store": {"url": "mysql://x"}}, "key 'url'"),
         ({"store": {"url": "a.db"}, "server": {"listen": "nope"}}, "key 'listen'"),
-        ({"store": {"url": "a.db"}, "server": {"lisen": "x:1"}}, "unknown key(s) 'lisen'"),
+        ({"store": {"url": "a.db"}, "server": {"lisen": "x:1"}},
+         "unknown key 'lisen' (did you mean 'listen'?)"),
         ({"store": {"url": "a.db"}, "server": {"reader_threads": -1}}, "key 'reader_threads'"),
         ({"store": {"url": "a.db"}, "relay": {"url": "ftp://x"}}, "key 'url'"),
         ({"store": {"url": "a.db"}, "relay": {}}, "key 'url' is required"),
@@ -86,7 +87,7 @@ def test_minimal_config_defaults(tmp_path):
                                                    "shard": 128}]}, "need an [archive]"),
         ({"store": {"url": "a.db"}, "archive": {"archive_dir": "a", "torrent_dir": "t"},
           "community": [{"id": "0x12", "channels": [CHANNEL], "shard": 128}]}, "key 'id'"),
-        ({"store": {"url": "a.db"}, "surprise": {}}, "unknown key(s) 'surprise'"),
+        ({"store": {"url": "a.db"}, "surprise": {}}, "unknown key 'surprise'"),
     ],
 )  # fmt: skip
 def test_errors_name_the_key(tmp_path, data, fragment):

@@ -61,11 +61,12 @@ def test_full_config(tmp_path: Path) -> None:
         (("shard = 128", ""), "key 'shard' is required"),
         ((f'id = "{COMMUNITY}"', 'id = "0x1234"'), "key 'id' must be 0x followed by 66 hex"),
         ((f'channels = ["{CHANNEL}"]', 'channels = ["general"]'), "key 'channels'"),
-        (('dsn = "postgresql://', 'dns = "postgresql://'), "key 'dsn' is required"),
+        # issue 25: unknown keys are reported before missing ones
+        (('dsn = "postgresql://', 'dns = "postgresql://'), "unknown key 'dns' (did you mean 'dsn"),
         (('url = "http://127.0.0.1:8645"', 'url = "ftp://x"'), "key 'url' must be an http"),
         (('archive_dir = "archives"', "archive_dir = 5"), "key 'archive_dir' must be a string"),
         (('store = "sqlite:store.sqlite3"', 'store = "mysql://x/y"'), "key 'store'"),
-        (('master = "local[2]"', 'master = "local[2]"\nmastr = "x"'), "unknown key(s) 'mastr'"),
+        (('master = "local[2]"', 'master = "local[2]"\nmastr = "x"'), "unknown key 'mastr' (did"),
     ],
 )
 def test_mistakes_name_the_key(tmp_path: Path, change: tuple[str, str], message: str) -> None:

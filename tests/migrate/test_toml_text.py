@@ -1,4 +1,4 @@
-"""The TOML text ``demo`` writes (``migrate/toml_text.py``) and its ``bridge.toml``
+"""The TOML text ``demo`` writes (``waku_legacy/config/toml_text.py``) and its ``bridge.toml``
 (``migrate/demo_serve.py``), read back by the bridge's own config reader: valid, relative to
 its folder, and kept across reruns (token, node key, free ports)."""
 
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from waku_legacy.bridge.config import load_config
+from waku_legacy.config.toml_text import toml_document, toml_string, toml_value
 from waku_legacy.crypto.key_file import load_node_key, write_node_key
 from waku_legacy.crypto.secp256k1 import private_key_from_bytes
 from waku_legacy.errors import ConfigError
@@ -27,7 +28,6 @@ from waku_legacy.migrate.demo_serve import (
     serve_lines,
     write_bridge_config,
 )
-from waku_legacy.migrate.toml_text import toml_document, toml_string, toml_value
 
 KEY = private_key_from_bytes(bytes.fromhex("3c" * 32))
 COMMUNITY = str(CommunityId(KEY.public_key.format(compressed=True)))

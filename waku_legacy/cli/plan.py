@@ -12,7 +12,7 @@ Each community's shard is the newest description's ``relay_shard_index``; else, 
 ``--store-node``, the newest description that v2 store node holds (its
 ``relay_shard_index``, or the shard it was stored on); else the pubsub topic status-go uses
 for a community without a shard, with a warning. It writes ``DIR/migrate.toml`` and
-``DIR/bridge.toml`` (the demo's writers: :mod:`~waku_legacy.migrate.toml_text`,
+``DIR/bridge.toml`` (the demo's writers: :mod:`~waku_legacy.config.toml_text`,
 :mod:`~waku_legacy.migrate.demo_serve`), lists what members still lack (the bridge's own
 reasons, :func:`~waku_legacy.bridge.archiver.link_reach`, and the loopback listeners) and
 prints the next command.
@@ -249,11 +249,11 @@ def _missing(planned: list[PlannedCommunity]) -> dict[str, Any]:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from waku_legacy.config.toml_text import toml_document
     from waku_legacy.console import print_json
     from waku_legacy.durable import write_atomic
     from waku_legacy.migrate.config import parse_config
     from waku_legacy.migrate.demo_serve import cli_command, write_bridge_config
-    from waku_legacy.migrate.toml_text import toml_document
 
     communities = list(dict.fromkeys(parse_community(c) for c in args.community))
     out = Path(args.out).resolve()

@@ -222,8 +222,6 @@ def _community(**extra: object) -> dict:
 
 
 def test_config_backend_per_community_and_both_refused(tmp_path: Path) -> None:
-    from waku_legacy.config import ConfigTable
-
     assert parse_community(_community(), 1, tmp_path).backend == "torrent"
     chosen = parse_community(_community(backend="logos-storage"), 1, tmp_path)
     assert chosen.backend == "logos-storage"
@@ -235,16 +233,16 @@ def test_config_backend_per_community_and_both_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="backend"):
         parse_community(_community(backend="ipfs"), 1, tmp_path)
     with pytest.raises(ConfigError, match=r"no \[logos_storage\] table"):
-        parse_logos_storage(ConfigTable({}, "<t>"), (chosen,), "<t>")
+        parse_logos_storage({}, (chosen,), "<t>")
     url = parse_logos_storage(
-        ConfigTable({"logos_storage": {"url": "http://127.0.0.1:8080/"}}, "<t>"), (chosen,), "<t>"
+        {"logos_storage": {"url": "http://127.0.0.1:8080/"}}, (chosen,), "<t>"
     )
     assert url == "http://127.0.0.1:8080"
     with pytest.raises(ConfigError, match="url"):
-        parse_logos_storage(ConfigTable({"logos_storage": {"url": "ftp://x"}}, "<t>"), (), "<t>")
+        parse_logos_storage({"logos_storage": {"url": "ftp://x"}}, (), "<t>")
     with pytest.raises(ConfigError, match="token"):
         parse_logos_storage(
-            ConfigTable({"logos_storage": {"url": "http://x:1", "token": "t"}}, "<t>"), (), "<t>"
+            {"logos_storage": {"url": "http://x:1", "token": "t"}}, (), "<t>"
         )
 
 

@@ -1,4 +1,5 @@
-"""TOML documents as text, for the configs ``demo`` writes (``migrate.toml``, ``bridge.toml``).
+"""TOML documents as text, for the configs ``demo`` and ``plan`` write (``migrate.toml``,
+``bridge.toml``) and the generated examples (:mod:`waku_legacy.config.docs`).
 
 Plain values only: strings, booleans, integers, floats, lists of them and inline tables;
 top-level keys are tables (``[name]``) or arrays of tables (``[[name]]``). Strings are TOML
