@@ -6,7 +6,7 @@ waku_legacy/community_config.py, mailserver_compat/server/limits.py).
     .venv/bin/python scripts/gen-config-docs.py           # rewrite the three files
     .venv/bin/python scripts/gen-config-docs.py --check   # exit 1 (and say which) on drift
 
-tests/test_config_docs.py runs the check.
+tests/waku_legacy/config/test_docs.py runs the check.
 """
 
 from __future__ import annotations
