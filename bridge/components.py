@@ -19,7 +19,7 @@ import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 import coincurve
@@ -50,9 +50,11 @@ from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.bridge.workers import WorkerPool, bind_listener
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.topic_mapping import TopicMapping
-from waku_legacy.mailserver_compat.server.mailserver import MailServer
-from waku_legacy.p2p.listener import P2PListener
 from waku_legacy.store import StoreUnavailable, is_postgres_url, sqlite_path
+
+if TYPE_CHECKING:  # imported when started: py-libp2p and the v1 stack load only when used
+    from waku_legacy.mailserver_compat.server.mailserver import MailServer
+    from waku_legacy.p2p.listener import P2PListener
 
 __all__ = [
     "ArchivingComponent",
@@ -368,7 +370,7 @@ class MailserverComponent:
 
     async def start(self) -> None:
         from waku_legacy.crypto.key_file import load_or_create_node_key
-        from waku_legacy.mailserver_compat.server.mailserver import MailServerConfig
+        from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
         from waku_legacy.mailserver_compat.storage.envelope_store import V2StoreSource
 
         v1 = self.v1

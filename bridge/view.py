@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, SeederHost
 from waku_legacy.bridge.components import (
@@ -50,7 +51,9 @@ from waku_legacy.bridge.status import (
 from waku_legacy.bridge.store_rest_server import RestError
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.identity.topics import CommunityId
-from waku_legacy.mailserver_compat.server.mailserver import MailServer
+
+if TYPE_CHECKING:
+    from waku_legacy.mailserver_compat.server.mailserver import MailServer
 
 __all__ = ["BridgeParts", "BridgeView"]
 
@@ -139,7 +142,7 @@ class BridgeView:
             stats = listener.stats() if listener is not None else {}
             return [((event,), float(count)) for event, count in stats.items()]
 
-        def torrents(attribute: str) -> Any:
+        def torrents(attribute: str) -> Callable[[], Samples]:
             def probe() -> Samples:
                 stats = self.seeder.stats() if self.seeder else []
                 return [((s.name,), float(getattr(s, attribute))) for s in stats]
