@@ -186,6 +186,8 @@ class BridgeService:
 
     async def start(self) -> None:
         """Start every component in order; on a failure close those started, then raise."""
+        if self.lifecycle.state is not ServiceState.INITIALIZING:
+            raise RuntimeError(f"a bridge service starts once (this one is {self.state})")
         self.view.started_at = self.clock.time()
         for component in self.components:
             try:

@@ -16,27 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, SeederHost
 from waku_legacy.bridge.components import (
     READY,
     ArchivingComponent,
-    BridgeContext,
     HistoryComponent,
-    HttpApi,
-    LeaderComponent,
-    Libp2pComponent,
-    LiveComponent,
-    MailserverComponent,
-    RelayComponent,
     SeederComponent,
-    Singletons,
-    StoreComponent,
-    WorkersComponent,
 )
-from waku_legacy.bridge.history import HistoryPuller
 from waku_legacy.bridge.http_api import VERSION, health_document
-from waku_legacy.bridge.lifecycle import Lifecycle, ServiceState
-from waku_legacy.bridge.metrics import Snapshot
+from waku_legacy.bridge.lifecycle import ServiceState
 from waku_legacy.bridge.status import (
     CommunityStatus,
     ServiceStatus,
@@ -52,7 +39,12 @@ from waku_legacy.bridge.store_rest_server import RestError
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.identity.topics import CommunityId
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the parts' types: the view reads them, the service builds them
+    from waku_legacy.bridge import components as c
+    from waku_legacy.bridge.archiver import ArchiveScheduler, CommunityArchiver, SeederHost
+    from waku_legacy.bridge.history import HistoryPuller
+    from waku_legacy.bridge.lifecycle import Lifecycle
+    from waku_legacy.bridge.metrics import Snapshot
     from waku_legacy.mailserver_compat.server.mailserver import MailServer
 
 __all__ = ["BridgeParts", "BridgeView"]
@@ -64,22 +56,22 @@ Samples = list[tuple[tuple[str, ...], float]]
 class BridgeParts:
     """The components the view reads (None: not configured)."""
 
-    store: StoreComponent
-    live: LiveComponent
-    singletons: Singletons
-    relay: RelayComponent | None = None
-    v1: MailserverComponent | None = None
-    libp2p: Libp2pComponent | None = None
-    leader: LeaderComponent | None = None
-    http: HttpApi | None = None  # set once built: it serves this view
-    workers: WorkersComponent | None = None
+    store: c.StoreComponent
+    live: c.LiveComponent
+    singletons: c.Singletons
+    relay: c.RelayComponent | None = None
+    v1: c.MailserverComponent | None = None
+    libp2p: c.Libp2pComponent | None = None
+    leader: c.LeaderComponent | None = None
+    http: c.HttpApi | None = None  # set once built: it serves this view
+    workers: c.WorkersComponent | None = None
 
 
 class BridgeView:
     """The service's state and its components, as the HTTP API and the metrics read them."""
 
     def __init__(
-        self, context: BridgeContext, lifecycle: Lifecycle, parts: BridgeParts, *,
+        self, context: c.BridgeContext, lifecycle: Lifecycle, parts: BridgeParts, *,
         seed_enabled: bool,
     ) -> None:  # fmt: skip
         self.context = context

@@ -118,17 +118,15 @@ async def test_service_stops_in_reverse_start_order_through_its_states(tmp_path)
     await service.stop()
     assert service.state is ServiceState.STOPPED
     await service.stop()  # a second stop does nothing
+    with pytest.raises(RuntimeError, match="starts once"):
+        await service.start()
 
     started = [name for event, name, _ in events if event == "start"]
     closed = [name for event, name, _ in events if event == "close"]
     assert started == ["store", "store-probe", "http-client", "live", "http", "v1", "singletons"]
     assert closed == started[::-1]
-    assert {state for event, _, state in events if event == "start"} == {
-        ServiceState.INITIALIZING
-    }
-    assert {state for event, _, state in events if event == "close"} == {
-        ServiceState.SHUTTING_DOWN
-    }
+    assert {state for event, _, state in events if event == "start"} == {ServiceState.INITIALIZING}
+    assert {state for event, _, state in events if event == "close"} == {ServiceState.SHUTTING_DOWN}
     # what the service made is gone: the REST port and the v1 port refuse connections
     for port in (service.rest_port, service.mailserver.port):
         with pytest.raises(OSError):
@@ -179,9 +177,7 @@ async def test_a_failed_start_closes_what_started_and_says_why(tmp_path) -> None
     taken.listen()
     try:
         port = taken.getsockname()[1]
-        config = bridge_config(
-            tmp_path, f"sqlite:///{tmp_path}/s.sqlite3", v1=_v1(tmp_path, port)
-        )
+        config = bridge_config(tmp_path, f"sqlite:///{tmp_path}/s.sqlite3", v1=_v1(tmp_path, port))
         service = BridgeService(config)
         events: list[tuple[str, str, ServiceState]] = []
         _record(service, events)
