@@ -82,7 +82,7 @@ T = TypeVar("T")
 READY = "Ready"
 
 
-def running(value: T | None, what: str) -> T:
+def _require(value: T | None, what: str) -> T:
     """``value`` once its component has started; a RuntimeError naming it before that."""
     if value is None:
         raise RuntimeError(f"{what} is not started")
@@ -167,7 +167,7 @@ class StoreComponent:
 
     @property
     def opened(self) -> StoreAccess:
-        return running(self.access, "the store")
+        return _require(self.access, "the store")
 
     async def start(self) -> None:
         self.access = await asyncio.to_thread(StoreAccess, self.url, readers=self.readers)
@@ -222,7 +222,7 @@ class HttpClient:
 
     @property
     def opened(self) -> aiohttp.ClientSession:
-        return running(self.session, "the HTTP client session")
+        return _require(self.session, "the HTTP client session")
 
     async def start(self) -> None:
         self.session = aiohttp.ClientSession()
@@ -374,7 +374,7 @@ class MailserverComponent:
         from waku_legacy.mailserver_compat.storage.envelope_store import V2StoreSource
 
         v1 = self.v1
-        live = running(self.live.bridge, "the live bridge")
+        live = _require(self.live.bridge, "the live bridge")
         key, created = await asyncio.to_thread(load_or_create_node_key, v1.node_key_file)
         if created:
             log.info("created a v1 node key", extra=fields(path=v1.node_key_file))
@@ -600,7 +600,7 @@ class HistoryComponent:
         return local_state_dir(self.context.config) / "history-state"
 
     async def _run(self) -> None:
-        await running(self.puller, "the history puller").run()
+        await _require(self.puller, "the history puller").run()
 
     async def start(self) -> None:
         context = self.context
@@ -729,7 +729,7 @@ class WorkersComponent:
         if self.libp2p is not None:  # the shards the primary announces, resolved at its start
             config = replace(config, libp2p=self.libp2p.config)
         self.pool = WorkerPool(
-            config, running(self.http.listener, "the REST socket"), self.count,
+            config, _require(self.http.listener, "the REST socket"), self.count,
             context.metrics, shutdown_timeout=timeout,
             libp2p_listen=self.libp2p.shareable_listen() if self.libp2p else (),
         )  # fmt: skip

@@ -75,7 +75,9 @@ from waku_legacy.durable import write_atomic
 from waku_legacy.errors import WakuLegacyError
 
 if TYPE_CHECKING:
+    from waku_legacy.bridge.config import BridgeConfig
     from waku_legacy.bridge.store_threads import StoreAccess
+    from waku_legacy.p2p.listener import P2PListener
 
 __all__ = ["WorkerPool", "bind_listener", "forwarding_handler", "main", "metrics_site"]
 
@@ -130,7 +132,7 @@ class WorkerPool:
 
     def __init__(
         self,
-        config: Any,
+        config: BridgeConfig,
         listener: socket.socket,
         count: int,
         metrics: BridgeMetrics,
@@ -312,14 +314,14 @@ class WorkerProcess:
     """One worker: the store routes on the shared socket, everything else forwarded."""
 
     def __init__(self, header: dict[str, Any]) -> None:
-        self.config = header["config"]
+        self.config: BridgeConfig = header["config"]
         self.host: str = header["host"]
         self.port: int = header["port"]
         self.run_dir = Path(header["run_dir"])
         self.slot: int = header["slot"]
         self.metrics = BridgeMetrics()
         self.store: StoreAccess | None = None
-        self.p2p: Any = None  # the libp2p store listener, when the primary runs one
+        self.p2p: P2PListener | None = None  # the libp2p store listener, when the primary runs one
         self.libp2p_listen: tuple[str, ...] = tuple(header.get("libp2p_listen", ()))
         self._session: aiohttp.ClientSession | None = None
         self.orphaned = False
@@ -388,6 +390,8 @@ class WorkerProcess:
         from waku_legacy.bridge.p2p import start_p2p_listener
         from waku_legacy.store.legacy_query import LegacyCursorCache
 
+        if self.config.libp2p is None:  # libp2p_listen is only sent with a [libp2p]
+            return
         libp2p = replace(self.config.libp2p, listen=self.libp2p_listen)
         try:
             self.p2p = await start_p2p_listener(libp2p, store.stores, LegacyCursorCache())
