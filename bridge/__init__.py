@@ -5,8 +5,15 @@ Modules (one concept each):
 
 - :mod:`.config` -- the TOML configuration (typed, errors name the key; ``[[community]]``
   tables are read by :mod:`waku_legacy.community_config`, as the migration reads them);
-- :mod:`.service` -- :class:`~.service.BridgeService`: start/stop of every part in one
-  event loop, graceful shutdown, what ``/health`` and the admin API report;
+- :mod:`.service` -- :class:`~.service.BridgeService`: which parts run from which config,
+  in which order, and the service's state;
+- :mod:`.lifecycle` -- the component protocol, :class:`~.lifecycle.ServiceState`, and one
+  ``AsyncExitStack`` that closes the parts in the reverse of their start;
+- :mod:`.components` -- each part (store, HTTP API, v1 listener, live bridge, relay
+  publisher, libp2p listener, seeder, archiving, history pulls, leader lock, workers) with
+  its start, close and health;
+- :mod:`.view` -- what ``/health``, ``/debug/v1/info``, the status page and the admin API
+  report, read from the running parts;
 - :mod:`.http_api` -- the aiohttp application: nwaku-compatible store REST, ``/health``,
   ``/debug/v1/info``, ``/metrics``, bearer-token admin endpoints;
 - :mod:`.store_rest_server` -- nwaku's REST store query semantics (sans-IO parsing, page

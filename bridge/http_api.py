@@ -101,12 +101,14 @@ NWAKU_HEALTH = {
 
 
 class BridgeBackend(Protocol):
-    """What the HTTP API needs from the running service."""
+    """What the HTTP API reads of the running service, beside the store and the metrics
+    (:class:`~waku_legacy.bridge.view.BridgeView`); a worker process, which forwards these
+    routes to its primary, has none of it."""
 
-    store: StoreAccess
-    metrics: BridgeMetrics
-    admin_token: str | None
-    status_page: bool  # GET / and /debug/v1/status are served
+    @property
+    def admin_token(self) -> str | None: ...
+    @property
+    def status_page(self) -> bool: ...  # GET / and /debug/v1/status are served
 
     def health(self) -> tuple[str, list[dict[str, str]]]: ...
     async def metric_snapshots(self) -> list[Snapshot]: ...  # other processes' metrics
@@ -201,7 +203,7 @@ class _Admission:
 
 
 def _make_middleware(
-    backend: BridgeBackend, limits: HttpLimits, refused: RefusalLog, process: str | None = None
+    metrics: BridgeMetrics, limits: HttpLimits, refused: RefusalLog, process: str | None = None
 ) -> Callable[..., Awaitable[web.StreamResponse]]:
     admission = _Admission(limits, refused)
 
@@ -221,7 +223,7 @@ def _make_middleware(
             response = _http_error_response(request, exc)
         except Exception as exc:
             response = _internal_error_response(request, exc, request_id)
-        _record(backend.metrics, request, response, time.perf_counter() - started)
+        _record(metrics, request, response, time.perf_counter() - started)
         if process is not None:
             response.headers[PROCESS_HEADER] = process
         return response
@@ -349,21 +351,28 @@ def _check_admin(request: web.Request, token: str | None) -> None:
 
 
 def make_runner(
-    backend: BridgeBackend,
+    store: StoreAccess,
+    metrics: BridgeMetrics,
     limits: HttpLimits,
     *,
     shutdown_timeout: float,
+    service: BridgeBackend | None = None,
     forward: Handler | None = None,
     process: str | None = None,
 ) -> web.AppRunner:
     """The HTTP API behind its limits: connection caps, header/idle/body timeouts, budget.
 
-    ``forward`` (a worker process, :mod:`waku_legacy.bridge.workers`): the store routes are
-    served here, every other request is handed to ``forward``. ``process``: the value of the
-    ``X-Bridge-Process`` header on every answer (which process answered)."""
-    refused = RefusalLog(backend.metrics)
+    The store routes answer from ``store``; every other route from ``service`` (the primary)
+    or, in a worker process (:mod:`waku_legacy.bridge.workers`), by ``forward``, which hands
+    the request to the primary. ``process``: the value of the ``X-Bridge-Process`` header on
+    every answer (which process answered)."""
+    refused = RefusalLog(metrics)
+    app = make_app(
+        store, metrics, service=service, forward=forward, limits=limits, refused=refused,
+        process=process,
+    )  # fmt: skip
     return GuardedRunner(
-        make_app(backend, limits=limits, refused=refused, forward=forward, process=process),
+        app,
         guard=ConnectionGuard(limits, refused),
         handle_signals=False,
         access_log=None,
@@ -378,34 +387,38 @@ def make_runner(
 
 
 def make_app(
-    backend: BridgeBackend,
+    store: StoreAccess,
+    metrics: BridgeMetrics,
     *,
+    service: BridgeBackend | None = None,
+    forward: Handler | None = None,
     limits: HttpLimits | None = None,
     refused: RefusalLog | None = None,
-    forward: Handler | None = None,
     process: str | None = None,
 ) -> web.Application:
+    """The routes (without the connection guard): exactly one of ``service`` and
+    ``forward`` answers those that are not the store's."""
     limits = limits or HttpLimits()
-    refused = refused or RefusalLog(backend.metrics)
+    refused = refused or RefusalLog(metrics)
     app = web.Application(
-        middlewares=[_make_middleware(backend, limits, refused, process)],
+        middlewares=[_make_middleware(metrics, limits, refused, process)],
         client_max_size=64 * 1024,
     )
-    _add_store_routes(app, backend)
-    if forward is not None:
+    _add_store_routes(app, store, metrics)
+    if service is None and forward is not None:
         app.router.add_route("*", "/{tail:.*}", forward)
-        return app
-    _add_operations_routes(app, backend)
-    if backend.status_page:
-        _add_status_routes(app, backend)
-    _add_admin_routes(app, backend)
+    elif service is not None and forward is None:
+        _add_operations_routes(app, service, store, metrics)
+        if service.status_page:
+            _add_status_routes(app, service)
+        _add_admin_routes(app, service)
+    else:
+        raise ValueError("make_app needs exactly one of service and forward")
     return app
 
 
-def _add_store_routes(app: web.Application, backend: BridgeBackend) -> None:
+def _add_store_routes(app: web.Application, store: StoreAccess, metrics: BridgeMetrics) -> None:
     """nwaku's store REST, v3 and legacy."""
-    metrics = backend.metrics
-    store = backend.store
     legacy_cursors = LegacyCursorCache()
 
     async def store_v3(request: web.Request) -> web.Response:
@@ -440,10 +453,10 @@ def _add_store_routes(app: web.Application, backend: BridgeBackend) -> None:
     app.router.add_get("/store/v1/messages", store_v1)
 
 
-def _add_operations_routes(app: web.Application, backend: BridgeBackend) -> None:
+def _add_operations_routes(
+    app: web.Application, backend: BridgeBackend, store: StoreAccess, metrics: BridgeMetrics
+) -> None:
     """Health, node info, version and metrics: what probes and scrapers read."""
-    metrics = backend.metrics
-    store = backend.store
 
     async def health(request: web.Request) -> web.Response:
         document, status = health_document(*backend.health())

@@ -64,7 +64,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -73,6 +73,11 @@ from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics, Snapshot
 from waku_legacy.durable import write_atomic
 from waku_legacy.errors import WakuLegacyError
+
+if TYPE_CHECKING:
+    from waku_legacy.bridge.config import BridgeConfig
+    from waku_legacy.bridge.store_threads import StoreAccess
+    from waku_legacy.p2p.listener import P2PListener
 
 __all__ = ["WorkerPool", "bind_listener", "forwarding_handler", "main", "metrics_site"]
 
@@ -127,7 +132,7 @@ class WorkerPool:
 
     def __init__(
         self,
-        config: Any,
+        config: BridgeConfig,
         listener: socket.socket,
         count: int,
         metrics: BridgeMetrics,
@@ -309,29 +314,24 @@ class WorkerProcess:
     """One worker: the store routes on the shared socket, everything else forwarded."""
 
     def __init__(self, header: dict[str, Any]) -> None:
-        self.config = header["config"]
+        self.config: BridgeConfig = header["config"]
         self.host: str = header["host"]
         self.port: int = header["port"]
         self.run_dir = Path(header["run_dir"])
         self.slot: int = header["slot"]
         self.metrics = BridgeMetrics()
-        self.admin_token = None
-        self.status_page = False
-        self.store: Any = None
-        self.p2p: Any = None  # the libp2p store listener, when the primary runs one
+        self.store: StoreAccess | None = None
+        self.p2p: P2PListener | None = None  # the libp2p store listener, when the primary runs one
         self.libp2p_listen: tuple[str, ...] = tuple(header.get("libp2p_listen", ()))
         self._session: aiohttp.ClientSession | None = None
         self.orphaned = False
-
-    async def metric_snapshots(self) -> list[Snapshot]:  # BridgeBackend: never asked here
-        return []
 
     def session(self) -> aiohttp.ClientSession:
         assert self._session is not None
         return self._session
 
     async def run(self) -> None:
-        from waku_legacy.bridge.http_api import BridgeBackend, make_runner
+        from waku_legacy.bridge.http_api import make_runner
         from waku_legacy.bridge.http_guard import HttpLimits
         from waku_legacy.bridge.store_threads import StoreAccess
 
@@ -340,7 +340,7 @@ class WorkerProcess:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        self.store = await asyncio.to_thread(
+        self.store = store = await asyncio.to_thread(
             StoreAccess, self.config.store.url, readers=server.reader_threads, read_only=True,
             start_in_outage=True,
         )  # fmt: skip
@@ -348,10 +348,9 @@ class WorkerProcess:
             connector=aiohttp.UnixConnector(path=str(self.run_dir / PRIMARY_SOCKET), limit=64),
             timeout=aiohttp.ClientTimeout(total=FORWARD_TIMEOUT),
         )
-        # Only the store routes run here (the rest is forwarded): they use the store and
-        # the metrics, which is all a worker has of the BridgeBackend interface.
+        # Only the store routes run here; the rest is forwarded to the primary.
         runner = make_runner(
-            cast("BridgeBackend", self), HttpLimits.from_config(server),
+            store, self.metrics, HttpLimits.from_config(server),
             shutdown_timeout=server.shutdown_timeout,
             forward=forwarding_handler(self.session), process=str(os.getpid()),
         )  # fmt: skip
@@ -359,7 +358,7 @@ class WorkerProcess:
         listener = bind_listener(self.host, self.port)  # the primary's port (SO_REUSEPORT)
         await web.SockSite(runner, listener).start()
         if self.libp2p_listen:
-            await self._start_p2p()
+            await self._start_p2p(store)
         private = web.AppRunner(metrics_site(self.snapshot), handle_signals=False)
         await private.setup()
         await web.UnixSite(private, str(worker_socket(self.run_dir, os.getpid()))).start()
@@ -379,11 +378,11 @@ class WorkerProcess:
             _write_snapshot(snapshot_file(self.run_dir, os.getpid()), self.snapshot())
             await private.cleanup()
             await self._session.close()
-            await self.store.close(timeout=server.shutdown_timeout)
+            await store.close(timeout=server.shutdown_timeout)
             if self.orphaned:
                 shutil.rmtree(self.run_dir, ignore_errors=True)
 
-    async def _start_p2p(self) -> None:
+    async def _start_p2p(self, store: StoreAccess) -> None:
         """The libp2p store on the primary's ports (py-libp2p binds with SO_REUSEPORT), the
         same key (one peer id), this worker's read-only store connections."""
         from dataclasses import replace
@@ -391,9 +390,11 @@ class WorkerProcess:
         from waku_legacy.bridge.p2p import start_p2p_listener
         from waku_legacy.store.legacy_query import LegacyCursorCache
 
+        if self.config.libp2p is None:  # libp2p_listen is only sent with a [libp2p]
+            return
         libp2p = replace(self.config.libp2p, listen=self.libp2p_listen)
         try:
-            self.p2p = await start_p2p_listener(libp2p, self.store.stores, LegacyCursorCache())
+            self.p2p = await start_p2p_listener(libp2p, store.stores, LegacyCursorCache())
         except WakuLegacyError as exc:  # the REST side still serves; the primary's libp2p too
             log.error("libp2p listener not started in this worker", extra=fields(error=str(exc)))
 

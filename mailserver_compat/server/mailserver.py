@@ -495,6 +495,11 @@ class MailServer:
             host = "::1"
         return Enode(public_key_of(self.node_key)[1:], host, self.port)
 
+    @property
+    def listening(self) -> bool:
+        """Started and not closed."""
+        return self._server is not None
+
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> Enode:
         self._server = await listen(
             host,
