@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.test_bridge_support import ADMIN_TOKEN, bridge_config
+from tests.bridge.support import ADMIN_TOKEN, bridge_config
 from waku_legacy.bridge.http_api import make_app
 from waku_legacy.bridge.lifecycle import Lifecycle, ServiceState
 from waku_legacy.bridge.metrics import BridgeMetrics, Snapshot
