@@ -157,7 +157,7 @@ def _export(args: argparse.Namespace) -> int:
     if not channels:
         discovery = _discover(args, sources, out)
         channels = list(discovery.channels)
-    shard = _export_shard(args, discovery)
+    shard = community_shard(args, discovery, "export")
     if not args.key_file:
         print(f"export: warning: {NO_KEY_FILE}", file=sys.stderr)
     community: dict[str, Any] = {
@@ -214,21 +214,24 @@ NO_KEY_FILE = (
 )
 
 
-def _export_shard(args: argparse.Namespace, discovery: ChannelDiscovery | None) -> int:
+def community_shard(
+    args: argparse.Namespace, discovery: ChannelDiscovery | None, command: str
+) -> int:
     """``--shard``, else the newest signed description's relay_shard_index (with a warning
     saying where it came from), else an error: a guessed shard puts the history where
-    members' clients do not look."""
+    members' clients do not look (export, audit)."""
     if args.shard is not None:
         return int(args.shard)
     newest = discovery.newest if discovery is not None else None
     if newest is not None and newest.shard is not None:
         print(
-            f"export: warning: no --shard: using shard {newest.shard}, the relay_shard_index "
-            f"of {args.community}'s description with clock {newest.clock}",
+            f"{command}: warning: no --shard: using shard {newest.shard}, the "
+            f"relay_shard_index of {args.community}'s description with clock {newest.clock}",
             file=sys.stderr,
         )
         return newest.shard
-    raise ConfigError(f"export: {NO_SHARD}")
+    why = "" if discovery is None else " (its newest signed description names none)"
+    raise ConfigError(f"{command}: no --shard{why}: {NO_SHARD}")
 
 
 def _clock_line(clock: dict[str, Any]) -> str:
@@ -305,14 +308,17 @@ def _audit(args: argparse.Namespace) -> int:
     keys = _repair_keys(args)
     with tempfile.TemporaryDirectory(prefix="waku-legacy-audit-") as scratch_name:
         scratch = Path(scratch_name)
+        discovery = None
         if not channels:
-            channels = list(_discover(args, sources, scratch, "audit").channels)
+            discovery = _discover(args, sources, scratch, "audit")
+            channels = list(discovery.channels)
+        shard = community_shard(args, discovery, "audit")
         archive_dir = _audit_archive_dir(args, community, scratch)
         request = AuditRequest(
             community=community, channels=tuple(channels),
             sources=[parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)],
             archive_dir=archive_dir, origin=args.magnet or args.torrent or args.archive_dir,
-            work_dir=str(scratch), pubsub_topic=community_pubsub_topic(args.shard),
+            work_dir=str(scratch), pubsub_topic=community_pubsub_topic(shard),
             flavour=Flavour.parse(args.flavour), store_url=args.store,
         )  # fmt: skip
         # the mode the published archives were built with; a contradicting flag is refused
@@ -569,7 +575,10 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         f"{defaults.ARCHIVE_TOPICS} when there is no archive yet); a value the archives "
         "contradict is refused",
     )  # fmt: skip
-    audit.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
+    audit.add_argument(
+        "--shard", type=int,
+        help="the community's relay shard (required unless its signed description names it)",
+    )  # fmt: skip
     audit.add_argument("--store", help="v2 store URL: its messages count as live v2 traffic")
     audit.add_argument("--html", help="also write the report as one self-contained HTML file")
     audit.add_argument("--flavour", choices=("status-go", "seed-spec"), default=defaults.FLAVOUR,
