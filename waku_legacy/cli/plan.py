@@ -1,12 +1,13 @@
 """``waku-legacy plan``: from an operator's legacy sources to the two config files that
 migrate and serve them, and what is still missing for members to receive the history.
 
-``plan --source SPEC… --community ID… --out DIR [--store-node URL] [--json]`` reads every
-source once for the named communities' signed ``CommunityDescription`` messages (the
-discovery ``export`` uses, :mod:`~waku_legacy.migrate.discover`: name and channels of the
-newest one). The descriptions are encrypted for each community's own chat, whose key comes
-from the community id, so the operator names the communities: a ``0x`` public key, a
-multibase ``zQ3…`` key, or a Status share URL (``https://status.app/c/…#zQ3…``).
+``plan --source SPEC… --community ID… [--key-file [ID=]PATH…] --out DIR [--store-node URL]
+[--json]`` reads every source once for the named communities' signed
+``CommunityDescription`` messages (the discovery ``export`` uses,
+:mod:`~waku_legacy.migrate.discover`: name and channels of the newest one). The
+descriptions are encrypted for each community's own chat, whose key comes from the community
+id, so the operator names the communities: a ``0x`` public key, a multibase ``zQ3…`` key, or
+a Status share URL (``https://status.app/c/…#zQ3…``).
 
 Each community's shard is the newest description's ``relay_shard_index``; else, with
 ``--store-node``, the newest description that v2 store node holds (its
@@ -15,7 +16,9 @@ for a community without a shard, with a warning. It writes ``DIR/migrate.toml`` 
 ``DIR/bridge.toml`` (the demo's writers: :mod:`~waku_legacy.migrate.toml_text`,
 :mod:`~waku_legacy.migrate.demo_serve`), lists what members still lack (the bridge's own
 reasons, :func:`~waku_legacy.bridge.archiver.link_reach`, and the loopback listeners) and
-prints the next command.
+prints the next command. A ``--key-file`` (the community's private key, checked against
+its id before any source is read) goes into both files as ``key_file``, so the archive link
+is signed.
 """
 
 from __future__ import annotations
@@ -64,8 +67,13 @@ LOOPBACK_SEEDING = (
     "port (TCP and UDP) for it"
 )
 KEY_FILE_STEP = (
-    "add key_file = PATH (the community's private key, hex) to its [[community]] in both "
-    "files: without it no signed archive link is written"
+    "give plan --key-file COMMUNITY=PATH (the community's private key, 64 hex), or add "
+    "key_file = PATH to its [[community]] in both files: without it no signed archive link "
+    "is written"
+)
+KEY_FILE_HINT = (
+    "a community key file holds the community's private key as 64 hex digits (the owner's "
+    "Status app exports it); its public key is the community id"
 )
 RELAY_STEP = "add [relay] (an nwaku node's REST URL) to bridge.toml to publish the link"
 
@@ -106,6 +114,7 @@ class PlannedCommunity:
     discovery: ChannelDiscovery
     shard: int
     shard_from: str  # "description", "store-node" or STATUS_GO_UNSHARDED_SOURCE
+    key_file: str | None = None  # as written in both files: relative to them, or absolute
 
     def table(self) -> dict[str, Any]:
         """Its ``[[community]]`` table, the same in migrate.toml and bridge.toml."""
@@ -116,7 +125,59 @@ class PlannedCommunity:
             table["name"] = newest.name
         table["channels"] = list(newest.channel_uuids)
         table["shard"] = self.shard
+        if self.key_file is not None:
+            table["key_file"] = self.key_file
         return table
+
+
+def parse_key_file(text: str) -> tuple[CommunityId | None, Path]:
+    """A ``--key-file`` value: ``COMMUNITY=PATH`` (the community as ``--community`` takes
+    it) or ``PATH`` alone (the community is the key's own)."""
+    # a share URL holds '=' itself (base64 padding): the community is the first prefix
+    # before an '=' that reads as one
+    for index, char in enumerate(text):
+        if char != "=" or index == 0:
+            continue
+        try:
+            community = parse_community(text[:index])
+        except ConfigError:
+            continue
+        return community, Path(text[index + 1 :])
+    return None, Path(text)
+
+
+def load_key_files(values: list[str]) -> dict[str, Path]:
+    """community -> its key file, every key read and checked before any source is read:
+    64 hex digits, and the public key is the community id named with it."""
+    from waku_legacy.crypto.key_file import load_node_key
+    from waku_legacy.identity.topics import CommunityId
+
+    keys: dict[str, Path] = {}
+    for text in values:
+        named, path = parse_key_file(text)
+        try:
+            key = load_node_key(path, what="community key file")
+        except WakuLegacyError as exc:
+            raise ConfigError(f"--key-file {text!r}: {exc}; {KEY_FILE_HINT}") from None
+        own = CommunityId(key.public_key.format(compressed=True))
+        if named is not None and own != named:
+            raise ConfigError(
+                f"--key-file {text!r}: {path} holds the key of community {own}, not of "
+                f"{named}; {KEY_FILE_HINT}"
+            )
+        if str(own) in keys and keys[str(own)] != path.resolve():
+            raise ConfigError(f"--key-file {text!r}: community {own} is given two key files")
+        keys[str(own)] = path.resolve()
+    return keys
+
+
+def _written_path(path: Path, out: Path) -> str:
+    """``path`` as the files in ``out`` name it: relative when inside ``out`` (the folder can
+    be moved), else absolute."""
+    try:
+        return str(path.relative_to(out))
+    except ValueError:
+        return str(path)
 
 
 def _discover(
@@ -239,27 +300,40 @@ def _missing(planned: list[PlannedCommunity]) -> dict[str, Any]:
     from waku_legacy.archive.defaults import BACKEND
     from waku_legacy.bridge.archiver import link_reach
 
-    reach = link_reach(
-        has_key=False, has_relay=False, seeding=True, backend=BACKEND, backend_down=None
-    )
-    return {
-        "communities": {str(p.id): list(reach.why) for p in planned},
-        "steps": [KEY_FILE_STEP, RELAY_STEP, LOOPBACK_LIBP2P, LOOPBACK_SEEDING],
-    }
+    communities = {}
+    for p in planned:
+        reach = link_reach(
+            has_key=p.key_file is not None, has_relay=False, seeding=True, backend=BACKEND,
+            backend_down=None,
+        )  # fmt: skip
+        communities[str(p.id)] = list(reach.why)
+    steps = [RELAY_STEP, LOOPBACK_LIBP2P, LOOPBACK_SEEDING]
+    if any(p.key_file is None for p in planned):
+        steps.insert(0, KEY_FILE_STEP)
+    return {"communities": communities, "steps": steps}
 
 
 def _plan(args: argparse.Namespace) -> int:
     from waku_legacy.console import print_json
     from waku_legacy.durable import write_atomic
+    from waku_legacy.identity.topics import CommunityId
     from waku_legacy.migrate.config import parse_config
     from waku_legacy.migrate.demo_serve import cli_command, write_bridge_config
     from waku_legacy.migrate.toml_text import toml_document
 
-    communities = list(dict.fromkeys(parse_community(c) for c in args.community))
+    named = [parse_community(c) for c in args.community or ()]
+    keys = load_key_files(args.key_file or [])
+    communities = list(dict.fromkeys([*named, *(CommunityId.parse(c) for c in keys)]))
+    if not communities:
+        raise ConfigError("name the communities with --community (or --key-file); "
+                          + COMMUNITY_HINT)  # fmt: skip
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     found = _discover(args, communities, out)
     planned, warnings = _plan_shards(args, found, out)
+    for p in planned:
+        if str(p.id) in keys:
+            p.key_file = _written_path(keys[str(p.id)], out)
     if args.json:  # the table shows them; JSON's reader may not look at stdout's content
         for warning in warnings:
             print(f"plan: warning: {warning}", file=sys.stderr)
@@ -284,7 +358,13 @@ def _plan(args: argparse.Namespace) -> int:
         "migrate_config": str(migrate_path),
         "bridge_config": str(bridge.config_path),
         "communities": [
-            {**p.discovery.to_json(), "shard": p.shard, "shard_from": p.shard_from} for p in planned
+            {
+                **p.discovery.to_json(),
+                "shard": p.shard,
+                "shard_from": p.shard_from,
+                "key_file": p.key_file,
+            }
+            for p in planned
         ],
         "warnings": warnings,
         "missing": _missing(planned),
@@ -302,6 +382,7 @@ def _human(report: dict[str, Any]) -> list[str]:
     for c in report["communities"]:
         lines.append(f"{c['name'] or 'unnamed'} ({c['community']})")
         lines.append(f"  shard {c['shard']} (from {c['shard_from']})")
+        lines.append(f"  key file {c['key_file']}" if c["key_file"] else "  no key file")
         lines.append(f"  description clock {c['clock']}, from {c['location']}")
         lines += [f"  channel {ch['uuid']} {ch['name'] or ''}".rstrip() for ch in c["channels"]]
     for warning in report["warnings"]:
@@ -336,9 +417,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=SOURCE_SPECS,
     )  # fmt: skip
     plan.add_argument(
-        "--community", action="append", required=True,
+        "--community", action="append",
         help="community public key (0x + 66 hex), zQ3… key or share URL "
-        "https://status.app/c/…#zQ3… (repeatable)",
+        "https://status.app/c/…#zQ3… (repeatable; a --key-file names its community too)",
+    )  # fmt: skip
+    plan.add_argument(
+        "--key-file", action="append", metavar="[COMMUNITY=]PATH",
+        help="the community's private key file (64 hex), checked against the community id "
+        "and written as key_file in both files, so the archive link is signed (repeatable)",
     )  # fmt: skip
     plan.add_argument("--out", required=True, help="folder for migrate.toml and bridge.toml")
     plan.add_argument(
