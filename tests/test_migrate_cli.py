@@ -197,7 +197,7 @@ def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
     import argparse
 
     from waku_legacy.identity.descriptions import DescribedChannel, SignedDescription
-    from waku_legacy.migrate.cli import _export_shard
+    from waku_legacy.migrate.cli import community_shard
     from waku_legacy.migrate.discover import ChannelDiscovery
 
     community = "0x02" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
@@ -209,12 +209,12 @@ def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
     channel = DescribedChannel("8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b", "general", 0)
     found = ChannelDiscovery(community, 1, SignedDescription(7, "c", (channel,), 0, shard=129))
     args = argparse.Namespace(shard=None, community=community)
-    assert _export_shard(args, found) == 129
+    assert community_shard(args, found, "export") == 129
     assert "shard 129, the relay_shard_index" in capsys.readouterr().err
     found.newest = SignedDescription(7, "c", (channel,), 0)
     with pytest.raises(ConfigError, match="give --shard N"):
-        _export_shard(args, found)
-    assert _export_shard(argparse.Namespace(shard=130, community=community), None) == 130
+        community_shard(args, found, "export")
+    assert community_shard(argparse.Namespace(shard=130, community=community), None, "export") == 130
 
 
 def test_export_without_the_community_key_says_what_is_missing(tmp_path: Path, capsys) -> None:

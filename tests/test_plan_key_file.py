@@ -58,8 +58,8 @@ def test_key_files_go_into_both_files_and_leave_the_missing_list(sample, tmp_pat
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     written = {c["community"]: c["key_file"] for c in report["communities"]}
-    # outside the folder: absolute; inside it: relative, so the folder can be moved
-    assert written == {first: str(keys / "c0.key"), second: "keys/second.key"}
+    # absolute, as plan writes the sources' paths
+    assert written == {first: str(keys / "c0.key"), second: str(inside / "second.key")}
     reasons = report["missing"]["communities"]
     assert set(reasons) == {first, second}
     assert all([r.split(":")[0] for r in why] == ["no [relay]"] for why in reasons.values())

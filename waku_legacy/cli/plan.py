@@ -114,7 +114,7 @@ class PlannedCommunity:
     discovery: ChannelDiscovery
     shard: int
     shard_from: str  # "description", "store-node" or STATUS_GO_UNSHARDED_SOURCE
-    key_file: str | None = None  # as written in both files: relative to them, or absolute
+    key_file: str | None = None  # absolute
 
     def table(self) -> dict[str, Any]:
         """Its ``[[community]]`` table, the same in migrate.toml and bridge.toml."""
@@ -169,15 +169,6 @@ def load_key_files(values: list[str]) -> dict[str, Path]:
             raise ConfigError(f"--key-file {text!r}: community {own} is given two key files")
         keys[str(own)] = path.resolve()
     return keys
-
-
-def _written_path(path: Path, out: Path) -> str:
-    """``path`` as the files in ``out`` name it: relative when inside ``out`` (the folder can
-    be moved), else absolute."""
-    try:
-        return str(path.relative_to(out))
-    except ValueError:
-        return str(path)
 
 
 def _discover(
@@ -333,7 +324,7 @@ def _plan(args: argparse.Namespace) -> int:
     planned, warnings = _plan_shards(args, found, out)
     for p in planned:
         if str(p.id) in keys:
-            p.key_file = _written_path(keys[str(p.id)], out)
+            p.key_file = str(keys[str(p.id)])  # absolute, as the sources' paths
     if args.json:  # the table shows them; JSON's reader may not look at stdout's content
         for warning in warnings:
             print(f"plan: warning: {warning}", file=sys.stderr)
