@@ -47,6 +47,36 @@ def test_demo_migrates_a_generated_sample(demo: Path, capsys) -> None:
     assert [s["kind"] for s in config["source"]] == ["mailserver-leveldb"] * 2
 
 
+def test_the_demos_configs_are_plans(demo: Path, tmp_path: Path, capsys) -> None:
+    """Issue 24: the demo is ``plan`` over its generated mailservers. ``plan`` run by hand
+    with the same sources and key files writes the demo's files, but for the two settings
+    the demo adds to migrate.toml ([spark] master, [pipeline] now) and the ports; the
+    descriptions name the shards and the keys are given, so nothing but [relay] is
+    missing."""
+    config = tomllib.loads((demo / "migrate.toml").read_text())
+    argv = ["plan", "--out", str(tmp_path), "--quiet", "--json"]
+    for source in config["source"]:
+        argv += ["--source", f"leveldb:{source['path']}"]
+    for community in config["community"]:
+        argv += ["--key-file", f"{community['id']}={community['key_file']}"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    planned = tomllib.loads((tmp_path / "migrate.toml").read_text())
+    assert {k: v for k, v in config.items() if k not in ("spark", "pipeline")} == planned
+    assert config["spark"] == {"master": "local[*]"} and config["pipeline"]["now"] > 0
+    assert [s["name"] for s in config["source"]] == ["mailserver-1", "mailserver-2"]
+    assert (demo / "migrate.toml").read_text().startswith("# waku-legacy plan: ")
+    bridge = tomllib.loads((demo / "bridge.toml").read_text())
+    planned_bridge = tomllib.loads((tmp_path / "bridge.toml").read_text())
+    assert bridge["community"] == planned_bridge["community"]
+    assert all(Path(c["key_file"]).is_file() for c in bridge["community"])
+    assert {c["shard_from"] for c in report["communities"]} == {"description"}
+    assert report["warnings"] == []
+    for why in report["missing"]["communities"].values():
+        assert [reason.split(":")[0] for reason in why] == ["no [relay]"]
+
+
 def test_export_one_community(spark, demo: Path, tmp_path: Path, capsys) -> None:
     config = tomllib.loads((demo / "migrate.toml").read_text())
     community = config["community"][0]
@@ -214,7 +244,8 @@ def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
     found.newest = SignedDescription(7, "c", (channel,), 0)
     with pytest.raises(ConfigError, match="give --shard N"):
         community_shard(args, found, "export")
-    assert community_shard(argparse.Namespace(shard=130, community=community), None, "export") == 130
+    given = argparse.Namespace(shard=130, community=community)
+    assert community_shard(given, None, "export") == 130
 
 
 def test_export_without_the_community_key_says_what_is_missing(tmp_path: Path, capsys) -> None:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -35,9 +36,10 @@ from waku_legacy.errors import ConfigError, WakuLegacyError
 
 if TYPE_CHECKING:
     from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.migrate.demo_serve import DemoBridge
     from waku_legacy.migrate.discover import ChannelDiscovery
 
-__all__ = ["parse_community", "register"]
+__all__ = ["PlanRequest", "WrittenPlan", "parse_community", "register", "write_plan"]
 
 MIGRATE_CONFIG_FILE = "migrate.toml"
 COMMUNITY_HINT = (
@@ -172,18 +174,18 @@ def load_key_files(values: list[str]) -> dict[str, Path]:
 
 
 def _discover(
-    args: argparse.Namespace, communities: list[CommunityId], out: Path
+    request: PlanRequest, communities: list[CommunityId], out: Path
 ) -> list[ChannelDiscovery]:
     from waku_legacy.migrate.cli import parse_source_spec
     from waku_legacy.migrate.config import parse_source
     from waku_legacy.migrate.discover import discover_communities
 
-    raw = [parse_source_spec(s, i + 1) for i, s in enumerate(args.source)]
+    raw = [parse_source_spec(s, i + 1) for i, s in enumerate(request.source)]
     sources = [parse_source(table, i + 1, Path.cwd()) for i, table in enumerate(raw)]
-    _log(args, f"reading {len(sources)} source(s) for {len(communities)} community(ies)")
+    _log(request, f"reading {len(sources)} source(s) for {len(communities)} community(ies)")
     found = discover_communities(
         sources, communities, work_dir=str(out / ".work"),
-        on_source=lambda name, n: _log(args, f"  {name}: {n} signed description(s)"),
+        on_source=lambda name, n: _log(request, f"  {name}: {n} signed description(s)"),
     )  # fmt: skip
     for discovery in found:
         if discovery.newest is None or not discovery.channels:
@@ -198,7 +200,7 @@ def _discover(
 
 
 def _store_node_shards(
-    args: argparse.Namespace, communities: list[CommunityId], out: Path
+    request: PlanRequest, communities: list[CommunityId], out: Path
 ) -> dict[str, int]:
     """community -> shard from its newest description on ``--store-node``: the description's
     relay_shard_index, else the static shard (cluster 16) it was stored on."""
@@ -206,11 +208,11 @@ def _store_node_shards(
     from waku_legacy.migrate.config import SourceConfig, SourceKind
     from waku_legacy.migrate.discover import discover_communities
 
-    url = args.store_node
+    url = request.store_node
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--store-node {url!r}: expected a v2 store node's http(s):// URL")
     node = SourceConfig(SourceKind.STORE_REST, "store-node", 0, url=url, retries=1)
-    _log(args, f"asking {url} for the newest description of {len(communities)} community(ies)")
+    _log(request, f"asking {url} for the newest description of {len(communities)} community(ies)")
     shards = {}
     for found in discover_communities([node], communities, work_dir=str(out / ".work")):
         newest = found.newest
@@ -229,7 +231,7 @@ def _store_node_shards(
 
 
 def _plan_shards(
-    args: argparse.Namespace, found: list[ChannelDiscovery], out: Path
+    request: PlanRequest, found: list[ChannelDiscovery], out: Path
 ) -> tuple[list[PlannedCommunity], list[str]]:
     from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, GLOBAL_SHARD
     from waku_legacy.identity.topics import CommunityId
@@ -237,9 +239,9 @@ def _plan_shards(
     planned: list[PlannedCommunity] = []
     unsharded = [d for d in found if d.newest is not None and d.newest.shard is None]
     from_node: dict[str, int] = {}
-    if unsharded and args.store_node:
+    if unsharded and request.store_node:
         ids = [CommunityId.parse(d.community) for d in unsharded]
-        from_node = _store_node_shards(args, ids, out)
+        from_node = _store_node_shards(request, ids, out)
     warnings = []
     for discovery in found:
         community = CommunityId.parse(discovery.community)
@@ -253,7 +255,7 @@ def _plan_shards(
         else:
             warnings.append(
                 f"{discovery.community}: no shard in its description"
-                + (" nor on --store-node" if args.store_node else " (no --store-node asked)")
+                + (" nor on --store-node" if request.store_node else " (no --store-node asked)")
                 + f": using shard {GLOBAL_SHARD} ({GLOBAL_PUBSUB_TOPIC}), "
                 f"{STATUS_GO_UNSHARDED_SOURCE}; if the owner's Status app shows another shard, "
                 "set shard in both files"
@@ -264,15 +266,21 @@ def _plan_shards(
     return planned, warnings
 
 
-def _migrate_data(args: argparse.Namespace, planned: list[PlannedCommunity]) -> dict[str, Any]:
+def _migrate_data(request: PlanRequest, planned: list[PlannedCommunity]) -> dict[str, Any]:
     from waku_legacy.migrate.cli import parse_source_spec
 
     sources = []
-    for i, spec in enumerate(args.source):
+    for i, spec in enumerate(request.source):
         table = parse_source_spec(spec, i + 1)
         if "path" in table:  # the config's paths are relative to it: keep the operator's
             table["path"] = str(Path(table["path"]).resolve())
         sources.append(table)
+    # a file or folder names its source in the report ("mailserver-2") when no other has
+    # that name and it is a safe name; else source-<n>
+    names = [Path(t["path"]).name if "path" in t else "" for t in sources]
+    for table, name in zip(sources, names, strict=True):
+        if names.count(name) == 1 and _safe_name(name):
+            table["name"] = name
     return {
         "source": sources,
         "community": [p.table() for p in planned],
@@ -283,6 +291,16 @@ def _migrate_data(args: argparse.Namespace, planned: list[PlannedCommunity]) -> 
             "report": "report.json",
         },
     }
+
+
+def _safe_name(name: str) -> bool:
+    from waku_legacy.files import check_path_component
+
+    try:
+        check_path_component(name, where="", key="name")
+    except ConfigError:
+        return False
+    return True
 
 
 def _missing(planned: list[PlannedCommunity]) -> dict[str, Any]:
@@ -304,36 +322,67 @@ def _missing(planned: list[PlannedCommunity]) -> dict[str, Any]:
     return {"communities": communities, "steps": steps}
 
 
-def _plan(args: argparse.Namespace) -> int:
-    from waku_legacy.console import print_json
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """What ``plan`` is asked: its options (``--source``, ``--out``, ``--community``,
+    ``--key-file``, ``--store-node``, ``--quiet``). ``migrate_settings`` are further tables
+    for migrate.toml (the demo pins ``[pipeline] now`` and ``[spark] master``), said in the
+    file's header by ``note``."""
+
+    source: Sequence[str]
+    out: Path
+    community: Sequence[str] = ()
+    key_file: Sequence[str] = ()
+    store_node: str | None = None
+    quiet: bool = False
+    migrate_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenPlan:
+    """The two files plan wrote, the bridge they describe and the report it prints."""
+
+    migrate_config: Path
+    bridge: DemoBridge
+    report: dict[str, Any]
+    warnings: list[str]
+
+    def lines(self) -> list[str]:
+        """The report for people (plan's table output)."""
+        return _human(self.report)
+
+
+def write_plan(request: PlanRequest) -> WrittenPlan:
+    """Read the sources once, write ``out/migrate.toml`` and ``out/bridge.toml``: every key
+    file and community id is checked before a source is read, migrate.toml with the
+    migration's own parser before it is written."""
     from waku_legacy.durable import write_atomic
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.migrate.config import parse_config
     from waku_legacy.migrate.demo_serve import cli_command, write_bridge_config
     from waku_legacy.migrate.toml_text import toml_document
 
-    named = [parse_community(c) for c in args.community or ()]
-    keys = load_key_files(args.key_file or [])
+    named = [parse_community(c) for c in request.community]
+    keys = load_key_files(list(request.key_file))
     communities = list(dict.fromkeys([*named, *(CommunityId.parse(c) for c in keys)]))
     if not communities:
         raise ConfigError("name the communities with --community (or --key-file); "
                           + COMMUNITY_HINT)  # fmt: skip
-    out = Path(args.out).resolve()
+    out = request.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    found = _discover(args, communities, out)
-    planned, warnings = _plan_shards(args, found, out)
+    found = _discover(request, communities, out)
+    planned, warnings = _plan_shards(request, found, out)
     for p in planned:
         if str(p.id) in keys:
             p.key_file = str(keys[str(p.id)])  # absolute, as the sources' paths
-    if args.json:  # the table shows them; JSON's reader may not look at stdout's content
-        for warning in warnings:
-            print(f"plan: warning: {warning}", file=sys.stderr)
     migrate_path = out / MIGRATE_CONFIG_FILE
     header = (
         "waku-legacy plan: the migration of the named communities' legacy history.\n"
         "Paths are relative to this file. Run: waku-legacy migrate --config FILE"
+        + (f"\n{request.note}" if request.note else "")
     )
-    data = _migrate_data(args, planned)
+    data = {**_migrate_data(request, planned), **request.migrate_settings}
     # what migrate will read, checked before anything is written: a refused file is never left
     parse_config(data, base_dir=out, origin=str(migrate_path))
     text = toml_document(data, header=header)
@@ -361,10 +410,24 @@ def _plan(args: argparse.Namespace) -> int:
         "missing": _missing(planned),
         "next": next_command,
     }
-    if args.json:
-        print_json(report)
+    return WrittenPlan(migrate_path, bridge, report, warnings)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from waku_legacy.console import print_json
+
+    plan = write_plan(
+        PlanRequest(
+            source=args.source, out=Path(args.out), community=args.community or (),
+            key_file=args.key_file or (), store_node=args.store_node, quiet=args.quiet,
+        )
+    )  # fmt: skip
+    if args.json:  # the table shows them; JSON's reader may not look at stdout's content
+        for warning in plan.warnings:
+            print(f"plan: warning: {warning}", file=sys.stderr)
+        print_json(plan.report)
     else:
-        print("\n".join(_human(report)))
+        print("\n".join(plan.lines()))
     return 0
 
 
@@ -390,8 +453,8 @@ def _human(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _log(args: argparse.Namespace, line: str) -> None:
-    if not args.quiet:
+def _log(request: PlanRequest, line: str) -> None:
+    if not request.quiet:
         print(line, file=sys.stderr)
 
 
