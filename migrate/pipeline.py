@@ -187,7 +187,8 @@ def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
     """Step 2: counts per source, community and week, and the shard mapping's."""
     from pyspark.sql import functions as F
 
-    with run.progress.spark_step(run.spark, "count"):
+    # the rows step 1 wrote, which this step reads
+    with run.progress.spark_step(run.spark, "count", records_total=run.progress.last_records):
         counts = (
             messages.groupBy("source", "community", "week", "quarantined", "duplicate")
             .count()
@@ -223,6 +224,11 @@ def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
             week.messages += n
     run.report.sources = list(sources.values())
     run.report.mapping = _mapping_rows(run.mapping, mapping_counts)
+
+
+def _decoded_rows(run: _Run) -> int:
+    """The rows of step 1's output (every decoded record): what the later Spark steps read."""
+    return sum(s.records for s in run.report.sources)
 
 
 def _mapping_rows(mapping: TopicMapping, counts: list[Row]) -> list[dict[str, Any]]:
@@ -307,7 +313,9 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
     if is_postgres_url(url):
         kept = messages.filter(~F.col("quarantined") & ~F.col("duplicate"))
         try:
-            with run.progress.spark_step(run.spark, "store (PostgreSQL)"):
+            with run.progress.spark_step(
+                run.spark, "store (PostgreSQL)", records_total=_decoded_rows(run)
+            ):
                 inserted = write_postgres_store(kept, url)
         except Exception as exc:
             raise spark_failure("writing the PostgreSQL store", exc) from exc
@@ -348,7 +356,9 @@ def _archives(
     )
     for community in config.communities:
         try:
-            with run.progress.spark_step(run.spark, f"archives {str(community.id)[:10]}…"):
+            with run.progress.spark_step(
+                run.spark, f"archives {str(community.id)[:10]}…", records_total=_decoded_rows(run)
+            ):
                 result = build_archives(
                     run.spark, kept_channels, community,
                     archive_dir=config.output.archive_dir,

@@ -218,6 +218,16 @@ def test_migrate_reports_progress_as_json_lines_off_a_terminal(
     assert {"rate", "eta_s", "elapsed_s"} <= set(read[-1])
     store = [e for e in events if e["step"] == "store"]
     assert store and store[-1]["done"] == store[-1]["total"] > 0
+    # every line of every step has a total or says it has none (no ETA without one)
+    for e in events:
+        assert e["total"] is not None or e["finished"] or e.get("note") == "total unknown", e
+        assert e["eta_s"] is not None or e["rate"] == 0 or e.get("note") == "total unknown", e
+    # the steps after the first read its rows: their records have that total
+    decoded = json.loads((tmp_path / "report.json").read_text())["totals"]["records"]
+    later = [e for e in events if e["step"] == "count" or e["step"].startswith("archives ")]
+    assert later and all(e["records_total"] == decoded for e in later if "records_total" in e)
+    assert all(e["records"] <= e["records_total"] for e in later if e.get("records_total"))
+    assert read[-1]["records_total"] is None  # legacy sources are not counted before reading
 
 
 def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
