@@ -208,7 +208,7 @@ def _store_node_shards(
     from waku_legacy.migrate.config import SourceConfig, SourceKind
     from waku_legacy.migrate.discover import discover_communities
 
-    url = request.store_node
+    url = request.store_node or ""
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--store-node {url!r}: expected a v2 store node's http(s):// URL")
     node = SourceConfig(SourceKind.STORE_REST, "store-node", 0, url=url, retries=1)
