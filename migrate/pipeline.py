@@ -119,7 +119,10 @@ def run_migration(
     jvm_seconds = 0.0
     if spark is None:
         progress.log(f"starting Spark ({config.spark.master})")
-        spark, jvm_seconds = start_spark(config)
+        # the JVM's start is seconds of silence otherwise (more on a loaded host)
+        with progress.bar("start Spark", total=1, unit="jvm") as started:
+            spark, jvm_seconds = start_spark(config)
+            started.update(1)
     pipeline_started = time.monotonic()
     run = _prepare(config, spark, progress, fault)
     run.timing["jvm_start"] = jvm_seconds
@@ -256,7 +259,9 @@ def _quarantine(run: _Run, messages: DataFrame) -> None:
     quarantined = sum(s.quarantined for s in run.report.sources)
     quarantine_dir = run.config.output.quarantine_dir
     if quarantined:
-        reasons = write_quarantine(messages, quarantine_dir)
+        # Spark jobs over every decoded row (a mailserver full of junk makes this long)
+        with run.progress.spark_step(run.spark, "quarantine", records_total=_decoded_rows(run)):
+            reasons = write_quarantine(messages, quarantine_dir)
     else:
         shutil.rmtree(quarantine_dir, ignore_errors=True)
         reasons = {}

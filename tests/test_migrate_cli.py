@@ -228,6 +228,9 @@ def test_migrate_reports_progress_as_json_lines_off_a_terminal(
     assert later and all(e["records_total"] == decoded for e in later if "records_total" in e)
     assert all(e["records"] <= e["records_total"] for e in later if e.get("records_total"))
     assert read[-1]["records_total"] is None  # legacy sources are not counted before reading
+    # the JVM's start is a step too (seconds of silence before, more on a loaded host)
+    start = [e for e in events if e["step"] == "start Spark"]
+    assert start and start[-1]["done"] == start[-1]["total"] == 1 and start[-1]["finished"]
 
 
 def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
