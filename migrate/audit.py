@@ -77,7 +77,7 @@ class AuditRequest:
     archive_dir: Path  # the folder holding ``0x<id>/data`` and ``0x<id>/index``
     origin: str  # how the archives were given (magnet link, .torrent, folder), for the report
     work_dir: str  # scratch for sources that save pages (store-rest)
-    pubsub_topic: str = "/waku/2/rs/16/64"
+    pubsub_topic: str  # the community's shard: the message hashes depend on it
     # of windows without archive; None: read from the archives (with_published_archive_topics)
     archive_topics: ArchiveTopics | None = None
     flavour: Flavour = DEFAULT_FLAVOUR

@@ -1,4 +1,4 @@
-"""``waku-legacy migrate``, ``waku-legacy export`` and ``waku-legacy demo``.
+"""``waku-legacy migrate``, ``waku-legacy export`` and ``waku-legacy audit``.
 
 - ``migrate --config FILE [--json]``: the whole migration described by a TOML file
   (:mod:`~waku_legacy.migrate.config`).
@@ -10,15 +10,11 @@
   ``SPEC`` is ``leveldb:PATH``, ``dump:PATH`` (globs ok), ``postgresql://…``,
   ``http(s)://…`` (a live nwaku REST node), ``rest-pages:PATH`` or ``sqlite:PATH`` (an nwaku
   SQLite archive).
-- ``demo --out DIR``: generates a realistic legacy sample (communities, channels, months of
-  encrypted and signed v1 envelopes in overlapping LevelDB mailservers, each community's signed
-  ``CommunityDescription``, community keys), writes
-  the config it uses (``DIR/migrate.toml``, rerunnable with ``migrate``), and migrates it on
-  local Spark into the embedded SQLite store, printing the magnet links and the report. It
-  also writes ``DIR/bridge.toml``, a bridge config serving the output on loopback
-  (:mod:`~waku_legacy.migrate.demo_serve`), and prints the ``serve`` command with one query
-  per side: a REST store query, the v1 enode and a ``v1 pull`` from it, the magnet links
-  (with ``--json``: the report's ``serve`` field).
+- ``audit``: a community's published archives against its sources
+  (:mod:`~waku_legacy.migrate.audit`).
+
+``waku-legacy demo`` (:mod:`waku_legacy.cli.demo`) runs ``plan`` and then this migration
+over a generated sample.
 
 Progress goes to stderr; the report to stdout (a table, or JSON with ``--json``).
 ``WAKU_LEGACY_FAULT`` (see :mod:`~waku_legacy.faults`) makes a run kill itself at a
@@ -42,12 +38,8 @@ if TYPE_CHECKING:
     from waku_legacy.migrate.discover import ChannelDiscovery
     from waku_legacy.migrate.progress import SparkProgress
     from waku_legacy.migrate.report import RunReport
-    from waku_legacy.migrate.sample import SampleCommunity
 
-__all__ = ["parse_source_spec", "register"]
-
-DAY = 86_400
-
+__all__ = ["add_run_options", "clock_line", "parse_source_spec", "register", "run_config"]
 
 #: What ``--source`` takes (every command that reads legacy sources says it in its help).
 SOURCE_SPECS = "leveldb:PATH, dump:PATH, postgresql://…, http(s)://…, rest-pages:PATH, sqlite:PATH"
@@ -86,7 +78,7 @@ def _emit(args: argparse.Namespace, report: RunReport) -> None:
         print(render_report(report))
 
 
-def _run(config: MigrateConfig, args: argparse.Namespace) -> RunReport:
+def run_config(config: MigrateConfig, args: argparse.Namespace) -> RunReport:
     from waku_legacy.faults import fault_from_env
     from waku_legacy.migrate.pipeline import run_migration
     from waku_legacy.migrate.progress import SparkProgress
@@ -114,7 +106,7 @@ def _migrate(args: argparse.Namespace) -> int:
         )
     else:
         config = load_config(args.config)
-    _emit(args, _run(config, args))
+    _emit(args, run_config(config, args))
     return 0
 
 
@@ -157,7 +149,7 @@ def _export(args: argparse.Namespace) -> int:
     if not channels:
         discovery = _discover(args, sources, out)
         channels = list(discovery.channels)
-    shard = _export_shard(args, discovery)
+    shard = community_shard(args, discovery, "export")
     if not args.key_file:
         print(f"export: warning: {NO_KEY_FILE}", file=sys.stderr)
     community: dict[str, Any] = {
@@ -182,7 +174,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.now is not None:
         data["pipeline"] = {"now": args.now}
     config = parse_config(_with_master(data, args.master), base_dir=Path.cwd(), origin="export")
-    report = _run(config, args)
+    report = run_config(config, args)
     result = report.communities[0] if report.communities else {}
     if discovery is not None and report.communities:
         # The channels came from the sources: say which, from which description.
@@ -195,7 +187,7 @@ def _export(args: argparse.Namespace) -> int:
         print(f"\nchannels found: {discovery.summary()}")
         print(f"  from: {discovery.newest_location}")
     if not args.json and result.get("archive_link_clock"):
-        print(f"\n{_clock_line(result['archive_link_clock'])}")
+        print(f"\n{clock_line(result['archive_link_clock'])}")
     return 0
 
 
@@ -214,24 +206,27 @@ NO_KEY_FILE = (
 )
 
 
-def _export_shard(args: argparse.Namespace, discovery: ChannelDiscovery | None) -> int:
+def community_shard(
+    args: argparse.Namespace, discovery: ChannelDiscovery | None, command: str
+) -> int:
     """``--shard``, else the newest signed description's relay_shard_index (with a warning
     saying where it came from), else an error: a guessed shard puts the history where
-    members' clients do not look."""
+    members' clients do not look (export, audit)."""
     if args.shard is not None:
         return int(args.shard)
     newest = discovery.newest if discovery is not None else None
     if newest is not None and newest.shard is not None:
         print(
-            f"export: warning: no --shard: using shard {newest.shard}, the relay_shard_index "
-            f"of {args.community}'s description with clock {newest.clock}",
+            f"{command}: warning: no --shard: using shard {newest.shard}, the "
+            f"relay_shard_index of {args.community}'s description with clock {newest.clock}",
             file=sys.stderr,
         )
         return newest.shard
-    raise ConfigError(f"export: {NO_SHARD}")
+    why = "" if discovery is None else " (its newest signed description names none)"
+    raise ConfigError(f"{command}: no --shard{why}: {NO_SHARD}")
 
 
-def _clock_line(clock: dict[str, Any]) -> str:
+def clock_line(clock: dict[str, Any]) -> str:
     """The archive-link message's clock and why (``CommunityResult.archive_link_clock``)."""
     return f"archive-link clock: {clock['clock']} ({clock['reason']})"
 
@@ -305,14 +300,17 @@ def _audit(args: argparse.Namespace) -> int:
     keys = _repair_keys(args)
     with tempfile.TemporaryDirectory(prefix="waku-legacy-audit-") as scratch_name:
         scratch = Path(scratch_name)
+        discovery = None
         if not channels:
-            channels = list(_discover(args, sources, scratch, "audit").channels)
+            discovery = _discover(args, sources, scratch, "audit")
+            channels = list(discovery.channels)
+        shard = community_shard(args, discovery, "audit")
         archive_dir = _audit_archive_dir(args, community, scratch)
         request = AuditRequest(
             community=community, channels=tuple(channels),
             sources=[parse_source(raw, i + 1, Path.cwd()) for i, raw in enumerate(sources)],
             archive_dir=archive_dir, origin=args.magnet or args.torrent or args.archive_dir,
-            work_dir=str(scratch), pubsub_topic=community_pubsub_topic(args.shard),
+            work_dir=str(scratch), pubsub_topic=community_pubsub_topic(shard),
             flavour=Flavour.parse(args.flavour), store_url=args.store,
         )  # fmt: skip
         # the mode the published archives were built with; a contradicting flag is refused
@@ -370,123 +368,17 @@ def write_demo_config(path: Path, data: dict[str, Any]) -> None:
     path.write_text(toml_document(data), encoding="utf-8")
 
 
-def _community_tables(communities: list[SampleCommunity], keys: str) -> list[dict[str, Any]]:
-    """The demo's ``[[community]]`` tables, key files in the folder ``keys``."""
-    return [
-        {"id": str(c.id), "name": c.name, "channels": list(c.channels), "shard": c.shard,
-         "key_file": str(Path(keys) / f"{c.id}.key")}
-        for c in communities
-    ]  # fmt: skip
-
-
-def _demo_serve(
-    out: Path, communities: list[SampleCommunity], window: tuple[int, int], report: RunReport
-) -> dict[str, Any]:
-    """``out/bridge.toml`` for the demo's output, and how to serve and query it (the example
-    queries ask for ``window``, Unix seconds)."""
-    from waku_legacy.migrate.demo_serve import (
-        example_channel,
-        serve_instructions,
-        write_bridge_config,
-    )
-
-    bridge = write_bridge_config(out, _community_tables(communities, "keys"))
-    first = communities[0]
-    channel = example_channel(str(first.id), first.channels[0], first.shard, *window)
-    magnets = {c["community"]: c["magnet_uri"] for c in report.communities if c.get("magnet_uri")}
-    return serve_instructions(bridge, channel, magnets, fetch_community=str(first.id))
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from waku_legacy.console import print_json
-    from waku_legacy.crypto.key_file import write_node_key
-    from waku_legacy.migrate.config import load_config
-    from waku_legacy.migrate.demo_serve import serve_lines
-    from waku_legacy.migrate.progress import SparkProgress
-    from waku_legacy.migrate.sample import (
-        SampleSpec,
-        generate_descriptions,
-        generate_envelopes,
-        make_communities,
-        write_leveldb_mailservers,
-    )
-
-    if args.communities < 1:
-        raise ConfigError("demo: --communities must be at least 1")
-    out = Path(args.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    spec = SampleSpec(
-        communities=args.communities, channels=args.channels, days=args.days, seed=args.seed,
-        messages_per_channel_day=args.rate,
-    )  # fmt: skip
-    communities = make_communities(spec)
-    progress = SparkProgress(enabled=not args.quiet)
-    mailservers = [out / "legacy" / f"mailserver-{i + 1}" for i in range(args.mailservers)]
-    fresh = not any(m.exists() for m in mailservers)
-    if fresh:
-        with progress.bar("generate legacy envelopes", unit="env") as bar:
-            write_leveldb_mailservers(
-                generate_envelopes(spec, communities), mailservers, seed=args.seed,
-                on_envelope=lambda _: bar.update(1),
-            )  # fmt: skip
-        # Each community's signed descriptions (its channels), on every mailserver; written
-        # apart, so the message envelopes and their copies are those of earlier versions.
-        write_leveldb_mailservers(
-            generate_descriptions(spec, communities), mailservers, keep_probability=1.0
-        )
-    else:
-        progress.log(f"reusing the legacy sample in {out / 'legacy'}")
-    keys = out / "keys"
-    keys.mkdir(exist_ok=True)
-    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
-
-    for community in communities:
-        write_node_key(keys / f"{community.id}.key", private_key_from_bytes(community.secret))
-    now = spec.start + (spec.days + 1) * DAY  # the archives' clock: a day after the sample
-    data: dict[str, Any] = {
-        "spark": {"master": args.master or "local[*]"},
-        "source": [
-            {"kind": "mailserver-leveldb", "name": m.name, "path": str(m)} for m in mailservers
-        ],
-        "community": _community_tables(communities, str(keys)),
-        "pipeline": {"now": now},
-        "output": {
-            "store": "sqlite:store.sqlite3",
-            "archive_dir": "archives",
-            "torrent_dir": "torrents",
-            "report": "report.json",
-        },
-    }
-    config_path = out / "migrate.toml"
-    write_demo_config(config_path, data)
-    report = _run(load_config(config_path), args)
-    serve = _demo_serve(out, communities, (spec.start, now), report)
-    if args.json:
-        print_json({**report.to_json(), "serve": serve})
-        return 0
-    from waku_legacy.migrate.report import render_report
-
-    print(render_report(report, weeks=args.verbose))  # the weekly table is long: on request
-    print(f"\nconfig: {config_path}  (rerun: waku-legacy migrate --config {config_path})")
-    for c in report.communities:
-        print(f"{c.get('name') or c['community']} ({c['community']})")
-        print(f"  magnet link: {c['magnet_uri']}")
-        for path in c["magnet_message_paths"]:
-            print(f"  signed magnet-link message: {path}")
-        if c.get("archive_link_clock"):
-            print(f"  {_clock_line(c['archive_link_clock'])}")
-    print("\n".join(serve_lines(serve)))
-    return 0
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """--json, --master and --quiet of every command that runs the migration."""
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--master", help="Spark master URL (overrides the config)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from waku_legacy.archive.cli import add_archive_settings
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--json", action="store_true", help="print the report as JSON")
-        p.add_argument("--master", help="Spark master URL (overrides the config)")
-        p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-
+    common = add_run_options
     migrate = subparsers.add_parser(
         "migrate", help="migrate legacy Waku v1 history (TOML config) to a v2 store and archives"
     )
@@ -527,20 +419,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     _register_audit(subparsers)
 
-    demo = subparsers.add_parser(
-        "demo", help="generate a sample legacy mailserver history and migrate it end to end"
-    )
-    demo.add_argument("--out", required=True, help="output directory")
-    demo.add_argument("--verbose", action="store_true", help="also the per-week table")
-    demo.add_argument("--communities", type=int, default=3)
-    demo.add_argument("--channels", type=int, default=3)
-    demo.add_argument("--days", type=int, default=120)
-    demo.add_argument("--rate", type=float, default=2.0, help="messages per channel per day")
-    demo.add_argument("--mailservers", type=int, default=3)
-    demo.add_argument("--seed", type=int, default=7)
-    common(demo)
-    demo.set_defaults(func=_demo)
-
 
 def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from waku_legacy.archive import defaults
@@ -569,7 +447,10 @@ def _register_audit(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         f"{defaults.ARCHIVE_TOPICS} when there is no archive yet); a value the archives "
         "contradict is refused",
     )  # fmt: skip
-    audit.add_argument("--shard", type=int, default=64, help="the community's shard (64)")
+    audit.add_argument(
+        "--shard", type=int,
+        help="the community's relay shard (required unless its signed description names it)",
+    )  # fmt: skip
     audit.add_argument("--store", help="v2 store URL: its messages count as live v2 traffic")
     audit.add_argument("--html", help="also write the report as one self-contained HTML file")
     audit.add_argument("--flavour", choices=("status-go", "seed-spec"), default=defaults.FLAVOUR,

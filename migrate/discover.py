@@ -115,6 +115,7 @@ def _find_many(
 
     by_content_topic = {content_topic_of_chat(c.chat_id): c for c in communities}
     topics_hex = {chat_topic(c.chat_id).hex() for c in communities}
+    # decoding needs a mapping; its pubsub topic is never read here nor written anywhere
     mapping = TopicMapping.build("/waku/2/rs/16/64", [])
     for raw in rows:
         if raw.get("data") is None:

@@ -119,7 +119,10 @@ def run_migration(
     jvm_seconds = 0.0
     if spark is None:
         progress.log(f"starting Spark ({config.spark.master})")
-        spark, jvm_seconds = start_spark(config)
+        # the JVM's start is seconds of silence otherwise (more on a loaded host)
+        with progress.bar("start Spark", total=1, unit="jvm") as started:
+            spark, jvm_seconds = start_spark(config)
+            started.update(1)
     pipeline_started = time.monotonic()
     run = _prepare(config, spark, progress, fault)
     run.timing["jvm_start"] = jvm_seconds
@@ -187,7 +190,8 @@ def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
     """Step 2: counts per source, community and week, and the shard mapping's."""
     from pyspark.sql import functions as F
 
-    with run.progress.spark_step(run.spark, "count"):
+    # the rows step 1 wrote, which this step reads
+    with run.progress.spark_step(run.spark, "count", records_total=run.progress.last_records):
         counts = (
             messages.groupBy("source", "community", "week", "quarantined", "duplicate")
             .count()
@@ -225,6 +229,11 @@ def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
     run.report.mapping = _mapping_rows(run.mapping, mapping_counts)
 
 
+def _decoded_rows(run: _Run) -> int:
+    """The rows of step 1's output (every decoded record): what the later Spark steps read."""
+    return sum(s.records for s in run.report.sources)
+
+
 def _mapping_rows(mapping: TopicMapping, counts: list[Row]) -> list[dict[str, Any]]:
     """The report's shard mapping: kept messages per pubsub topic, community and channel."""
     routes = {(r.community, r.channel): ct for ct, r in mapping.routes.items()}
@@ -250,7 +259,9 @@ def _quarantine(run: _Run, messages: DataFrame) -> None:
     quarantined = sum(s.quarantined for s in run.report.sources)
     quarantine_dir = run.config.output.quarantine_dir
     if quarantined:
-        reasons = write_quarantine(messages, quarantine_dir)
+        # Spark jobs over every decoded row (a mailserver full of junk makes this long)
+        with run.progress.spark_step(run.spark, "quarantine", records_total=_decoded_rows(run)):
+            reasons = write_quarantine(messages, quarantine_dir)
     else:
         shutil.rmtree(quarantine_dir, ignore_errors=True)
         reasons = {}
@@ -307,7 +318,9 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
     if is_postgres_url(url):
         kept = messages.filter(~F.col("quarantined") & ~F.col("duplicate"))
         try:
-            with run.progress.spark_step(run.spark, "store (PostgreSQL)"):
+            with run.progress.spark_step(
+                run.spark, "store (PostgreSQL)", records_total=_decoded_rows(run)
+            ):
                 inserted = write_postgres_store(kept, url)
         except Exception as exc:
             raise spark_failure("writing the PostgreSQL store", exc) from exc
@@ -348,7 +361,9 @@ def _archives(
     )
     for community in config.communities:
         try:
-            with run.progress.spark_step(run.spark, f"archives {str(community.id)[:10]}…"):
+            with run.progress.spark_step(
+                run.spark, f"archives {str(community.id)[:10]}…", records_total=_decoded_rows(run)
+            ):
                 result = build_archives(
                     run.spark, kept_channels, community,
                     archive_dir=config.output.archive_dir,

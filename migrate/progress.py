@@ -30,9 +30,17 @@ POLL_SECONDS = 0.5
 class SparkProgress(ConsoleProgress):
     """The console progress, plus :meth:`spark_step` (a migration run's Spark steps)."""
 
+    #: the records the last Spark step handled (its busiest stage's), None before any
+    last_records: int | None = None
+
     @contextmanager
-    def spark_step(self, spark: SparkSession, step: str) -> Iterator[None]:
-        """Show the tasks (and records) of the Spark jobs run inside the block."""
+    def spark_step(
+        self, spark: SparkSession, step: str, *, records_total: int | None = None
+    ) -> Iterator[None]:
+        """Show the tasks (and records) of the Spark jobs run inside the block: tasks
+        done/total (the total grows as the step's jobs start), and the records its stages
+        handled against ``records_total`` when the caller knows it (``null`` otherwise: a
+        first read of legacy sources cannot count them before reading)."""
         if not self.enabled:
             yield
             return
@@ -41,6 +49,8 @@ class SparkProgress(ConsoleProgress):
         context.setJobGroup(group, step)
         stop = threading.Event()
         with self.bar(step, unit="tasks") as bar:
+            bar.extra["records"] = 0
+            bar.extra["records_total"] = records_total
             thread = threading.Thread(
                 target=_poll_spark, args=(context, group, bar, stop), daemon=True
             )
@@ -54,6 +64,7 @@ class SparkProgress(ConsoleProgress):
                 # never complete their tasks, yet nothing of the step is left to do
                 if bar.total:
                     bar.update(bar.total - bar.done)
+                self.last_records = int(bar.extra["records"])
             finally:
                 stop.set()
                 thread.join(timeout=2)

@@ -228,11 +228,14 @@ def description_message(
     ).SerializeToString()
 
 
-def generate_descriptions(spec: SampleSpec, communities: list[SampleCommunity]) -> Iterator[bytes]:
+def generate_descriptions(
+    spec: SampleSpec, communities: list[SampleCommunity], *, shards: bool = False
+) -> Iterator[bytes]:
     """Envelope RLP bytes of each community's descriptions (see the module docstring):
     the first at creation (first channel only, clock = its time in ms), the newest a week
-    later with every channel. Seeded apart from :func:`generate_envelopes`, so adding them
-    changes none of the message envelopes."""
+    later with every channel and, with ``shards``, the community's shard
+    (``relay_shard_index``, as a community that was given one writes it). Seeded apart from
+    :func:`generate_envelopes`, so adding them changes none of the message envelopes."""
     from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
@@ -248,11 +251,12 @@ def generate_descriptions(spec: SampleSpec, communities: list[SampleCommunity]) 
         chat = community.id.chat_id
         key = symmetric_key_for_chat(chat)
         created = spec.start + rnd.randrange(3600)
-        versions = [(created, community.channels[:1]),
-                    (created + 7 * DAY, community.channels)]  # fmt: skip
-        for sent, channels in versions:
+        newest_shard = community.shard if shards else None
+        versions = [(created, community.channels[:1], None),
+                    (created + 7 * DAY, community.channels, newest_shard)]  # fmt: skip
+        for sent, channels, shard in versions:
             data = encode_payload(
-                description_message(community, channels, sent * 1000),
+                description_message(community, channels, sent * 1000, shard=shard),
                 sign_with=owner_node,
                 symmetric_key=key,
                 random_source=random_bytes,

@@ -110,6 +110,10 @@ class Progress:
             self.emit(state)
 
 
+#: A JSON progress line's ``note`` while its step's total is not known (so no ETA either).
+TOTAL_UNKNOWN = "total unknown"
+
+
 class ProgressStep:
     """One step's count: what :meth:`Progress.bar` yields and its JSON lines report."""
 
@@ -155,8 +159,12 @@ class ProgressStep:
         rate = self.done / elapsed if elapsed > 0 else 0.0
         remaining = None if self.total is None else max(self.total - self.done, 0)
         eta = None if remaining is None or rate <= 0 else round(remaining / rate, 1)
-        return {
+        line = {
             "event": "progress", "step": self.step, "done": self.done, "total": self.total,
             "unit": self.unit, "rate": round(rate, 2), "eta_s": 0 if self.finished else eta,
             "elapsed_s": round(elapsed, 1), "finished": self.finished, **self.extra,
         }  # fmt: skip
+        if self.total is None and not self.finished:
+            # no ETA without a total: say why rather than leave a reader guessing
+            line["note"] = TOTAL_UNKNOWN
+        return line

@@ -337,3 +337,12 @@ def test_page_and_json_say_whether_the_link_reaches_members():
     fine = dataclasses.replace(report.communities[0], link_reach=LinkReach(True, ()))
     good = dataclasses.replace(report, communities=(fine,))
     assert "reaches members yes" in " ".join(page_text(render_status_page(good)).parts)
+
+
+def test_archived_copies_are_called_copies():
+    """Issue 24: with archive_topics = "both" a week of 6 messages showed 12 under
+    '#messages'; the page calls them archived copies and says why there are two."""
+    text = " ".join(page_text(render_status_page(_hostile_report())).parts)
+    assert "archive from to archived copies bytes" in text  # the windows' header
+    assert "archived copies, seeded" in text  # the last run's line
+    assert 'each message is archived twice' in text and '"both"' in text

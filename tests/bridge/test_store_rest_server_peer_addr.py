@@ -107,3 +107,27 @@ async def test_a_refusing_peer_is_nwakus_429(tmp_path) -> None:
         await remote.stop()
     assert answers[0][0] == 200
     assert (429, "Request rate limit reached\n") in answers[1:], answers
+
+
+async def test_a_silent_peer_is_nwakus_timeout_and_a_transportless_one_a_400(pair) -> None:
+    """A peer that accepts the connection and then says nothing (a black hole, as a stalled
+    node behaves): 500 and nwaku's timeout text after its 5 s, not a hang; an address with
+    no TCP: nwaku's 'no supported transport' 400 before any dial."""
+    import socket
+    import time
+
+    http, _, _ = pair
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        got, body = await _get(
+            http, peerAddr=f"/ip4/127.0.0.1/tcp/{port}/p2p/{OTHER_PEER_ID}", pubsubTopic=PUBSUB
+        )
+        took = time.monotonic() - started
+    assert (got, body) == (500, "No history response received (timeout)\n")
+    assert 4.5 <= took < 10, took
+    got, body = await _get(http, peerAddr=f"/ip4/127.0.0.1/udp/9/p2p/{OTHER_PEER_ID}")
+    assert got == 400 and body.startswith("Failed parsing remote peer info: "), body
+    assert "no supported transport found" in body, body

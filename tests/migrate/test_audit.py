@@ -20,16 +20,20 @@ from waku_legacy.archive import ArchiveMessage, EncodedArchive, append_archives
 from waku_legacy.archive.build import BuildReport, build_community_archives
 from waku_legacy.archive.partition import WEEK_SECONDS
 from waku_legacy.cli import main
+from waku_legacy.crypto.payload import encode_payload
+from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.topic_mapping import TopicMapping
-from waku_legacy.identity.topics import chat_topic
+from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter
+from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.migrate.archives import archive_fields
 from waku_legacy.migrate.audit import AuditRequest, audit_community, render_audit_table
 from waku_legacy.migrate.config import SourceConfig, SourceKind
 from waku_legacy.migrate.decode import decode_record
 from waku_legacy.migrate.sample import (
     SampleSpec,
+    description_message,
     generate_descriptions,
     generate_envelopes,
     make_communities,
@@ -191,6 +195,7 @@ def _request(out: Path, archive_dir: Path, tmp_path: Path, **kw) -> AuditRequest
         )
         for i in range(2)
     ]
+    kw.setdefault("pubsub_topic", "/waku/2/rs/16/64")
     return AuditRequest(
         community=COMMUNITY.id,
         channels=COMMUNITY.channels,
@@ -209,6 +214,8 @@ def test_a_clean_build_audits_complete(sample, tmp_path, capsys) -> None:
     code = main(
         [
             "audit",
+            "--shard",
+            "64",
             "--community",
             CID,
             "--archive-dir",
@@ -308,6 +315,8 @@ def test_cli_json_follows_the_contract_and_exits_1_on_gaps(sample, damaged, caps
     archive_dir, _damage = damaged
     argv = [
         "audit",
+        "--shard",
+        "64",
         "--community",
         CID,
         "--archive-dir",
@@ -366,7 +375,7 @@ def test_leveldb_mailservers_audit_complete(sample, tmp_path, capsys) -> None:
     _clean(tmp_path, sample)
     sources = [a for s in servers for a in ("--source", f"leveldb:{s}")]
     argv = ["audit", "--community", CID, "--archive-dir", str(tmp_path / "archives"), *sources,
-            "--json", "--quiet"]  # fmt: skip
+            "--shard", "64", "--json", "--quiet"]  # fmt: skip
     assert main(argv) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["complete"] is True
@@ -411,6 +420,8 @@ def test_errors_exit_2(tmp_path, capsys) -> None:
         main(
             [
                 "audit",
+                "--shard",
+                "64",
                 "--community",
                 CID,
                 "--source",
@@ -426,6 +437,46 @@ def test_errors_exit_2(tmp_path, capsys) -> None:
     assert os.listdir(tmp_path) == []
 
 
+def test_no_shard_is_guessed(sample, tmp_path, capsys) -> None:
+    """Issue 24: audit's --shard defaulted to 64, where no community lives, and the message
+    hashes it compares depend on the shard. Without --shard and without a shard in the
+    community's newest signed description it refuses in one line, before any fetch."""
+    out, _channel, _public, _start = sample
+    base = ["audit", "--community", CID, "--archive-dir", str(tmp_path / "archives"), "--quiet",
+            *[a for s in _sources(out) for a in ("--source", s)]]  # fmt: skip
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no --shard (its newest signed description names none)" in err
+    assert "give --shard N" in err
+    assert main([*base, "--channel", COMMUNITY.channels[0]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "audit: no --shard: give --shard N" in err
+    assert not (tmp_path / "archives").exists()
+
+
+def test_the_shard_from_the_description_is_said(tmp_path, capsys) -> None:
+    """A description that names its shard (relay_shard_index) gives audit its shard, with a
+    warning saying so."""
+    community = COMMUNITY
+    chat = community.id.chat_id
+    data = encode_payload(
+        description_message(community, community.channels, SPEC.start * 1000, shard=130),
+        sign_with=generate_private_key(), symmetric_key=symmetric_key_for_chat(chat),
+    )  # fmt: skip
+    with DumpWriter(tmp_path / "d.dump") as writer:
+        writer.append(seal(SPEC.start + 10, 10, chat_topic(chat), data, 0.0).encode())
+    (tmp_path / "archives").mkdir()
+    argv = ["audit", "--community", CID, "--archive-dir", str(tmp_path / "archives"),
+            "--source", f"dump:{tmp_path / 'd.dump'}", "--json", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert (
+        f"audit: warning: no --shard: using shard 130, the relay_shard_index of {CID}'s "
+        f"description with clock {SPEC.start * 1000}" in captured.err
+    )
+    assert json.loads(captured.out)["complete"] is True
+
+
 @pytest.mark.torrent
 @pytest.mark.timeout(90)
 def test_audit_fetches_by_torrent_and_magnet_as_a_member(sample, tmp_path, capsys) -> None:
@@ -439,6 +490,7 @@ def test_audit_fetches_by_torrent_and_magnet_as_a_member(sample, tmp_path, capsy
         seeder.refresh(tmp_path / "torrents")
         common = [
             "audit", "--community", CID, *[a for s in _sources(out) for a in ("--source", s)],
+            "--shard", "64",
             "--peer", f"127.0.0.1:{seeder.listen_port}", "--listen", "127.0.0.1:0",
             "--no-trackers", "--no-utp", "--metadata-timeout", "10", "--timeout", "20",
             "--quiet", "--json",
@@ -455,6 +507,7 @@ def test_html_report(sample, damaged, tmp_path, capsys) -> None:
     archive_dir, _damage = damaged
     html = tmp_path / "audit.html"
     argv = ["audit", "--community", CID, "--archive-dir", str(archive_dir), "--quiet",
+            "--shard", "64",
             *[a for s in _sources(out) for a in ("--source", s)], "--html", str(html)]  # fmt: skip
     assert main(argv) == 1
     capsys.readouterr()
@@ -511,6 +564,7 @@ def test_a_fetched_archive_that_does_not_decode_is_reported(sample, tmp_path, ca
         seeder.refresh(tmp_path / "torrents")
         argv = [
             "audit", "--community", CID, *[a for s in _sources(out) for a in ("--source", s)],
+            "--shard", "64",
             "--torrent", str(torrent.path), "--peer", f"127.0.0.1:{seeder.listen_port}",
             "--listen", "127.0.0.1:0", "--no-trackers", "--no-utp", "--metadata-timeout", "10",
             "--timeout", "20", "--quiet", "--json",

@@ -54,7 +54,7 @@ def repaired(sample, damaged, tmp_path: Path, capsys):  # noqa: F811
     write_magnet_message(layout, signer, old.magnet_uri, OLD_CLOCK, fault=no_fault, fsync=False)
     key_file = tmp_path / "community.key"
     key_file.write_text(COMMUNITY.secret.hex())
-    argv = ["audit", "--community", CID, "--archive-dir", str(archive_dir),
+    argv = ["audit", "--shard", "64", "--community", CID, "--archive-dir", str(archive_dir),
             *[a for s in _sources(out) for a in ("--source", s)], "--quiet", "--json",
             "--repair", "--key-file", str(key_file), "--torrent-dir", str(torrents)]  # fmt: skip
     started = time.monotonic()
@@ -172,7 +172,7 @@ def test_repair_of_archives_fetched_by_torrent(sample, damaged, tmp_path: Path, 
     save_dir, torrents = tmp_path / "fetched", tmp_path / "torrents"
     with Seeder(seeded, LOOPBACK) as seeder:
         seeder.seed(old.path)
-        argv = ["audit", "--community", CID, "--torrent", str(old.path),
+        argv = ["audit", "--shard", "64", "--community", CID, "--torrent", str(old.path),
                 *[a for s in _sources(out) for a in ("--source", s)],
                 "--peer", f"127.0.0.1:{seeder.listen_port}", "--listen", "127.0.0.1:0",
                 "--no-trackers", "--no-utp", "--metadata-timeout", "10", "--timeout", "20",
@@ -209,8 +209,8 @@ def test_catch_up_windows_keep_archived_windows_and_clip_new_ones() -> None:
 
 
 def test_repair_needs_its_keys(tmp_path: Path, capsys) -> None:
-    argv = ["audit", "--community", CID, "--archive-dir", str(tmp_path), "--source",
-            f"dump:{tmp_path / 'none.dump'}", "--repair"]  # fmt: skip
+    argv = ["audit", "--community", CID, "--archive-dir", str(tmp_path), "--shard", "64",
+            "--source", f"dump:{tmp_path / 'none.dump'}", "--repair"]  # fmt: skip
     assert main(argv) == 2
     assert "--key-file and --torrent-dir" in capsys.readouterr().err
 
@@ -237,7 +237,7 @@ def test_repair_in_each_mode_appends_what_the_builder_writes(
     old_entries = read_index(archive_dir, CID).entries
     key_file = tmp_path / "community.key"
     key_file.write_text(COMMUNITY.secret.hex())
-    argv = ["audit", "--community", CID, "--archive-dir", str(archive_dir),
+    argv = ["audit", "--shard", "64", "--community", CID, "--archive-dir", str(archive_dir),
             *[a for s in _sources(out) for a in ("--source", s)], "--quiet", "--json",
             "--repair", "--key-file", str(key_file), "--torrent-dir", str(torrents)]  # fmt: skip
     assert main(argv) == 0

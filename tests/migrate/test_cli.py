@@ -47,6 +47,36 @@ def test_demo_migrates_a_generated_sample(demo: Path, capsys) -> None:
     assert [s["kind"] for s in config["source"]] == ["mailserver-leveldb"] * 2
 
 
+def test_the_demos_configs_are_plans(demo: Path, tmp_path: Path, capsys) -> None:
+    """Issue 24: the demo is ``plan`` over its generated mailservers. ``plan`` run by hand
+    with the same sources and key files writes the demo's files, but for the two settings
+    the demo adds to migrate.toml ([spark] master, [pipeline] now) and the ports; the
+    descriptions name the shards and the keys are given, so nothing but [relay] is
+    missing."""
+    config = tomllib.loads((demo / "migrate.toml").read_text())
+    argv = ["plan", "--out", str(tmp_path), "--quiet", "--json"]
+    for source in config["source"]:
+        argv += ["--source", f"leveldb:{source['path']}"]
+    for community in config["community"]:
+        argv += ["--key-file", f"{community['id']}={community['key_file']}"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    planned = tomllib.loads((tmp_path / "migrate.toml").read_text())
+    assert {k: v for k, v in config.items() if k not in ("spark", "pipeline")} == planned
+    assert config["spark"] == {"master": "local[*]"} and config["pipeline"]["now"] > 0
+    assert [s["name"] for s in config["source"]] == ["mailserver-1", "mailserver-2"]
+    assert (demo / "migrate.toml").read_text().startswith("# waku-legacy plan: ")
+    bridge = tomllib.loads((demo / "bridge.toml").read_text())
+    planned_bridge = tomllib.loads((tmp_path / "bridge.toml").read_text())
+    assert bridge["community"] == planned_bridge["community"]
+    assert all(Path(c["key_file"]).is_file() for c in bridge["community"])
+    assert {c["shard_from"] for c in report["communities"]} == {"description"}
+    assert report["warnings"] == []
+    for why in report["missing"]["communities"].values():
+        assert [reason.split(":")[0] for reason in why] == ["no [relay]"]
+
+
 def test_export_one_community(spark, demo: Path, tmp_path: Path, capsys) -> None:
     config = tomllib.loads((demo / "migrate.toml").read_text())
     community = config["community"][0]
@@ -188,6 +218,19 @@ def test_migrate_reports_progress_as_json_lines_off_a_terminal(
     assert {"rate", "eta_s", "elapsed_s"} <= set(read[-1])
     store = [e for e in events if e["step"] == "store"]
     assert store and store[-1]["done"] == store[-1]["total"] > 0
+    # every line of every step has a total or says it has none (no ETA without one)
+    for e in events:
+        assert e["total"] is not None or e["finished"] or e.get("note") == "total unknown", e
+        assert e["eta_s"] is not None or e["rate"] == 0 or e.get("note") == "total unknown", e
+    # the steps after the first read its rows: their records have that total
+    decoded = json.loads((tmp_path / "report.json").read_text())["totals"]["records"]
+    later = [e for e in events if e["step"] == "count" or e["step"].startswith("archives ")]
+    assert later and all(e["records_total"] == decoded for e in later if "records_total" in e)
+    assert all(e["records"] <= e["records_total"] for e in later if e.get("records_total"))
+    assert read[-1]["records_total"] is None  # legacy sources are not counted before reading
+    # the JVM's start is a step too (seconds of silence before, more on a loaded host)
+    start = [e for e in events if e["step"] == "start Spark"]
+    assert start and start[-1]["done"] == start[-1]["total"] == 1 and start[-1]["finished"]
 
 
 def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
@@ -197,7 +240,7 @@ def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
     import argparse
 
     from waku_legacy.identity.descriptions import DescribedChannel, SignedDescription
-    from waku_legacy.migrate.cli import _export_shard
+    from waku_legacy.migrate.cli import community_shard
     from waku_legacy.migrate.discover import ChannelDiscovery
 
     community = "0x02" + "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
@@ -209,12 +252,13 @@ def test_export_guesses_no_shard(tmp_path: Path, capsys) -> None:
     channel = DescribedChannel("8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b", "general", 0)
     found = ChannelDiscovery(community, 1, SignedDescription(7, "c", (channel,), 0, shard=129))
     args = argparse.Namespace(shard=None, community=community)
-    assert _export_shard(args, found) == 129
+    assert community_shard(args, found, "export") == 129
     assert "shard 129, the relay_shard_index" in capsys.readouterr().err
     found.newest = SignedDescription(7, "c", (channel,), 0)
     with pytest.raises(ConfigError, match="give --shard N"):
-        _export_shard(args, found)
-    assert _export_shard(argparse.Namespace(shard=130, community=community), None) == 130
+        community_shard(args, found, "export")
+    given = argparse.Namespace(shard=130, community=community)
+    assert community_shard(given, None, "export") == 130
 
 
 def test_export_without_the_community_key_says_what_is_missing(tmp_path: Path, capsys) -> None:

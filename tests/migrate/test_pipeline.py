@@ -12,6 +12,7 @@ plain single-process computation of the same result:
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 import struct
@@ -239,8 +240,27 @@ def _reference_archives(ds: Dataset, out: Path, envelopes: list[bytes], now: int
 @pytest.fixture(scope="module")
 def baseline(spark, dataset, tmp_path_factory) -> tuple[Path, Any]:
     out = tmp_path_factory.mktemp("baseline")
-    report = _run(spark, dataset, out)
+    from waku_legacy.migrate.progress import SparkProgress
+
+    # its progress lines as a non-terminal run writes them (test_progress_of_every_step)
+    with (out / "progress.jsonl").open("w") as stream:
+        report = _run(spark, dataset, out, progress=SparkProgress(stream=stream, interval=1))
     return out, report
+
+
+def test_progress_of_every_step(baseline) -> None:
+    """Issue 24: every step that runs Spark jobs reports them, the quarantine too (it said
+    nothing while it wrote a mailserver's junk), and each Spark step after the first counts
+    its records against the decoded rows it reads."""
+    out, report = baseline
+    lines = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()
+             if line.startswith("{")]  # fmt: skip
+    steps = {line["step"] for line in lines}
+    assert {"read, decode, deduplicate", "count", "quarantine", "store"} <= steps, steps
+    quarantine = [line for line in lines if line["step"] == "quarantine"]
+    assert quarantine[-1]["finished"] and quarantine[-1]["done"] == quarantine[-1]["total"] > 0
+    assert quarantine[-1]["records_total"] == report.totals["records"]
+    assert 0 < quarantine[-1]["records"] <= report.totals["records"]
 
 
 def test_end_to_end_matches_a_plain_python_run(baseline, dataset, tmp_path) -> None:

@@ -48,3 +48,22 @@ def test_disabled_progress_prints_nothing() -> None:
     progress("y", 1, 1)
     progress.log("hello")
     assert stream.getvalue() == ""
+
+
+def test_a_step_without_a_total_says_so() -> None:
+    """Issue 24: a step whose total is not known (a legacy source is not counted before it
+    is read) has no ETA, and each of its lines says why instead of leaving a null."""
+    stream = io.StringIO()
+    progress = Progress(stream=stream, interval=0.1)
+    with progress.bar("audit: read source-1", unit="rec") as step:
+        step.update(7)
+        time.sleep(0.25)
+    lines = _lines(stream)
+    running = [line for line in lines if not line["finished"]]
+    assert len(running) >= 2
+    assert all(line["total"] is None and line["eta_s"] is None for line in running)
+    assert all(line["note"] == "total unknown" for line in running)
+    assert lines[-1]["finished"] is True and lines[-1]["done"] == 7 and "note" not in lines[-1]
+    with progress.bar("store", total=10, unit="msg") as step:
+        step.update(5)
+    assert all("note" not in line for line in _lines(stream)[len(lines) :])

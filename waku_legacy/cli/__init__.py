@@ -26,7 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "waku_legacy.archive.cli",  # archive, seed, fetch
     "waku_legacy.mailserver_compat.cli",  # v1 serve, v1 pull
     "waku_legacy.cli.plan",  # plan
-    "waku_legacy.migrate.cli",  # migrate, export, demo
+    "waku_legacy.migrate.cli",  # migrate, export, audit
+    "waku_legacy.cli.demo",  # demo
     "waku_legacy.bridge.cli",  # serve
     "waku_legacy.p2p.cli",  # store query
     "waku_legacy.cli.members",  # members preview

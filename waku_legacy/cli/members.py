@@ -157,6 +157,7 @@ def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator
         source = dataclasses.replace(
             source, content_topics=topics, partitions=None, state_file=None
         )
+    # decoding needs a mapping; its pubsub topic is never read here nor written anywhere
     mapping = TopicMapping.build("/waku/2/rs/16/64", [])
     for task in plan_source(source, 1, work_dir):
         for batch in read_task(task):
