@@ -90,7 +90,9 @@ def sessions(number: int, topics: list[str]) -> Any:
         )
 
 
-def start_server(store: Path, workdir: Path, args: argparse.Namespace) -> tuple[Any, int, int]:
+def start_server(
+    store: Path, workdir: Path, args: argparse.Namespace, server_side: str
+) -> tuple[Any, int, int]:
     rest_port, p2p_port = free_port(), free_port()
     config = workdir / "bridge.toml"
     config.write_text(
@@ -104,6 +106,7 @@ def start_server(store: Path, workdir: Path, args: argparse.Namespace) -> tuple[
         f"max_handshakes_per_address = {args.clients + 16}\n"  # every client dials at once
         "address_share = 1.0\n"  # ... from one address
         "address_requests_per_second = 0\n"
+        f'server = "{server_side}"\n'
         '[logging]\nlevel = "warning"\n'
     )
     cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
@@ -264,6 +267,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pages", type=int, default=5)
     parser.add_argument("--readers", type=int, default=2, help="server store threads")
     parser.add_argument("--muxer", choices=("yamux", "mplex"), default="yamux")
+    parser.add_argument(
+        "--server", nargs="+", choices=("py-libp2p", "native"), default=["py-libp2p", "native"],
+        help="the libp2p server sides to load, each in its own server process, one after "
+        "the other ([libp2p] server); REST is loaded in the first",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 
@@ -275,38 +283,45 @@ def main() -> int:
     if store_count(store) != args.messages:
         print(f"building {store} ({args.messages:,} messages)…", file=sys.stderr)
         build_store(store, args.messages, topics, args.payload_size, T0)
-    workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-p2p-load-"))
-    server, rest_port, p2p_port = start_server(store, workdir, args)
-    base = f"http://127.0.0.1:{rest_port}"
-    try:
-        asyncio.run(wait_ready(base, server))
-        info = asyncio.run(_info(base))
-        address = next(a for a in info["libp2p"]["multiaddrs"] if f"/tcp/{p2p_port}/" in a)
-        load = [os.getloadavg()[0]]
-        cpu0, own0 = process_cpu(server.pid), _own_cpu()
-        rest_stats, rest_elapsed = asyncio.run(rest_load(base, args, topics))
-        cpu1, own1 = process_cpu(server.pid), _own_cpu()
-        load.append(os.getloadavg()[0])
-        p2p_stats, p2p_elapsed = p2p_load(address, args, topics)
-        cpu2, own2 = process_cpu(server.pid), _own_cpu()
-        load.append(os.getloadavg()[0])
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    rest = result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0)
-    p2p = result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1, own2 - own1)
+    load = [os.getloadavg()[0]]
+    results: dict[str, Any] = {}
+    for server_side in args.server:
+        workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-p2p-load-"))
+        server, rest_port, p2p_port = start_server(store, workdir, args, server_side)
+        base = f"http://127.0.0.1:{rest_port}"
+        try:
+            asyncio.run(wait_ready(base, server))
+            info = asyncio.run(_info(base))
+            address = next(a for a in info["libp2p"]["multiaddrs"] if f"/tcp/{p2p_port}/" in a)
+            if "rest" not in results:  # REST once, in the first server process
+                cpu0, own0 = process_cpu(server.pid), _own_cpu()
+                rest_stats, rest_elapsed = asyncio.run(rest_load(base, args, topics))
+                cpu1, own1 = process_cpu(server.pid), _own_cpu()
+                load.append(os.getloadavg()[0])
+                results["rest"] = result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0)
+            cpu1, own1 = process_cpu(server.pid), _own_cpu()
+            p2p_stats, p2p_elapsed = p2p_load(address, args, topics)
+            cpu2, own2 = process_cpu(server.pid), _own_cpu()
+            load.append(os.getloadavg()[0])
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        results[server_side] = result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1, own2 - own1)
+    rest = results["rest"]
     result = {
         "store": str(store), "messages": args.messages, "clients": args.clients,
         "page_size": args.page_size, "pages": args.pages, "readers": args.readers,
-        "muxer": args.muxer, "cpus": os.cpu_count(), "load_1min": load, "rest": rest,
-        "libp2p": p2p,
-        "libp2p_vs_rest_throughput": p2p["requests_per_s"] / rest["requests_per_s"],
+        "muxer": args.muxer, "cpus": os.cpu_count(), "load_1min": load, "servers": args.server,
+        **results,
+        "libp2p_vs_rest_throughput": {
+            side: results[side]["requests_per_s"] / rest["requests_per_s"] for side in args.server
+        },
     }  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print_report(result)
-    return 1 if rest["errors"] or p2p["errors"] else 0
+    return 1 if any(results[name]["errors"] for name in results) else 0
 
 
 async def _info(base: str) -> Any:
@@ -327,9 +342,9 @@ def print_report(result: dict[str, Any]) -> None:
         f"clients, closed loop, pages of {result['page_size']} (up to {result['pages']} per "
         f"session); {result['readers']} store threads; {result['cpus']} cores"
     )
-    for name in ("rest", "libp2p"):
+    for name in ("rest", *result["servers"]):
         r = result[name]
-        label = "REST (aiohttp)" if name == "rest" else f"libp2p (TCP+Noise+{result['muxer']})"
+        label = "REST (aiohttp)" if name == "rest" else f"{name} (TCP+Noise+{result['muxer']})"
         print(
             f"  {label:<28} {r['requests_per_s']:8.1f} req/s  {r['messages_per_s']:9.0f} msg/s  "
             f"p50 {r['p50_ms']:6.1f} ms  p90 {r['p90_ms']:6.1f}  p99 {r['p99_ms']:6.1f}  "
@@ -337,9 +352,10 @@ def print_report(result: dict[str, Any]) -> None:
             f"server CPU {r['server_cpu_ms_per_request']:.2f} ms/req  "
             f"client CPU {r['client_cpu_ms_per_request']:.2f} ms/req"
         )
-    print(f"  libp2p / REST throughput: {result['libp2p_vs_rest_throughput']:.2f}x")
+    for side, ratio in result["libp2p_vs_rest_throughput"].items():
+        print(f"  {side} / REST throughput: {ratio:.2f}x")
     print(
-        "  load average (1 min) before, between, after: "
+        "  load average (1 min) before, after each part: "
         + " ".join(f"{x:.2f}" for x in result["load_1min"])
     )
 

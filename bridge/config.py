@@ -128,6 +128,9 @@
     requests_per_second = 20                 # per peer id (0: no budget); request_burst = 40;
                                              #   a store v3 page's next page is free
     address_requests_per_second = 100        # per source address (IPv6: /64), burst 5x
+    server = "py-libp2p"                     # or "native": the project's own sans-IO server
+                                             #   side on the bridge's asyncio loop (same
+                                             #   protocols and limits; bench/README.md)
     workers = 4                              # threads answering store queries (one store
                                              #   connection each)
 
@@ -303,6 +306,9 @@ class ArchiveConfig:
     second_link_delay: float = 3600.0
 
 
+LIBP2P_SERVERS = ("py-libp2p", "native")
+
+
 @dataclass(frozen=True, slots=True)
 class Libp2pConfig:
     """``[libp2p]``: the store over libp2p (:mod:`waku_legacy.bridge.p2p`)."""
@@ -329,6 +335,8 @@ class Libp2pConfig:
     request_burst: int = 40
     address_requests_per_second: float = 100.0
     workers: int = 4
+    #: which server side answers: "py-libp2p" (trio thread) or "native" (waku_legacy.p2p.native)
+    server: str = "py-libp2p"
     # `shards` given: announced as given; else the communities' shards (and the relay's
     # default), plus at start the shards of the store's messages (issue 24)
     shards_configured: bool = False
@@ -713,7 +721,10 @@ def _parse_libp2p(
         request_burst=t.integer("request_burst", default=40, low=1, high=1_000_000),
         address_requests_per_second=_rate(t, "address_requests_per_second", 100.0),
         workers=t.integer("workers", default=4, low=1, high=64),
+        server=t.string("server", default="py-libp2p"),
     )
+    if config.server not in LIBP2P_SERVERS:
+        raise t.error("server", " or ".join(map(repr, LIBP2P_SERVERS)), config.server)
     t.done()
     # no `shards`: the service adds the shards of the store's messages at start
     config = replace(config, shards_configured=shards_value is not None)
