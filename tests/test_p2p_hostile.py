@@ -56,13 +56,13 @@ RSS_BOUND = 50 * MB
 
 
 @pytest.fixture
-def make_listener() -> Iterator[Callable[..., P2PListener]]:
+def make_listener(listener_class: type[P2PListener]) -> Iterator[Callable[..., P2PListener]]:
     started: list[P2PListener] = []
 
     def make(
         limits: ListenerLimits | None = None, listen: tuple[str, ...] = ("/ip4/127.0.0.1/tcp/0",)
     ) -> P2PListener:
-        listener = P2PListener(
+        listener = listener_class(
             ephemeral_key_pair(),
             list(listen),
             {ECHO: (lambda body: b"echo:" + body, None)},
@@ -342,6 +342,7 @@ def test_yamux_data_past_the_window_ends_the_session(make_listener) -> None:
     assert grown < RSS_BOUND
 
 
+@pytest.mark.parametrize("listener_class", ["py-libp2p"], indirect=True)
 def test_plain_py_libp2p_yamux_buffers_past_the_window(make_listener, monkeypatch) -> None:
     """The same attack against py-libp2p's own yamux (our subclass switched off): it keeps
     every byte and sends no GO_AWAY, which the test above would catch."""
@@ -391,6 +392,7 @@ def json_logs() -> Iterator[io.StringIO]:
         lg.handlers, lg.level, lg.propagate = handlers, level, propagate
 
 
+@pytest.mark.parametrize("listener_class", ["py-libp2p"], indirect=True)
 def test_a_log_flood_from_py_libp2p_is_ours_and_rate_limited(make_listener, json_logs) -> None:
     listener = make_listener()
     before = warmed(listener)

@@ -114,7 +114,7 @@ class ConnectionLimits:
     #: largest request body per request-response protocol
     requests: Mapping[str, int] = field(default_factory=dict)
     max_streams: int = 32  # requests in flight at once
-    max_open_streams: int = 256  # streams the muxer keeps at once
+    max_open_streams: int = 1024  # streams the muxer keeps at once (more: reset)
     max_buffered: int = 4 * 1024 * 1024
     negotiation_timeout: float = 10.0
     read_timeout: float = 30.0
@@ -298,6 +298,7 @@ class ListenerConnection:
         if protocol == IDENTIFY_CODEC:
             mux.write(sid, encode_frame(self._identify()))
             mux.close_stream(sid)
+            self._forget(sid)
             return False
         if protocol == PING_CODEC:
             return True

@@ -6,8 +6,8 @@ ResetReceiver 5, ResetInitiator 6. The opener of a stream writes the *Initiator*
 other side the *Receiver* ones, so the two sides' stream ids do not collide: a stream is
 known here by ``id << 1`` when the peer opened it and ``id << 1 | 1`` when we did. Close is
 a half-close. There is no flow control; a message is at most 1 MiB (the spec's limit, and
-@waku/sdk's ``maxMsgSize``), and more than ``max_streams`` streams open at once ends the
-session (js-libp2p's ``maxInboundStreams`` does the same)."""
+@waku/sdk's ``maxMsgSize``); a stream opened while ``max_streams`` are open is reset at
+once."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _varint(buffer: bytes, pos: int) -> tuple[int, int]:
 
 
 class MplexSession:
-    def __init__(self, *, max_streams: int = 256) -> None:
+    def __init__(self, *, max_streams: int = 1024) -> None:
         #: stream key -> [local side closed, remote side closed]
         self._streams: dict[int, list[bool]] = {}
         self._out: list[bytes] = []
@@ -91,9 +91,9 @@ class MplexSession:
             if key in self._streams:
                 self.closed = True
                 raise MuxError("mplex", "mux_error", f"stream {number} opened twice")
-            if len(self._streams) >= self.max_streams:
-                self.closed = True
-                raise MuxError("mplex", "mux_error", f"over {self.max_streams} streams")
+            if len(self._streams) >= self.max_streams:  # refused: reset at once
+                self._out += [self._head(key, RESET_INITIATOR), b"\0"]
+                return
             self._streams[key] = [False, False]
             events.append(StreamOpened(key))
             return

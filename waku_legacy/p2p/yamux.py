@@ -12,8 +12,8 @@ the initial window. A PING with SYN is answered with ACK and the same opaque val
 queues the frames to send; :meth:`~YamuxSession.data_to_send` takes them all at once, so
 one call's frames leave in one Noise message. Our writes wait for the peer's window.
 Bounds: DATA past a stream's window resets it and ends the session with GO_AWAY (protocol
-error); more than ``max_streams`` streams open at once is the same error; a header with
-another version or type too."""
+error); a stream opened while ``max_streams`` are open is reset at once (as go-yamux
+does); a header with another version or type ends the session too."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class _Stream:
 class YamuxSession:
     """One yamux session; ``client=True`` for the dialler (odd stream ids)."""
 
-    def __init__(self, *, client: bool = False, max_streams: int = 256) -> None:
+    def __init__(self, *, client: bool = False, max_streams: int = 1024) -> None:
         self._streams: dict[int, _Stream] = {}
         self._out: list[bytes] = []
         self._unacked: list[int] = []
@@ -127,9 +127,9 @@ class YamuxSession:
             if stream is not None or stream_id == 0 or (stream_id & 1) == self._next_id & 1:
                 self._go_away(GO_AWAY_PROTOCOL_ERROR)
                 raise MuxError("yamux", "yamux_protocol_error", f"SYN for stream {stream_id}")
-            if len(self._streams) >= self.max_streams:
-                self._go_away(GO_AWAY_PROTOCOL_ERROR)
-                raise MuxError("yamux", "yamux_protocol_error", f"over {self.max_streams} streams")
+            if len(self._streams) >= self.max_streams:  # refused, as go-yamux does
+                self._out.append(header(WINDOW_UPDATE, RST, stream_id, 0))
+                return
             stream = self._streams[stream_id] = _Stream(need_ack=True)
             self._unacked.append(stream_id)
             events.append(StreamOpened(stream_id))
