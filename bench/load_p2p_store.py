@@ -232,6 +232,124 @@ def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple
     return stats, elapsed
 
 
+class _NativeClient(asyncio.Protocol):
+    """One connection of the project's own dialler (waku_legacy.p2p.dialler), a light load
+    generator: what py-libp2p's client costs per request is not the server's."""
+
+    def __init__(self, muxer: str) -> None:
+        from waku_legacy.crypto.secp256k1 import generate_private_key
+        from waku_legacy.p2p.dialler import DiallerConnection
+        from waku_legacy.p2p.native import noise_identity
+
+        self.conn = DiallerConnection(noise_identity(generate_private_key()), muxer)
+        self.transport: asyncio.Transport | None = None
+        self.ready = asyncio.get_running_loop().create_future()
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.conn.data_to_send())
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        answers = self.conn.receive(data)
+        out = self.conn.data_to_send()
+        if out:
+            self.transport.write(out)
+        if self.conn.ready and not self.ready.done():
+            self.ready.set_result(None)
+        for answer in answers:
+            future = self.waiting.pop(answer.stream, None)
+            if future is not None and not future.done():
+                future.set_result(answer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = ConnectionError(f"connection lost: {exc}")
+        for future in [self.ready, *self.waiting.values()]:
+            if not future.done():
+                future.set_exception(error)
+
+    async def request(self, protocol: str, body: bytes) -> bytes:
+        assert self.transport is not None
+        stream = self.conn.request(protocol, body)
+        future = self.waiting[stream] = asyncio.get_running_loop().create_future()
+        self.transport.write(self.conn.data_to_send())
+        answer = await future
+        if answer.error is not None:
+            raise answer.error
+        return bytes(answer.body)
+
+
+def p2p_load_native(
+    address: str, args: argparse.Namespace, topics: list[str]
+) -> tuple[Stats, float]:
+    from multiaddr import Multiaddr
+
+    from waku_legacy.p2p.store_client import (
+        STORE_V3_CODEC,
+        StoreQueryArgs,
+        build_request,
+        decode_response,
+    )
+
+    target = Multiaddr(address)
+    host, port = target.value_for_protocol("ip4"), int(target.value_for_protocol("tcp"))
+    stats = Stats()
+
+    async def one(number: int, start: asyncio.Event, stop: asyncio.Event, up: list[int]) -> None:
+        loop = asyncio.get_running_loop()
+        _, client = await loop.create_connection(lambda: _NativeClient(args.muxer), host, port)
+        await client.ready
+        up[0] += 1
+        await start.wait()
+        try:
+            for session in sessions(number, topics):
+                query = StoreQueryArgs(
+                    pubsub_topic=session.pubsub, content_topics=[session.content],
+                    forward=session.forward, page_size=args.page_size,
+                    time_start=session.edge_ns if session.forward else None,
+                    time_end=None if session.forward else session.edge_ns,
+                )  # fmt: skip
+                cursor = None
+                for _ in range(args.pages):
+                    if stop.is_set():
+                        return
+                    started = time.perf_counter()
+                    try:
+                        body = await client.request(STORE_V3_CODEC, build_request(query, cursor))
+                        page = decode_response(body)
+                    except Exception:
+                        stats.errors += 1
+                        break
+                    stats.latencies.append(time.perf_counter() - started)
+                    if page.status_code != 200:
+                        stats.errors += 1
+                        break
+                    stats.messages += len(page.messages)
+                    if not page.HasField("pagination_cursor"):
+                        break
+                    cursor = page.pagination_cursor
+        finally:
+            if client.transport is not None:
+                client.transport.close()
+
+    async def main() -> float:
+        start, stop, up = asyncio.Event(), asyncio.Event(), [0]
+        tasks = [asyncio.create_task(one(n, start, stop, up)) for n in range(args.clients)]
+        while up[0] < args.clients:
+            await asyncio.sleep(0.05)
+        started = time.perf_counter()
+        start.set()
+        await asyncio.sleep(args.duration)
+        stop.set()
+        await asyncio.gather(*tasks)
+        return time.perf_counter() - started
+
+    elapsed = asyncio.run(main())
+    return stats, elapsed
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -268,6 +386,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--readers", type=int, default=2, help="server store threads")
     parser.add_argument("--muxer", choices=("yamux", "mplex"), default="yamux")
     parser.add_argument(
+        "--client", choices=("py-libp2p", "native"), default="py-libp2p",
+        help="the libp2p load generator: py-libp2p nodes, or the project's own dialler "
+        "(waku_legacy.p2p.dialler on asyncio, about REST's client cost)",
+    )  # fmt: skip
+    parser.add_argument(
         "--server", nargs="+", choices=("py-libp2p", "native"), default=["py-libp2p", "native"],
         help="the libp2p server sides to load, each in its own server process, one after "
         "the other ([libp2p] server); REST is loaded in the first",
@@ -300,7 +423,8 @@ def main() -> int:
                 load.append(os.getloadavg()[0])
                 results["rest"] = result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0)
             cpu1, own1 = process_cpu(server.pid), _own_cpu()
-            p2p_stats, p2p_elapsed = p2p_load(address, args, topics)
+            load_p2p = p2p_load if args.client == "py-libp2p" else p2p_load_native
+            p2p_stats, p2p_elapsed = load_p2p(address, args, topics)
             cpu2, own2 = process_cpu(server.pid), _own_cpu()
             load.append(os.getloadavg()[0])
         finally:
@@ -312,6 +436,7 @@ def main() -> int:
         "store": str(store), "messages": args.messages, "clients": args.clients,
         "page_size": args.page_size, "pages": args.pages, "readers": args.readers,
         "muxer": args.muxer, "cpus": os.cpu_count(), "load_1min": load, "servers": args.server,
+        "client": args.client,
         **results,
         "libp2p_vs_rest_throughput": {
             side: results[side]["requests_per_s"] / rest["requests_per_s"] for side in args.server
@@ -340,7 +465,8 @@ def print_report(result: dict[str, Any]) -> None:
     print(
         f"store {result['store']}: {result['messages']:,} messages; {result['clients']} "
         f"clients, closed loop, pages of {result['page_size']} (up to {result['pages']} per "
-        f"session); {result['readers']} store threads; {result['cpus']} cores"
+        f"session); {result['readers']} store threads; {result['cpus']} cores; libp2p "
+        f"client: {result['client']}"
     )
     for name in ("rest", *result["servers"]):
         r = result[name]

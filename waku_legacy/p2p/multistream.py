@@ -21,7 +21,14 @@ from waku_legacy.errors import DecodeError
 from waku_legacy.p2p.guard import MULTISTREAM_MAX_MESSAGE_BYTES
 from waku_legacy.proto.wire import encode_varint
 
-__all__ = ["HEADER", "MultistreamError", "MultistreamListener", "Negotiated", "message"]
+__all__ = [
+    "HEADER",
+    "MultistreamDialler",
+    "MultistreamError",
+    "MultistreamListener",
+    "Negotiated",
+    "message",
+]
 
 HEADER = "/multistream/1.0.0"
 
@@ -90,6 +97,39 @@ class MultistreamListener:
             self.done = True
             self._buffer = b""
             return out + message(line), Negotiated(line, buffer)
+
+
+class MultistreamDialler:
+    """The dialler's side, optimistic (one protocol, sent with the header before any
+    answer, as go-libp2p does for a protocol the peer announced): :meth:`proposal` is what
+    to send; :meth:`feed` the answer returns :class:`Negotiated` once the listener echoed
+    the protocol, and raises :class:`MultistreamError` when it said ``na``."""
+
+    def __init__(self, protocol: str) -> None:
+        self.protocol = protocol
+        self._buffer = b""
+        self._header_seen = False
+
+    def proposal(self) -> bytes:
+        return _HEADER_MESSAGE + message(self.protocol)
+
+    def feed(self, data: bytes) -> Negotiated | None:
+        buffer = self._buffer + data if self._buffer else data
+        while True:
+            line, used = _next_line(buffer)
+            if line is None:
+                self._buffer = buffer
+                return None
+            buffer = buffer[used:]
+            if not self._header_seen:
+                if line != HEADER:
+                    raise MultistreamError(f"expected {HEADER!r}, got {line[:64]!r}")
+                self._header_seen = True
+            elif line == self.protocol:
+                self._buffer = b""
+                return Negotiated(line, buffer)
+            else:
+                raise MultistreamError(f"{self.protocol!r} refused ({line[:64]!r})")
 
 
 def _next_line(buffer: bytes) -> tuple[str | None, int]:
