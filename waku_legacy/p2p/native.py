@@ -191,9 +191,12 @@ class _Conn(asyncio.Protocol):
                 self._secured(event)
             elif type(event) is Muxed:
                 self._muxed()
-            if self.transport is None:
+            if self._gone():  # an event closed it
                 return
         self._flush()
+
+    def _gone(self) -> bool:
+        return self.transport is None
 
     def _flush(self) -> None:
         if self.conn is None or self.transport is None:

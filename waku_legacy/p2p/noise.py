@@ -38,6 +38,7 @@ __all__ = [
     "NoiseError",
     "NoiseHandshake",
     "NoiseIdentity",
+    "XXHandshake",
     "signed_payload",
 ]
 
@@ -140,12 +141,12 @@ class NoiseReader:
 
 
 class _SymmetricState:
-    def __init__(self) -> None:
+    def __init__(self, prologue: bytes) -> None:
         self.h = _PROTOCOL_NAME
         self.ck = _PROTOCOL_NAME
         self.key: bytes | None = None
         self.n = 0
-        self.mix_hash(b"")  # the empty prologue
+        self.mix_hash(prologue)
 
     def mix_hash(self, data: bytes) -> None:
         self.h = hashlib.sha256(self.h + data).digest()
@@ -180,25 +181,116 @@ class _SymmetricState:
         return NoiseCipher(first), NoiseCipher(second)
 
 
-class NoiseHandshake:
-    """One side of the XX handshake. ``initiator=False``: the listener's side.
+class XXHandshake:
+    """The Noise XX pattern itself (``-> e``, ``<- e, ee, s, es``, ``-> s, se``), with
+    the keys and prologue given (the spec's test vectors give them; libp2p makes them
+    fresh and uses an empty prologue). :meth:`write` and :meth:`read` take turns as the
+    pattern says; after the third message :meth:`split` gives (initiator's sending cipher,
+    responder's sending cipher)."""
 
-    The messages are cut from the received bytes by their 2-byte length; a message longer
-    than the handshake needs (``max_message``) is refused as soon as its length is read."""
+    def __init__(
+        self,
+        *,
+        initiator: bool,
+        static: X25519PrivateKey,
+        ephemeral: X25519PrivateKey,
+        prologue: bytes = b"",
+    ) -> None:
+        self.initiator = initiator
+        self._static = static
+        self.static_public = _raw(static.public_key())
+        self._ephemeral = ephemeral
+        self._state = _SymmetricState(prologue)
+        self.remote_ephemeral: X25519PublicKey | None = None
+        self.remote_static: X25519PublicKey | None = None
+        self.step = 0  # messages done
+
+    @property
+    def handshake_hash(self) -> bytes:
+        return self._state.h
+
+    def split(self) -> tuple[NoiseCipher, NoiseCipher]:
+        return self._state.split()
+
+    def _dh(self, private: X25519PrivateKey, public: X25519PublicKey | None) -> bytes:
+        assert public is not None
+        try:
+            return private.exchange(public)
+        except ValueError:  # a low-order point: all-zero shared secret
+            raise NoiseError("a degenerate X25519 key") from None
+
+    def write(self, payload: bytes) -> bytes:
+        state = self._state
+        if self.step == 0 and self.initiator:  # -> e
+            public = _raw(self._ephemeral.public_key())
+            state.mix_hash(public)
+            out = public
+        elif self.step == 1 and not self.initiator:  # <- e, ee, s, es
+            public = _raw(self._ephemeral.public_key())
+            state.mix_hash(public)
+            state.mix_key(self._dh(self._ephemeral, self.remote_ephemeral))
+            out = public + state.encrypt_and_hash(self.static_public)
+            state.mix_key(self._dh(self._static, self.remote_ephemeral))
+        elif self.step == 2 and self.initiator:  # -> s, se
+            out = state.encrypt_and_hash(self.static_public)
+            state.mix_key(self._dh(self._static, self.remote_ephemeral))
+        else:
+            raise NoiseError(f"not this side's turn to write (message {self.step + 1})")
+        self.step += 1
+        return out + state.encrypt_and_hash(payload)
+
+    def read(self, message: bytes) -> bytes:
+        state = self._state
+        if self.step == 0 and not self.initiator:  # -> e
+            rest = self._read_ephemeral(message)
+        elif self.step == 1 and self.initiator:  # <- e, ee, s, es
+            rest = self._read_ephemeral(message)
+            state.mix_key(self._dh(self._ephemeral, self.remote_ephemeral))
+            rest = self._read_static(rest)
+            state.mix_key(self._dh(self._ephemeral, self.remote_static))
+        elif self.step == 2 and not self.initiator:  # -> s, se
+            rest = self._read_static(message)
+            state.mix_key(self._dh(self._ephemeral, self.remote_static))
+        else:
+            raise NoiseError(f"an unexpected handshake message (message {self.step + 1})")
+        self.step += 1
+        return state.decrypt_and_hash(rest)
+
+    def _read_ephemeral(self, message: bytes) -> bytes:
+        if len(message) < 32:
+            raise NoiseError("a handshake message without its ephemeral key")
+        self.remote_ephemeral = X25519PublicKey.from_public_bytes(message[:32])
+        self._state.mix_hash(message[:32])
+        return message[32:]
+
+    def _read_static(self, message: bytes) -> bytes:
+        if len(message) < 48:
+            raise NoiseError("a handshake message without its static key")
+        public = self._state.decrypt_and_hash(message[:48])
+        self.remote_static = X25519PublicKey.from_public_bytes(public)
+        return message[48:]
+
+
+class NoiseHandshake:
+    """libp2p's handshake on :class:`XXHandshake`: fresh keys, empty prologue, 2-byte
+    length before each message, the signed identity payload in messages 2 and 3 (checked
+    on receipt). ``initiator=False``: the listener's side.
+
+    The messages are cut from the received bytes by their length; a message longer than
+    the handshake needs (``max_message``) is refused as soon as its length is read."""
 
     def __init__(
         self, identity: NoiseIdentity, *, initiator: bool, max_message: int = 4096
     ) -> None:
         self.initiator = initiator
         self._identity = identity
-        self._static = X25519PrivateKey.generate()
-        self._static_public = _raw(self._static.public_key())
-        self._ephemeral = X25519PrivateKey.generate()
-        self._remote_ephemeral: X25519PublicKey | None = None
-        self._state = _SymmetricState()
+        self._xx = XXHandshake(
+            initiator=initiator,
+            static=X25519PrivateKey.generate(),
+            ephemeral=X25519PrivateKey.generate(),
+        )
         self._max_message = max_message
         self._buffer = b""
-        self._step = 0  # messages done (1, 2, 3)
         self.remote: PeerKey | None = None
         self.send_cipher: NoiseCipher | None = None
         self.receive_cipher: NoiseCipher | None = None
@@ -207,15 +299,11 @@ class NoiseHandshake:
 
     @property
     def done(self) -> bool:
-        return self._step == 3
+        return self._xx.step == 3
 
     def start(self) -> bytes:
         """The initiator's first message."""
-        assert self.initiator and self._step == 0
-        self._step = 1
-        public = _raw(self._ephemeral.public_key())
-        self._state.mix_hash(public)
-        return self._frame(public + self._state.encrypt_and_hash(b""))
+        return self._frame(self._xx.write(b""))
 
     def feed(self, data: bytes) -> bytes:
         self._buffer += data
@@ -237,63 +325,19 @@ class NoiseHandshake:
     def _frame(self, body: bytes) -> bytes:
         return _LENGTH.pack(len(body)) + body
 
-    def _dh(self, private: X25519PrivateKey, public: X25519PublicKey) -> bytes:
-        try:
-            return private.exchange(public)
-        except ValueError:  # a low-order point: all-zero shared secret
-            raise NoiseError("a degenerate X25519 key") from None
-
-    def _read_ephemeral(self, body: bytes) -> bytes:
-        if len(body) < 32:
-            raise NoiseError("a handshake message without its ephemeral key")
-        self._remote_ephemeral = X25519PublicKey.from_public_bytes(body[:32])
-        self._state.mix_hash(body[:32])
-        return body[32:]
-
     def _receive(self, body: bytes) -> bytes:
-        state = self._state
-        if not self.initiator and self._step == 0:  # -> e
-            state.decrypt_and_hash(self._read_ephemeral(body))
-            self._step = 2
-            return self._frame(self._responder_message())
-        if self.initiator and self._step == 1:  # <- e, ee, s, es
-            rest = self._read_ephemeral(body)
-            assert self._remote_ephemeral is not None
-            state.mix_key(self._dh(self._ephemeral, self._remote_ephemeral))
-            remote_static = self._read_static(rest[:48])
-            state.mix_key(self._dh(self._ephemeral, remote_static))
-            self._check_payload(state.decrypt_and_hash(rest[48:]), remote_static)
-            public = self._static_public
-            sealed_static = state.encrypt_and_hash(public)  # -> s, se
-            state.mix_key(self._dh(self._static, self._remote_ephemeral))
-            payload = state.encrypt_and_hash(signed_payload(self._identity, public))
-            self._step = 3
-            self.send_cipher, self.receive_cipher = state.split()
-            return self._frame(sealed_static + payload)
-        if not self.initiator and self._step == 2:  # -> s, se
-            remote_static = self._read_static(body[:48])
-            state.mix_key(self._dh(self._ephemeral, remote_static))
-            self._check_payload(state.decrypt_and_hash(body[48:]), remote_static)
-            self._step = 3
-            self.receive_cipher, self.send_cipher = state.split()
-            return b""
-        raise NoiseError("an unexpected handshake message")
-
-    def _responder_message(self) -> bytes:
-        state = self._state
-        assert self._remote_ephemeral is not None
-        public = _raw(self._ephemeral.public_key())
-        state.mix_hash(public)
-        state.mix_key(self._dh(self._ephemeral, self._remote_ephemeral))
-        sealed_static = state.encrypt_and_hash(self._static_public)
-        state.mix_key(self._dh(self._static, self._remote_ephemeral))
-        payload = state.encrypt_and_hash(signed_payload(self._identity, self._static_public))
-        return public + sealed_static + payload
-
-    def _read_static(self, sealed: bytes) -> X25519PublicKey:
-        if len(sealed) != 48:
-            raise NoiseError("a handshake message without its static key")
-        return X25519PublicKey.from_public_bytes(self._state.decrypt_and_hash(sealed))
+        xx = self._xx
+        payload = xx.read(body)
+        if xx.step == 1:  # the responder read message 1: message 2 carries our identity
+            return self._frame(xx.write(signed_payload(self._identity, xx.static_public)))
+        assert xx.remote_static is not None
+        self._check_payload(payload, xx.remote_static)
+        if xx.step == 2:  # the initiator read message 2: message 3 carries our identity
+            out = self._frame(xx.write(signed_payload(self._identity, xx.static_public)))
+            self.send_cipher, self.receive_cipher = xx.split()
+            return out
+        self.receive_cipher, self.send_cipher = xx.split()
+        return b""
 
     def _check_payload(self, payload: bytes, remote_static: X25519PublicKey) -> None:
         key = signature = b""

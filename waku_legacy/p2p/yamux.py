@@ -98,13 +98,6 @@ class YamuxSession:
                 pos += HEADER_SIZE
             self._frame(typ, flags, stream_id, length, body, events)
         self._buffer = buffer[pos:] if pos < size else b""
-        if self._unacked:
-            for stream_id in self._unacked:  # accepted streams we had nothing to say on yet
-                stream = self._streams.get(stream_id)
-                if stream is not None and stream.need_ack:
-                    stream.need_ack = False
-                    self._out.append(header(WINDOW_UPDATE, ACK, stream_id, 0))
-            self._unacked.clear()
         return events
 
     @property
@@ -222,6 +215,13 @@ class YamuxSession:
         self._go_away(code)
 
     def data_to_send(self) -> bytes:
+        if self._unacked:
+            for stream_id in self._unacked:  # accepted streams we had nothing to say on yet
+                stream = self._streams.get(stream_id)
+                if stream is not None and stream.need_ack:
+                    stream.need_ack = False
+                    self._out.append(header(WINDOW_UPDATE, ACK, stream_id, 0))
+            self._unacked.clear()
         if not self._out:
             return b""
         out = b"".join(self._out)
