@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.connection import (
-    ConnectionFailed,
-    ConnectionLimits,
+    Libp2pConnectionFailed,
+    Libp2pConnectionLimits,
     ListenerConnection,
     Muxed,
     Request,
@@ -277,7 +277,7 @@ def test_libp2p_noise_refuses_a_signature_of_another_static_key() -> None:
 
 @pytest.mark.parametrize("muxer", ["yamux", "mplex"])
 def test_dialler_and_listener_connections_in_memory(muxer: str) -> None:
-    limits = ConnectionLimits(requests={"/echo": 100}, max_streams=2)
+    limits = Libp2pConnectionLimits(requests={"/echo": 100}, max_streams=2)
     listener = ListenerConnection(
         noise_identity(coincurve.PrivateKey()), limits, lambda: b"identify"
     )
@@ -303,7 +303,7 @@ def test_dialler_and_listener_connections_in_memory(muxer: str) -> None:
 
 def test_listener_connection_refuses_a_plaintext_peer() -> None:
     listener = ListenerConnection(
-        noise_identity(coincurve.PrivateKey()), ConnectionLimits(), lambda: b""
+        noise_identity(coincurve.PrivateKey()), Libp2pConnectionLimits(), lambda: b""
     )
-    with pytest.raises(ConnectionFailed):
+    with pytest.raises(Libp2pConnectionFailed):
         listener.receive(HEADER + b"\x0b/plaintext\n" * 5, now=0.0)  # five refusals: over 4

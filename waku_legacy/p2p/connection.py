@@ -10,7 +10,7 @@ A request-response stream reads one length-prefixed request (at most the protoco
 and FIN) or :meth:`~ListenerConnection.reset`. Identify is answered here (one message,
 then FIN); ping echoes.
 
-Raises :class:`ConnectionFailed` (with the listener's counter name) when the connection must
+Raises :class:`Libp2pConnectionFailed` (with the listener's counter name) when the connection must
 close; its last words (yamux GO_AWAY) are in ``data_to_send()`` by then. A stream's own
 failure (a request too large, a bad multistream message, a stream ended before its request,
 over ``max_streams`` requests at once) resets that stream and is reported as
@@ -42,7 +42,7 @@ from waku_legacy.p2p.yamux import GO_AWAY_INTERNAL_ERROR, YAMUX_PROTOCOL_ID, Yam
 from waku_legacy.store.protocol.framing import FrameReader, FrameTooLarge, encode_frame
 
 __all__ = [
-    "ConnectionFailed",
+    "Libp2pConnectionFailed",
     "ListenerConnection",
     "Muxed",
     "Request",
@@ -92,7 +92,7 @@ class StreamFailed:
 ConnectionEvent = Secured | Muxed | Request | StreamFailed
 
 
-class ConnectionFailed(Exception):
+class Libp2pConnectionFailed(Exception):
     def __init__(self, kind: str, error: Exception) -> None:
         super().__init__(str(error))
         self.kind = kind
@@ -100,7 +100,7 @@ class ConnectionFailed(Exception):
 
 
 @dataclass(slots=True)
-class _Stream:
+class _ServedStream:
     negotiator: MultistreamListener | None
     deadline: float
     protocol: str = ""
@@ -110,7 +110,7 @@ class _Stream:
 
 
 @dataclass(frozen=True)
-class ConnectionLimits:
+class Libp2pConnectionLimits:
     #: largest request body per request-response protocol
     requests: Mapping[str, int] = field(default_factory=dict)
     max_streams: int = 32  # requests in flight at once
@@ -124,7 +124,7 @@ class ListenerConnection:
     def __init__(
         self,
         identity: NoiseIdentity,
-        limits: ConnectionLimits,
+        limits: Libp2pConnectionLimits,
         identify: Callable[[], bytes],
         muxers: tuple[str, ...] = ("yamux", "mplex"),
     ) -> None:
@@ -137,7 +137,7 @@ class ListenerConnection:
         self._noise: NoiseHandshake | None = None
         self._reader: NoiseReader | None = None
         self._mux: YamuxSession | MplexSession | None = None
-        self._streams: dict[int, _Stream] = {}
+        self._streams: dict[int, _ServedStream] = {}
         self._raw_out: list[bytes] = []
         self._plain_out: list[bytes] = []
         self._held = 0
@@ -159,9 +159,9 @@ class ListenerConnection:
             else:
                 self._handshake(data, now, events)
         except MuxError as exc:
-            raise ConnectionFailed(exc.kind, exc) from None
+            raise Libp2pConnectionFailed(exc.kind, exc) from None
         except DecodeError as exc:  # multistream, noise, frame prefixes
-            raise ConnectionFailed("connection_error", exc) from None
+            raise Libp2pConnectionFailed("connection_error", exc) from None
         return events
 
     def _handshake(self, data: bytes, now: float, events: list[ConnectionEvent]) -> None:
@@ -218,7 +218,7 @@ class ListenerConnection:
                 self._stream_data(event.stream, event.data, now, events)
             elif type(event) is StreamOpened:
                 self.last_active = now
-                self._streams[event.stream] = _Stream(
+                self._streams[event.stream] = _ServedStream(
                     MultistreamListener(self._accepts), now + self.limits.negotiation_timeout
                 )
             elif type(event) is StreamEnded:
@@ -290,7 +290,12 @@ class ListenerConnection:
         # else: bytes after the request: dropped (yamux: no credit given back for them)
 
     def _agreed(
-        self, sid: int, stream: _Stream, protocol: str, now: float, events: list[ConnectionEvent]
+        self,
+        sid: int,
+        stream: _ServedStream,
+        protocol: str,
+        now: float,
+        events: list[ConnectionEvent],
     ) -> bool:
         stream.protocol = protocol
         mux = self._mux

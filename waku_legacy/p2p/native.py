@@ -41,8 +41,8 @@ from multiaddr import Multiaddr
 from waku_legacy.errors import DecodeError
 from waku_legacy.limits import address_key
 from waku_legacy.p2p.connection import (
-    ConnectionFailed,
-    ConnectionLimits,
+    Libp2pConnectionFailed,
+    Libp2pConnectionLimits,
     ListenerConnection,
     Muxed,
     Request,
@@ -115,7 +115,7 @@ class _Conn(asyncio.Protocol):
             return
         try:
             self._received(data)
-        except ConnectionFailed as exc:
+        except Libp2pConnectionFailed as exc:
             self._failed(exc.kind, exc.error)
         except (WebSocketError, DecodeError) as exc:
             self._failed("connection_error", exc)
@@ -359,7 +359,7 @@ class NativeListener(P2PListener):
         limits = self.limits
         requests = {name: limits.max_request_bytes for name in self.protocols}
         requests[METADATA_CODEC] = METADATA_MAX_BYTES
-        self._conn_limits = ConnectionLimits(
+        self._conn_limits = Libp2pConnectionLimits(
             requests=requests,
             max_streams=limits.max_streams_per_connection,
             max_buffered=limits.host.max_buffered_bytes,

@@ -46,7 +46,7 @@ def header(typ: int, flags: int, stream: int, length: int) -> bytes:
 
 
 @dataclass(slots=True)
-class _Stream:
+class _YamuxStream:
     receive_window: int = INITIAL_WINDOW
     consumed: int = 0  # bytes consumed since our last WINDOW_UPDATE
     send_window: int = INITIAL_WINDOW
@@ -62,7 +62,7 @@ class YamuxSession:
     """One yamux session; ``client=True`` for the dialler (odd stream ids)."""
 
     def __init__(self, *, client: bool = False, max_streams: int = 1024) -> None:
-        self._streams: dict[int, _Stream] = {}
+        self._streams: dict[int, _YamuxStream] = {}
         self._out: list[bytes] = []
         self._unacked: list[int] = []
         self._buffer = b""
@@ -123,7 +123,7 @@ class YamuxSession:
             if len(self._streams) >= self.max_streams:  # refused, as go-yamux does
                 self._out.append(header(WINDOW_UPDATE, RST, stream_id, 0))
                 return
-            stream = self._streams[stream_id] = _Stream(need_ack=True)
+            stream = self._streams[stream_id] = _YamuxStream(need_ack=True)
             self._unacked.append(stream_id)
             events.append(StreamOpened(stream_id))
         elif stream is None:
@@ -166,7 +166,7 @@ class YamuxSession:
     def open_stream(self) -> int:
         stream_id = self._next_id
         self._next_id += 2
-        self._streams[stream_id] = _Stream(syn_pending=True)
+        self._streams[stream_id] = _YamuxStream(syn_pending=True)
         return stream_id
 
     def consumed(self, stream_id: int, size: int) -> None:
@@ -235,7 +235,7 @@ class YamuxSession:
     def has_pending_writes(self) -> bool:
         return any(s.pending for s in self._streams.values())
 
-    def _flags(self, stream: _Stream) -> int:
+    def _flags(self, stream: _YamuxStream) -> int:
         if stream.need_ack:
             stream.need_ack = False
             return ACK
@@ -244,7 +244,7 @@ class YamuxSession:
             return SYN
         return 0
 
-    def _data_frames(self, stream_id: int, stream: _Stream, data: bytes, flags: int) -> None:
+    def _data_frames(self, stream_id: int, stream: _YamuxStream, data: bytes, flags: int) -> None:
         view = memoryview(data)
         for at in range(0, len(data), _MAX_FRAME_DATA):
             chunk = bytes(view[at : at + _MAX_FRAME_DATA])
@@ -252,7 +252,7 @@ class YamuxSession:
             self._out.append(chunk)
             flags = 0
 
-    def _flush(self, stream_id: int, stream: _Stream) -> None:
+    def _flush(self, stream_id: int, stream: _YamuxStream) -> None:
         while stream.pending and stream.send_window > 0:
             data = stream.pending[0]
             take = min(len(data), stream.send_window)
@@ -266,13 +266,13 @@ class YamuxSession:
         if not stream.pending and stream.fin_pending:
             self._send_fin(stream_id, stream)
 
-    def _send_fin(self, stream_id: int, stream: _Stream) -> None:
+    def _send_fin(self, stream_id: int, stream: _YamuxStream) -> None:
         stream.local_closed = True
         stream.fin_pending = False
         self._out.append(header(WINDOW_UPDATE, FIN | self._flags(stream), stream_id, 0))
         self._forget_if_done(stream_id, stream)
 
-    def _forget_if_done(self, stream_id: int, stream: _Stream) -> None:
+    def _forget_if_done(self, stream_id: int, stream: _YamuxStream) -> None:
         if stream.local_closed and stream.remote_closed:
             self._streams.pop(stream_id, None)
 
