@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,16 +171,54 @@ async def rest_load(base: str, args: argparse.Namespace, topics: list[str]) -> t
 # -- libp2p clients -------------------------------------------------------------------------------
 
 
-def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple[Stats, float]:
-    import trio
-
-    from waku_legacy.p2p.client import P2PClient
+async def store_sessions(
+    number: int,
+    request: Callable[[str, bytes], Awaitable[bytes]],
+    args: argparse.Namespace,
+    topics: list[str],
+    stats: Stats,
+    stopped: Callable[[], bool],
+) -> None:
+    """Client ``number``'s sessions of store v3 pages over ``request`` (any libp2p client,
+    trio or asyncio) until ``stopped()``."""
     from waku_legacy.p2p.store_client import (
         STORE_V3_CODEC,
         StoreQueryArgs,
         build_request,
         decode_response,
     )
+
+    for session in sessions(number, topics):
+        query = StoreQueryArgs(
+            pubsub_topic=session.pubsub, content_topics=[session.content],
+            forward=session.forward, page_size=args.page_size,
+            time_start=session.edge_ns if session.forward else None,
+            time_end=None if session.forward else session.edge_ns,
+        )  # fmt: skip
+        cursor = None
+        for _ in range(args.pages):
+            if stopped():
+                return
+            started = time.perf_counter()
+            try:
+                page = decode_response(await request(STORE_V3_CODEC, build_request(query, cursor)))
+            except Exception:
+                stats.errors += 1
+                break
+            stats.latencies.append(time.perf_counter() - started)
+            if page.status_code != 200:
+                stats.errors += 1
+                break
+            stats.messages += len(page.messages)
+            if not page.HasField("pagination_cursor"):
+                break
+            cursor = page.pagination_cursor
+
+
+def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple[Stats, float]:
+    import trio
+
+    from waku_legacy.p2p.client import P2PClient
 
     stats = Stats()
 
@@ -191,32 +230,10 @@ def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple
             connected[0] += 1
             while deadline[0] == float("inf"):  # every client connected before the clock
                 await trio.sleep(0.01)
-            for session in sessions(number, topics):
-                query = StoreQueryArgs(
-                    pubsub_topic=session.pubsub, content_topics=[session.content],
-                    forward=session.forward, page_size=args.page_size,
-                    time_start=session.edge_ns if session.forward else None,
-                    time_end=None if session.forward else session.edge_ns,
-                )  # fmt: skip
-                cursor = None
-                for _ in range(args.pages):
-                    if trio.current_time() >= deadline[0]:
-                        return
-                    started = time.perf_counter()
-                    try:
-                        body = await client.request(STORE_V3_CODEC, build_request(query, cursor))
-                        page = decode_response(body)
-                    except Exception:
-                        stats.errors += 1
-                        break
-                    stats.latencies.append(time.perf_counter() - started)
-                    if page.status_code != 200:
-                        stats.errors += 1
-                        break
-                    stats.messages += len(page.messages)
-                    if not page.HasField("pagination_cursor"):
-                        break
-                    cursor = page.pagination_cursor
+            await store_sessions(
+                number, client.request, args, topics, stats,
+                lambda: trio.current_time() >= deadline[0],
+            )  # fmt: skip
 
     async def main() -> float:
         async with trio.open_nursery() as nursery:
@@ -286,13 +303,6 @@ def p2p_load_native(
 ) -> tuple[Stats, float]:
     from multiaddr import Multiaddr
 
-    from waku_legacy.p2p.store_client import (
-        STORE_V3_CODEC,
-        StoreQueryArgs,
-        build_request,
-        decode_response,
-    )
-
     target = Multiaddr(address)
     host, port = target.value_for_protocol("ip4"), int(target.value_for_protocol("tcp"))
     stats = Stats()
@@ -304,32 +314,7 @@ def p2p_load_native(
         up[0] += 1
         await start.wait()
         try:
-            for session in sessions(number, topics):
-                query = StoreQueryArgs(
-                    pubsub_topic=session.pubsub, content_topics=[session.content],
-                    forward=session.forward, page_size=args.page_size,
-                    time_start=session.edge_ns if session.forward else None,
-                    time_end=None if session.forward else session.edge_ns,
-                )  # fmt: skip
-                cursor = None
-                for _ in range(args.pages):
-                    if stop.is_set():
-                        return
-                    started = time.perf_counter()
-                    try:
-                        body = await client.request(STORE_V3_CODEC, build_request(query, cursor))
-                        page = decode_response(body)
-                    except Exception:
-                        stats.errors += 1
-                        break
-                    stats.latencies.append(time.perf_counter() - started)
-                    if page.status_code != 200:
-                        stats.errors += 1
-                        break
-                    stats.messages += len(page.messages)
-                    if not page.HasField("pagination_cursor"):
-                        break
-                    cursor = page.pagination_cursor
+            await store_sessions(number, client.request, args, topics, stats, stop.is_set)
         finally:
             if client.transport is not None:
                 client.transport.close()

@@ -18,6 +18,7 @@ from waku_legacy.p2p.muxer_events import (
     StreamEnded,
     StreamOpened,
     StreamReset,
+    drain,
 )
 from waku_legacy.proto.wire import encode_varint
 
@@ -159,15 +160,8 @@ class MplexSession:
         self.closed = True  # mplex has no GO_AWAY: the connection just closes
 
     def data_to_send(self) -> bytes:
-        if not self._out:
-            return b""
-        out = b"".join(self._out)
-        self._out.clear()
-        return out
+        return drain(self._out)
 
     @property
     def stream_count(self) -> int:
         return len(self._streams)
-
-    def has_pending_writes(self) -> bool:
-        return False

@@ -14,6 +14,7 @@ __all__ = [
     "StreamEnded",
     "StreamOpened",
     "StreamReset",
+    "drain",
 ]
 
 
@@ -50,3 +51,12 @@ class MuxError(DecodeError):
     def __init__(self, muxer: str, kind: str, reason: str) -> None:
         super().__init__(muxer, reason)
         self.kind = kind
+
+
+def drain(parts: list[bytes]) -> bytes:
+    """Everything queued in ``parts``, joined, and the queue emptied."""
+    if not parts:
+        return b""
+    out = b"".join(parts)
+    parts.clear()
+    return out

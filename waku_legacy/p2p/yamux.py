@@ -27,6 +27,7 @@ from waku_legacy.p2p.muxer_events import (
     StreamEnded,
     StreamOpened,
     StreamReset,
+    drain,
 )
 
 __all__ = ["INITIAL_WINDOW", "YAMUX_PROTOCOL_ID", "YamuxSession"]
@@ -222,18 +223,11 @@ class YamuxSession:
                     stream.need_ack = False
                     self._out.append(header(WINDOW_UPDATE, ACK, stream_id, 0))
             self._unacked.clear()
-        if not self._out:
-            return b""
-        out = b"".join(self._out)
-        self._out.clear()
-        return out
+        return drain(self._out)
 
     @property
     def stream_count(self) -> int:
         return len(self._streams)
-
-    def has_pending_writes(self) -> bool:
-        return any(s.pending for s in self._streams.values())
 
     def _flags(self, stream: _YamuxStream) -> int:
         if stream.need_ack:
