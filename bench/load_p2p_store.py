@@ -371,6 +371,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--readers", type=int, default=2, help="server store threads")
     parser.add_argument("--muxer", choices=("yamux", "mplex"), default="yamux")
     parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="REST and each server side loaded in turn this many times (the median round "
+        "is the summary): other jobs on the machine change the load from minute to minute",
+    )  # fmt: skip
+    parser.add_argument(
         "--client", choices=("py-libp2p", "native"), default="py-libp2p",
         help="the libp2p load generator: py-libp2p nodes, or the project's own dialler "
         "(waku_legacy.p2p.dialler on asyncio, about REST's client cost)",
@@ -392,46 +397,59 @@ def main() -> int:
         print(f"building {store} ({args.messages:,} messages)…", file=sys.stderr)
         build_store(store, args.messages, topics, args.payload_size, T0)
     load = [os.getloadavg()[0]]
-    results: dict[str, Any] = {}
-    for server_side in args.server:
-        workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-p2p-load-"))
-        server, rest_port, p2p_port = start_server(store, workdir, args, server_side)
-        base = f"http://127.0.0.1:{rest_port}"
-        try:
+    runs: dict[str, list[dict[str, Any]]] = {"rest": [], **{side: [] for side in args.server}}
+    servers: dict[str, tuple[Any, str, str]] = {}  # side -> (process, REST base, multiaddr)
+    try:
+        for side in args.server:  # all started first; each idles while another is loaded
+            workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-p2p-load-"))
+            server, rest_port, p2p_port = start_server(store, workdir, args, side)
+            base = f"http://127.0.0.1:{rest_port}"
+            servers[side] = (server, base, "")
             asyncio.run(wait_ready(base, server))
             info = asyncio.run(_info(base))
             address = next(a for a in info["libp2p"]["multiaddrs"] if f"/tcp/{p2p_port}/" in a)
-            if "rest" not in results:  # REST once, in the first server process
-                cpu0, own0 = process_cpu(server.pid), _own_cpu()
-                rest_stats, rest_elapsed = asyncio.run(rest_load(base, args, topics))
-                cpu1, own1 = process_cpu(server.pid), _own_cpu()
-                load.append(os.getloadavg()[0])
-                results["rest"] = result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0)
+            servers[side] = (server, base, address)
+        load_p2p = p2p_load if args.client == "py-libp2p" else p2p_load_native
+        for _ in range(args.rounds):  # REST, then each server side, in turn
+            server, base, _address = servers[args.server[0]]
+            cpu0, own0 = process_cpu(server.pid), _own_cpu()
+            rest_stats, rest_elapsed = asyncio.run(rest_load(base, args, topics))
             cpu1, own1 = process_cpu(server.pid), _own_cpu()
-            load_p2p = p2p_load if args.client == "py-libp2p" else p2p_load_native
-            p2p_stats, p2p_elapsed = load_p2p(address, args, topics)
-            cpu2, own2 = process_cpu(server.pid), _own_cpu()
             load.append(os.getloadavg()[0])
-        finally:
+            runs["rest"].append(result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0))
+            for side in args.server:
+                server, _base, address = servers[side]
+                cpu1, own1 = process_cpu(server.pid), _own_cpu()
+                p2p_stats, p2p_elapsed = load_p2p(address, args, topics)
+                cpu2, own2 = process_cpu(server.pid), _own_cpu()
+                load.append(os.getloadavg()[0])
+                runs[side].append(result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1, own2 - own1))
+    finally:
+        for server, _base, _address in servers.values():
             server.terminate()
             server.wait(timeout=30)
-        results[server_side] = result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1, own2 - own1)
-    rest = results["rest"]
     result = {
         "store": str(store), "messages": args.messages, "clients": args.clients,
         "page_size": args.page_size, "pages": args.pages, "readers": args.readers,
         "muxer": args.muxer, "cpus": os.cpu_count(), "load_1min": load, "servers": args.server,
-        "client": args.client,
-        **results,
-        "libp2p_vs_rest_throughput": {
-            side: results[side]["requests_per_s"] / rest["requests_per_s"] for side in args.server
-        },
+        "client": args.client, "rounds": runs,
+        **{name: _median_run(parts) for name, parts in runs.items()},
     }  # fmt: skip
+    rest = result["rest"]
+    result["libp2p_vs_rest_throughput"] = {
+        side: result[side]["requests_per_s"] / rest["requests_per_s"] for side in args.server
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print_report(result)
-    return 1 if any(results[name]["errors"] for name in results) else 0
+    return 1 if any(part["errors"] for parts in runs.values() for part in parts) else 0
+
+
+def _median_run(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round with the median throughput (its own latencies and CPU figures)."""
+    ranked = sorted(parts, key=lambda part: part["requests_per_s"])
+    return dict(ranked[len(ranked) // 2])
 
 
 async def _info(base: str) -> Any:
@@ -453,11 +471,16 @@ def print_report(result: dict[str, Any]) -> None:
         f"session); {result['readers']} store threads; {result['cpus']} cores; libp2p "
         f"client: {result['client']}"
     )
-    for name in ("rest", *result["servers"]):
-        r = result[name]
-        label = "REST (aiohttp)" if name == "rest" else f"{name} (TCP+Noise+{result['muxer']})"
+    names = ("rest", *result["servers"])
+    rounds = len(result["rounds"]["rest"])
+    rows = [(f"round {n + 1} ", name, result["rounds"][name][n]) for n in range(rounds)
+            for name in names] if rounds > 1 else []  # fmt: skip
+    rows += [("median " if rounds > 1 else "", name, result[name]) for name in names]
+    for prefix, name, r in rows:
+        kind = "REST (aiohttp)" if name == "rest" else f"{name} (TCP+Noise+{result['muxer']})"
+        label = prefix + kind
         print(
-            f"  {label:<28} {r['requests_per_s']:8.1f} req/s  {r['messages_per_s']:9.0f} msg/s  "
+            f"  {label:<36} {r['requests_per_s']:8.1f} req/s  {r['messages_per_s']:9.0f} msg/s  "
             f"p50 {r['p50_ms']:6.1f} ms  p90 {r['p90_ms']:6.1f}  p99 {r['p99_ms']:6.1f}  "
             f"max {r['max_ms']:6.1f}  errors {r['errors']}  "
             f"server CPU {r['server_cpu_ms_per_request']:.2f} ms/req  "
@@ -466,7 +489,7 @@ def print_report(result: dict[str, Any]) -> None:
     for side, ratio in result["libp2p_vs_rest_throughput"].items():
         print(f"  {side} / REST throughput: {ratio:.2f}x")
     print(
-        "  load average (1 min) before, after each part: "
+        "  load average (1 min) at the start and after each part: "
         + " ".join(f"{x:.2f}" for x in result["load_1min"])
     )
 
