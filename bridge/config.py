@@ -128,9 +128,10 @@
     requests_per_second = 20                 # per peer id (0: no budget); request_burst = 40;
                                              #   a store v3 page's next page is free
     address_requests_per_second = 100        # per source address (IPv6: /64), burst 5x
-    server = "py-libp2p"                     # or "native": the project's own sans-IO server
-                                             #   side on the bridge's asyncio loop (same
-                                             #   protocols and limits; bench/README.md)
+    server = "native"                        # the project's own sans-IO server side on the
+                                             #   bridge's asyncio loop; "py-libp2p": py-libp2p
+                                             #   in a trio thread (same protocols and limits,
+                                             #   ~2.5x the CPU per request; bench/README.md)
     workers = 4                              # threads answering store queries (one store
                                              #   connection each)
 
@@ -306,7 +307,7 @@ class ArchiveConfig:
     second_link_delay: float = 3600.0
 
 
-LIBP2P_SERVERS = ("py-libp2p", "native")
+LIBP2P_SERVERS = ("native", "py-libp2p")
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,8 +336,9 @@ class Libp2pConfig:
     request_burst: int = 40
     address_requests_per_second: float = 100.0
     workers: int = 4
-    #: which server side answers: "py-libp2p" (trio thread) or "native" (waku_legacy.p2p.native)
-    server: str = "py-libp2p"
+    #: which server side answers: "native" (waku_legacy.p2p.native, on the bridge's loop) or
+    #: "py-libp2p" (py-libp2p in a trio thread)
+    server: str = "native"
     # `shards` given: announced as given; else the communities' shards (and the relay's
     # default), plus at start the shards of the store's messages (issue 24)
     shards_configured: bool = False
@@ -721,7 +723,7 @@ def _parse_libp2p(
         request_burst=t.integer("request_burst", default=40, low=1, high=1_000_000),
         address_requests_per_second=_rate(t, "address_requests_per_second", 100.0),
         workers=t.integer("workers", default=4, low=1, high=64),
-        server=t.string("server", default="py-libp2p"),
+        server=t.string("server", default="native"),
     )
     if config.server not in LIBP2P_SERVERS:
         raise t.error("server", " or ".join(map(repr, LIBP2P_SERVERS)), config.server)
