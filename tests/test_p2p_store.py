@@ -238,18 +238,23 @@ async def test_announced_in_info_and_log(bridge, caplog) -> None:
     assert str(Multiaddr(ws)) in libp2p["listening"]
 
 
-async def test_peer_id_persists_across_restarts(rows, tmp_path) -> None:
+@pytest.mark.parametrize("server", ["py-libp2p", "native"])
+async def test_peer_id_persists_across_restarts(rows, tmp_path, server: str) -> None:
     path, _ = rows
     config = bridge_config(
-        tmp_path, f"sqlite:///{path}", libp2p={"listen": ["/ip4/127.0.0.1/tcp/0"]}
-    )
+        tmp_path, f"sqlite:///{path}",
+        libp2p={"listen": ["/ip4/127.0.0.1/tcp/0"], "server": server},
+    )  # fmt: skip
     ids = []
     for _ in range(2):
         service = BridgeService(config)
         await service.start()
         ids.append(service.p2p.peer_id)
         await service.stop()
-        assert not service.p2p._thread.is_alive()  # the trio thread ended with the bridge
+        if server == "native":
+            assert not service.p2p.running  # its sockets closed with the bridge
+        else:
+            assert not service.p2p._thread.is_alive()  # the trio thread ended with it
     assert ids[0] == ids[1]
     assert (tmp_path / "libp2p.key").stat().st_mode & 0o777 == 0o600
 
