@@ -31,7 +31,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -56,10 +55,13 @@ from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES
 from waku_legacy.p2p.noise import NoiseIdentity
 from waku_legacy.p2p.peer_key import encode_public_key
 from waku_legacy.p2p.websocket import WebSocketError, WebSocketServer, looks_like_http
+from waku_legacy.p2p.worker_pool import LoopWorkers
 
 __all__ = ["NativeListener", "noise_identity"]
 
 AGENT = "waku-legacy"
+#: the longest a multistream answer waits to leave with its stream's response
+FLUSH_DELAY = 0.005
 
 
 def noise_identity(key: coincurve.PrivateKey) -> NoiseIdentity:
@@ -85,6 +87,7 @@ class _Conn(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.paused_since: float | None = None
         self.counted_peer = False
+        self.flush_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio's calls ----------------------------------------------------------------
 
@@ -145,6 +148,9 @@ class _Conn(asyncio.Protocol):
         listener = self.listener
         if self.timer is not None:
             self.timer.cancel()
+        if self.flush_timer is not None:
+            self.flush_timer.cancel()
+            self.flush_timer = None
         if self.admitted:
             self.admitted = False
             if self.handshaking:
@@ -182,9 +188,10 @@ class _Conn(asyncio.Protocol):
             if not data:
                 return
         now = time.monotonic()
+        handed_off = False
         for event in conn.receive(data, now):
             if type(event) is Request:
-                self._request(event)
+                handed_off = self._request(event) or handed_off
             elif type(event) is StreamFailed:
                 self._stream_failed(event)
             elif type(event) is Secured:
@@ -193,12 +200,22 @@ class _Conn(asyncio.Protocol):
                 self._muxed()
             if self._gone():  # an event closed it
                 return
-        self._flush()
+        if handed_off:
+            # a lazy dialler's request came with its protocol: the multistream answer can
+            # leave with the response (one Noise message and one send instead of two), and
+            # does at the latest FLUSH_DELAY later
+            if self.flush_timer is None:
+                self.flush_timer = self.listener._loop_now().call_later(FLUSH_DELAY, self._flush)
+        else:
+            self._flush()
 
     def _gone(self) -> bool:
         return self.transport is None
 
     def _flush(self) -> None:
+        if self.flush_timer is not None:
+            self.flush_timer.cancel()
+            self.flush_timer = None
         if self.conn is None or self.transport is None:
             return
         out = self.conn.data_to_send()
@@ -228,7 +245,8 @@ class _Conn(asyncio.Protocol):
             self.listener._gate.handshake_done(self.address)
         self.listener.shared.count("connections_accepted")
 
-    def _request(self, event: Request) -> None:
+    def _request(self, event: Request) -> bool:
+        """Answer ``event`` or hand it to the workers (True)."""
         listener = self.listener
         conn = self.conn
         assert conn is not None
@@ -239,10 +257,10 @@ class _Conn(asyncio.Protocol):
             except DecodeError as exc:
                 conn.reset(event.stream)
                 listener._note("stream_error", self.peer, exc, protocol=name, level=logging.INFO)
-                return
+                return False
             conn.respond(event.stream, answer, time.monotonic())
             listener.shared.count("metadata_answered")
-            return
+            return False
         protocol = listener.protocols[name]
         allowed, refused = listener._admit_request(
             self.peer, self.address, name, protocol, event.body
@@ -252,15 +270,17 @@ class _Conn(asyncio.Protocol):
                 conn.reset(event.stream)
             else:
                 conn.respond(event.stream, refused, time.monotonic())
-            return
-        future = listener._loop_now().run_in_executor(listener._pool, protocol.answer, event.body)
-        future.add_done_callback(partial(self._answered, event.stream, name))
+            return False
+        assert listener._workers is not None
+        listener._workers.submit(
+            protocol.answer, event.body, partial(self._answered, event.stream, name)
+        )
+        return True
 
-    def _answered(self, stream: int, name: str, future: asyncio.Future[Any]) -> None:
+    def _answered(self, stream: int, name: str, result: Any, error: BaseException | None) -> None:
         listener = self.listener
-        if self.transport is None or self.conn is None or future.cancelled():
+        if self.transport is None or self.conn is None:
             return
-        error = future.exception()
         if error is not None:
             listener.shared.count("internal_errors")
             listener.log.error(
@@ -270,7 +290,7 @@ class _Conn(asyncio.Protocol):
             )
             self.conn.reset(stream)
         else:
-            body = listener._issue(self.peer, future.result())
+            body = listener._issue(self.peer, result)
             self.conn.respond(stream, body, time.monotonic())
             listener.shared.count("requests_answered")
         self._flush()
@@ -373,6 +393,7 @@ class NativeListener(P2PListener):
         self._sweeper: asyncio.Task[None] | None = None
         self._identify_message = b""
         self._own_loop: asyncio.AbstractEventLoop | None = None
+        self._workers: LoopWorkers | None = None
 
     def _loop_now(self) -> asyncio.AbstractEventLoop:
         assert self._loop is not None
@@ -392,7 +413,7 @@ class NativeListener(P2PListener):
         if self._loop is not None:
             raise P2PError("the libp2p listener was already started")
         self._loop = asyncio.get_running_loop()
-        self._pool = ThreadPoolExecutor(self.limits.workers, thread_name_prefix="p2p-worker")
+        self._workers = LoopWorkers(self._loop, self.limits.workers, "p2p-worker")
         try:
             await self._listen()
         except OSError as exc:
@@ -461,8 +482,9 @@ class NativeListener(P2PListener):
         for conn in list(self._live):
             conn._close(abort=True)
         self._servers.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._workers is not None:
+            self._workers.shutdown()
+            self._workers = None
 
     # -- a loop of its own ---------------------------------------------------------------
 
