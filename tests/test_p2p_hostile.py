@@ -36,6 +36,7 @@ from tests.p2p_attacks import (
     ms_line,
     multistream_bomb,
     rss_bytes,
+    secured,
     tcp_target,
     yamux_cut_mid_frame,
     yamux_past_window,
@@ -458,3 +459,39 @@ def test_yamux_receive_meter_follows_the_windows_it_granted() -> None:
     meter.sent(yamux_frame(1, 8, 3, 0))  # RST: stream 3 forgotten
     meter.forget_except({1})
     assert len(meter) == 1
+
+
+@pytest.mark.parametrize("listener_class", ["native"], indirect=True)
+def test_connections_cut_mid_frame_cost_the_native_listener_one_log_line(
+    make_listener, json_logs
+) -> None:
+    """The native server side logs what a connection did wrong by source address, at most
+    once per kind and address per 10 s: 30 connections, each with its own peer id, that
+    hang up mid-frame (no error: nothing logged) or send garbage after Noise (a
+    multistream error each) make one line."""
+    listener = make_listener()
+    before = warmed(listener)
+    cuts = 30
+
+    async def attack() -> None:
+        for n in range(cuts):
+            if n % 2:
+                await yamux_cut_mid_frame(address_of(listener))
+            else:
+                conn = await secured(address_of(listener))
+                await conn.write(ms_line("/multistream/1.0.0") + b"\xff" * 300)
+                await trio.sleep(0.05)
+                await conn.close()
+        await trio.sleep(1.0)
+
+    trio.run(attack)
+    latencies = honest_queries(listener, 2)
+    lines = [json.loads(line) for line in json_logs.getvalue().splitlines()]
+    ours = [line for line in lines if line["logger"].startswith("waku_legacy")]
+    print(f"cut mid-frame: {len(lines)} lines, ours {ours}, {listener.stats()}")
+    assert not [line for line in lines if line["logger"].startswith("libp2p")]
+    assert len(ours) == 1 and ours[0]["msg"] == "libp2p connection error", ours
+    assert listener.stats()["connection_error"] == cuts // 2  # each counted
+    assert listener.stats()["connections_accepted"] >= cuts // 2  # yamux agreed after Noise
+    assert max(latencies) < 10.0
+    assert rss_bytes() - before < RSS_BOUND

@@ -304,12 +304,12 @@ class _Conn(asyncio.Protocol):
     # -- ending ---------------------------------------------------------------------------
 
     def _failed(self, kind: str, error: Exception) -> None:
+        # logged (throttled) by source address: a peer id costs an attacker nothing
         listener = self.listener
         if kind == "yamux_protocol_error":
-            listener._refused(kind, self.peer, str(error))
+            listener._refused(kind, self.address, str(error))
         elif kind != "peer_went_away":
-            listener._note(kind, self.peer if self.peer != "unknown" else self.address,
-                           error, level=logging.INFO)  # fmt: skip
+            listener._note(kind, self.address, error, level=logging.INFO)
         self._close()
 
     def _close(self, *, abort: bool = False) -> None:
