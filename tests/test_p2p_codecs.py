@@ -122,6 +122,24 @@ def test_yamux_data_past_the_window_resets_and_goes_away_before_the_body() -> No
     assert session.data_to_send() == frame(1, 8, 1, 0) + frame(3, 0, 0, 1)
 
 
+def test_yamux_data_to_a_stream_it_reset_is_held_to_that_streams_window() -> None:
+    session = YamuxSession()
+    session.feed(frame(0, 1, 1, 1000) + b"x" * 1000)
+    session.reset_stream(1)  # say, a malformed request: the peer's DATA may still be in flight
+    session.data_to_send()
+    assert session.feed(frame(0, 0, 1, 200 * 1024) + b"x" * 200 * 1024) == []  # dropped
+    with pytest.raises(MuxError, match="past the receive window"):
+        session.feed(frame(0, 0, 1, 60 * 1024))  # 255 KiB - 1000 B received: over
+    assert session.data_to_send() == frame(1, 8, 1, 0) + frame(3, 0, 0, 1)
+    # DATA to a stream the peer itself closed: a window's worth in all, then the same
+    session = YamuxSession()
+    session.feed(frame(1, 1 | 4, 3, 0))  # SYN and FIN at once
+    session.close_stream(3)  # both sides closed: forgotten
+    assert session.feed(frame(0, 0, 3, 256 * 1024) + b"y" * 256 * 1024) == []
+    with pytest.raises(MuxError):
+        session.feed(frame(0, 0, 3, 1))
+
+
 def test_yamux_credits_consumed_bytes_and_waits_for_the_peers_window() -> None:
     session = YamuxSession()
     session.feed(frame(0, 1, 1, 100 * 1024) + b"x" * 100 * 1024)

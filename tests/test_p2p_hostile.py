@@ -495,3 +495,21 @@ def test_connections_cut_mid_frame_cost_the_native_listener_one_log_line(
     assert listener.stats()["connections_accepted"] >= cuts // 2  # yamux agreed after Noise
     assert max(latencies) < 10.0
     assert rss_bytes() - before < RSS_BOUND
+
+
+@pytest.mark.parametrize("listener_class", ["native"], indirect=True)
+def test_yamux_data_into_a_stream_the_native_listener_reset_ends_the_session(
+    make_listener,
+) -> None:
+    """bench/hostile_p2p.py's form of the attack: the stream's first bytes are no
+    multistream-select, so the listener resets the stream at once; the DATA that keeps
+    coming is held to the window that stream had, then GO_AWAY (protocol error)."""
+    listener = make_listener()
+    sent, code = trio.run(
+        lambda: yamux_past_window(address_of(listener), total=64 * MB, seconds=10)
+    )
+    assert code == 1
+    assert sent < 16 * MB
+    assert listener.stats()["yamux_protocol_error"] == 1
+    assert listener.stats()["stream_error"] == 1  # the reset stream
+    honest_queries(listener, 1)

@@ -12,8 +12,10 @@ the initial window. A PING with SYN is answered with ACK and the same opaque val
 queues the frames to send; :meth:`~YamuxSession.data_to_send` takes them all at once, so
 one call's frames leave in one Noise message. Our writes wait for the peer's window.
 Bounds: DATA past a stream's window resets it and ends the session with GO_AWAY (protocol
-error); a stream opened while ``max_streams`` are open is reset at once (as go-yamux
-does); a header with another version or type ends the session too."""
+error), and so does DATA past the window of a stream we reset (or more than a window's
+worth, in all, to streams the peer itself closed); a stream opened while ``max_streams`` are
+open is reset at once (as go-yamux does); a header with another version or type ends the
+session too."""
 
 from __future__ import annotations
 
@@ -66,6 +68,10 @@ class YamuxSession:
         self._streams: dict[int, _YamuxStream] = {}
         self._out: list[bytes] = []
         self._unacked: list[int] = []
+        #: streams we reset: the receive window each had left (DATA in flight may follow)
+        self._reset_windows: dict[int, int] = {}
+        #: DATA a peer may send to streams it had closed, in all (none is legitimate)
+        self._stray_budget = INITIAL_WINDOW
         self._buffer = b""
         self._next_id = 1 if client else 2
         self._client = client
@@ -127,8 +133,16 @@ class YamuxSession:
             stream = self._streams[stream_id] = _YamuxStream(need_ack=True)
             self._unacked.append(stream_id)
             events.append(StreamOpened(stream_id))
-        elif stream is None:
-            return  # a stream already forgotten (reset or both sides closed): ignore
+        elif stream is None:  # forgotten (reset, or both sides closed): its data is dropped
+            if typ == DATA and length:  # ... up to the window it had (or a little, after FIN)
+                self._check_window(stream_id, flags, length, events)
+                if stream_id in self._reset_windows:
+                    self._reset_windows[stream_id] -= length
+                else:
+                    self._stray_budget -= length
+            if flags & (RST | FIN):
+                self._reset_windows.pop(stream_id, None)
+            return
         if typ == WINDOW_UPDATE:
             if length:
                 stream.send_window += length
@@ -151,7 +165,12 @@ class YamuxSession:
         self, stream_id: int, flags: int, length: int, events: list[MuxEvent]
     ) -> None:
         stream = self._streams.get(stream_id)
-        window = stream.receive_window if stream is not None else INITIAL_WINDOW
+        if stream is not None:
+            window = stream.receive_window
+        elif flags & SYN:
+            window = INITIAL_WINDOW
+        else:
+            window = self._reset_windows.get(stream_id, self._stray_budget)
         if length <= window:
             return
         self._out.append(header(WINDOW_UPDATE, RST, stream_id, 0))
@@ -211,6 +230,10 @@ class YamuxSession:
         stream = self._streams.pop(stream_id, None)
         if stream is not None:
             self._out.append(header(WINDOW_UPDATE, RST | self._flags(stream), stream_id, 0))
+            # what the peer sent before it saw the RST may still come: up to the window
+            self._reset_windows[stream_id] = stream.receive_window
+            if len(self._reset_windows) > 1024:
+                del self._reset_windows[next(iter(self._reset_windows))]
 
     def go_away(self, code: int = GO_AWAY_NORMAL) -> None:
         self._go_away(code)
