@@ -924,8 +924,10 @@ def main() -> int:
         _print(result, args.stages)
         if args.progress:
             p = result["progress"]
-            print(f"  progress (non-terminal, {args.progress}): {p['lines']} lines, "
-                  f"{p['progress_events']} JSON progress events, longest gap {p['max_gap_s']} s")
+            print(
+                f"  progress (non-terminal, {args.progress}): {p['lines']} lines, "
+                f"{p['progress_events']} JSON progress events, longest gap {p['max_gap_s']} s"
+            )
     return 0 if result["same_output"] else 1
 
 

@@ -59,7 +59,7 @@ T0 = 1_700_000_000
 MB = 2**20
 
 
-def start_server(store: Path, workdir: Path) -> tuple[Any, int, int]:
+def start_server(store: Path, workdir: Path, server_side: str) -> tuple[Any, int, int]:
     import subprocess
 
     rest_port, p2p_port = free_port(), free_port()
@@ -68,6 +68,7 @@ def start_server(store: Path, workdir: Path) -> tuple[Any, int, int]:
         f'[server]\nlisten = "127.0.0.1:{rest_port}"\nworkers = 1\n'
         f'[store]\nurl = "sqlite:///{store}"\n'
         f'[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/{p2p_port}"]\nkey_file = "libp2p.key"\n'
+        f'server = "{server_side}"\n'
         '[logging]\nlevel = "warning"\n'
     )
     cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
@@ -218,6 +219,10 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=20, help="honest queries per series")
     parser.add_argument("--seconds", type=float, default=10.0, help="each attack's length")
+    parser.add_argument(
+        "--server", choices=("native", "py-libp2p"), default="native",
+        help="[libp2p] server: the listener's server side",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -226,7 +231,7 @@ def main() -> int:
         workdir = Path(tmp)
         store = workdir / "store.db"
         build_store(store, args.messages, topics, 200, T0)
-        server, rest_port, _ = start_server(store, workdir)
+        server, rest_port, _ = start_server(store, workdir, args.server)
         try:
             asyncio.run(wait_ready(f"http://127.0.0.1:{rest_port}", server))
             address = _peer_address(f"http://127.0.0.1:{rest_port}")

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,9 @@ def sessions(number: int, topics: list[str]) -> Any:
         )
 
 
-def start_server(store: Path, workdir: Path, args: argparse.Namespace) -> tuple[Any, int, int]:
+def start_server(
+    store: Path, workdir: Path, args: argparse.Namespace, server_side: str
+) -> tuple[Any, int, int]:
     rest_port, p2p_port = free_port(), free_port()
     config = workdir / "bridge.toml"
     config.write_text(
@@ -104,6 +107,7 @@ def start_server(store: Path, workdir: Path, args: argparse.Namespace) -> tuple[
         f"max_handshakes_per_address = {args.clients + 16}\n"  # every client dials at once
         "address_share = 1.0\n"  # ... from one address
         "address_requests_per_second = 0\n"
+        f'server = "{server_side}"\n'
         '[logging]\nlevel = "warning"\n'
     )
     cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
@@ -167,16 +171,54 @@ async def rest_load(base: str, args: argparse.Namespace, topics: list[str]) -> t
 # -- libp2p clients -------------------------------------------------------------------------------
 
 
-def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple[Stats, float]:
-    import trio
-
-    from waku_legacy.p2p.client import P2PClient
+async def store_sessions(
+    number: int,
+    request: Callable[[str, bytes], Awaitable[bytes]],
+    args: argparse.Namespace,
+    topics: list[str],
+    stats: Stats,
+    stopped: Callable[[], bool],
+) -> None:
+    """Client ``number``'s sessions of store v3 pages over ``request`` (any libp2p client,
+    trio or asyncio) until ``stopped()``."""
     from waku_legacy.p2p.store_client import (
         STORE_V3_CODEC,
         StoreQueryArgs,
         build_request,
         decode_response,
     )
+
+    for session in sessions(number, topics):
+        query = StoreQueryArgs(
+            pubsub_topic=session.pubsub, content_topics=[session.content],
+            forward=session.forward, page_size=args.page_size,
+            time_start=session.edge_ns if session.forward else None,
+            time_end=None if session.forward else session.edge_ns,
+        )  # fmt: skip
+        cursor = None
+        for _ in range(args.pages):
+            if stopped():
+                return
+            started = time.perf_counter()
+            try:
+                page = decode_response(await request(STORE_V3_CODEC, build_request(query, cursor)))
+            except Exception:
+                stats.errors += 1
+                break
+            stats.latencies.append(time.perf_counter() - started)
+            if page.status_code != 200:
+                stats.errors += 1
+                break
+            stats.messages += len(page.messages)
+            if not page.HasField("pagination_cursor"):
+                break
+            cursor = page.pagination_cursor
+
+
+def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple[Stats, float]:
+    import trio
+
+    from waku_legacy.p2p.client import P2PClient
 
     stats = Stats()
 
@@ -188,32 +230,10 @@ def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple
             connected[0] += 1
             while deadline[0] == float("inf"):  # every client connected before the clock
                 await trio.sleep(0.01)
-            for session in sessions(number, topics):
-                query = StoreQueryArgs(
-                    pubsub_topic=session.pubsub, content_topics=[session.content],
-                    forward=session.forward, page_size=args.page_size,
-                    time_start=session.edge_ns if session.forward else None,
-                    time_end=None if session.forward else session.edge_ns,
-                )  # fmt: skip
-                cursor = None
-                for _ in range(args.pages):
-                    if trio.current_time() >= deadline[0]:
-                        return
-                    started = time.perf_counter()
-                    try:
-                        body = await client.request(STORE_V3_CODEC, build_request(query, cursor))
-                        page = decode_response(body)
-                    except Exception:
-                        stats.errors += 1
-                        break
-                    stats.latencies.append(time.perf_counter() - started)
-                    if page.status_code != 200:
-                        stats.errors += 1
-                        break
-                    stats.messages += len(page.messages)
-                    if not page.HasField("pagination_cursor"):
-                        break
-                    cursor = page.pagination_cursor
+            await store_sessions(
+                number, client.request, args, topics, stats,
+                lambda: trio.current_time() >= deadline[0],
+            )  # fmt: skip
 
     async def main() -> float:
         async with trio.open_nursery() as nursery:
@@ -226,6 +246,92 @@ def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple
         return time.perf_counter() - started
 
     elapsed = trio.run(main)
+    return stats, elapsed
+
+
+class _NativeClient(asyncio.Protocol):
+    """One connection of the project's own dialler (waku_legacy.p2p.dialler), a light load
+    generator: what py-libp2p's client costs per request is not the server's."""
+
+    def __init__(self, muxer: str) -> None:
+        from waku_legacy.crypto.secp256k1 import generate_private_key
+        from waku_legacy.p2p.dialler import DiallerConnection
+        from waku_legacy.p2p.native import noise_identity
+
+        self.conn = DiallerConnection(noise_identity(generate_private_key()), muxer)
+        self.transport: asyncio.Transport | None = None
+        self.ready = asyncio.get_running_loop().create_future()
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.conn.data_to_send())
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        answers = self.conn.receive(data)
+        out = self.conn.data_to_send()
+        if out:
+            self.transport.write(out)
+        if self.conn.ready and not self.ready.done():
+            self.ready.set_result(None)
+        for answer in answers:
+            future = self.waiting.pop(answer.stream, None)
+            if future is not None and not future.done():
+                future.set_result(answer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = ConnectionError(f"connection lost: {exc}")
+        for future in [self.ready, *self.waiting.values()]:
+            if not future.done():
+                future.set_exception(error)
+
+    async def request(self, protocol: str, body: bytes) -> bytes:
+        assert self.transport is not None
+        stream = self.conn.request(protocol, body)
+        future = self.waiting[stream] = asyncio.get_running_loop().create_future()
+        self.transport.write(self.conn.data_to_send())
+        answer = await future
+        if answer.error is not None:
+            raise answer.error
+        return bytes(answer.body)
+
+
+def p2p_load_native(
+    address: str, args: argparse.Namespace, topics: list[str]
+) -> tuple[Stats, float]:
+    from multiaddr import Multiaddr
+
+    target = Multiaddr(address)
+    host, port = target.value_for_protocol("ip4"), int(target.value_for_protocol("tcp"))
+    stats = Stats()
+
+    async def one(number: int, start: asyncio.Event, stop: asyncio.Event, up: list[int]) -> None:
+        loop = asyncio.get_running_loop()
+        _, client = await loop.create_connection(lambda: _NativeClient(args.muxer), host, port)
+        await client.ready
+        up[0] += 1
+        await start.wait()
+        try:
+            await store_sessions(number, client.request, args, topics, stats, stop.is_set)
+        finally:
+            if client.transport is not None:
+                client.transport.close()
+
+    async def main() -> float:
+        start, stop, up = asyncio.Event(), asyncio.Event(), [0]
+        tasks = [asyncio.create_task(one(n, start, stop, up)) for n in range(args.clients)]
+        while up[0] < args.clients:
+            await asyncio.sleep(0.05)
+        started = time.perf_counter()
+        start.set()
+        await asyncio.sleep(args.duration)
+        stop.set()
+        await asyncio.gather(*tasks)
+        return time.perf_counter() - started
+
+    elapsed = asyncio.run(main())
     return stats, elapsed
 
 
@@ -264,6 +370,21 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pages", type=int, default=5)
     parser.add_argument("--readers", type=int, default=2, help="server store threads")
     parser.add_argument("--muxer", choices=("yamux", "mplex"), default="yamux")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="REST and each server side loaded in turn this many times (the median round "
+        "is the summary): other jobs on the machine change the load from minute to minute",
+    )  # fmt: skip
+    parser.add_argument(
+        "--client", choices=("py-libp2p", "native"), default="py-libp2p",
+        help="the libp2p load generator: py-libp2p nodes, or the project's own dialler "
+        "(waku_legacy.p2p.dialler on asyncio, about REST's client cost)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server", nargs="+", choices=("py-libp2p", "native"), default=["py-libp2p", "native"],
+        help="the libp2p server sides to load, each in its own server process, one after "
+        "the other ([libp2p] server); REST is loaded in the first",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 
@@ -275,38 +396,60 @@ def main() -> int:
     if store_count(store) != args.messages:
         print(f"building {store} ({args.messages:,} messages)…", file=sys.stderr)
         build_store(store, args.messages, topics, args.payload_size, T0)
-    workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-p2p-load-"))
-    server, rest_port, p2p_port = start_server(store, workdir, args)
-    base = f"http://127.0.0.1:{rest_port}"
+    load = [os.getloadavg()[0]]
+    runs: dict[str, list[dict[str, Any]]] = {"rest": [], **{side: [] for side in args.server}}
+    servers: dict[str, tuple[Any, str, str]] = {}  # side -> (process, REST base, multiaddr)
     try:
-        asyncio.run(wait_ready(base, server))
-        info = asyncio.run(_info(base))
-        address = next(a for a in info["libp2p"]["multiaddrs"] if f"/tcp/{p2p_port}/" in a)
-        load = [os.getloadavg()[0]]
-        cpu0, own0 = process_cpu(server.pid), _own_cpu()
-        rest_stats, rest_elapsed = asyncio.run(rest_load(base, args, topics))
-        cpu1, own1 = process_cpu(server.pid), _own_cpu()
-        load.append(os.getloadavg()[0])
-        p2p_stats, p2p_elapsed = p2p_load(address, args, topics)
-        cpu2, own2 = process_cpu(server.pid), _own_cpu()
-        load.append(os.getloadavg()[0])
+        for side in args.server:  # all started first; each idles while another is loaded
+            workdir = Path(tempfile.mkdtemp(prefix="waku-legacy-p2p-load-"))
+            server, rest_port, p2p_port = start_server(store, workdir, args, side)
+            base = f"http://127.0.0.1:{rest_port}"
+            servers[side] = (server, base, "")
+            asyncio.run(wait_ready(base, server))
+            info = asyncio.run(_info(base))
+            address = next(a for a in info["libp2p"]["multiaddrs"] if f"/tcp/{p2p_port}/" in a)
+            servers[side] = (server, base, address)
+        load_p2p = p2p_load if args.client == "py-libp2p" else p2p_load_native
+        for _ in range(args.rounds):  # REST, then each server side, in turn
+            server, base, _address = servers[args.server[0]]
+            cpu0, own0 = process_cpu(server.pid), _own_cpu()
+            rest_stats, rest_elapsed = asyncio.run(rest_load(base, args, topics))
+            cpu1, own1 = process_cpu(server.pid), _own_cpu()
+            load.append(os.getloadavg()[0])
+            runs["rest"].append(result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0))
+            for side in args.server:
+                server, _base, address = servers[side]
+                cpu1, own1 = process_cpu(server.pid), _own_cpu()
+                p2p_stats, p2p_elapsed = load_p2p(address, args, topics)
+                cpu2, own2 = process_cpu(server.pid), _own_cpu()
+                load.append(os.getloadavg()[0])
+                runs[side].append(result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1, own2 - own1))
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-    rest = result_of(rest_stats, rest_elapsed, cpu1 - cpu0, own1 - own0)
-    p2p = result_of(p2p_stats, p2p_elapsed, cpu2 - cpu1, own2 - own1)
+        for server, _base, _address in servers.values():
+            server.terminate()
+            server.wait(timeout=30)
     result = {
         "store": str(store), "messages": args.messages, "clients": args.clients,
         "page_size": args.page_size, "pages": args.pages, "readers": args.readers,
-        "muxer": args.muxer, "cpus": os.cpu_count(), "load_1min": load, "rest": rest,
-        "libp2p": p2p,
-        "libp2p_vs_rest_throughput": p2p["requests_per_s"] / rest["requests_per_s"],
+        "muxer": args.muxer, "cpus": os.cpu_count(), "load_1min": load, "servers": args.server,
+        "client": args.client, "rounds": runs,
+        **{name: _median_run(parts) for name, parts in runs.items()},
     }  # fmt: skip
+    rest = result["rest"]
+    result["libp2p_vs_rest_throughput"] = {
+        side: result[side]["requests_per_s"] / rest["requests_per_s"] for side in args.server
+    }
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print_report(result)
-    return 1 if rest["errors"] or p2p["errors"] else 0
+    return 1 if any(part["errors"] for parts in runs.values() for part in parts) else 0
+
+
+def _median_run(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round with the median throughput (its own latencies and CPU figures)."""
+    ranked = sorted(parts, key=lambda part: part["requests_per_s"])
+    return dict(ranked[len(ranked) // 2])
 
 
 async def _info(base: str) -> Any:
@@ -325,21 +468,28 @@ def print_report(result: dict[str, Any]) -> None:
     print(
         f"store {result['store']}: {result['messages']:,} messages; {result['clients']} "
         f"clients, closed loop, pages of {result['page_size']} (up to {result['pages']} per "
-        f"session); {result['readers']} store threads; {result['cpus']} cores"
+        f"session); {result['readers']} store threads; {result['cpus']} cores; libp2p "
+        f"client: {result['client']}"
     )
-    for name in ("rest", "libp2p"):
-        r = result[name]
-        label = "REST (aiohttp)" if name == "rest" else f"libp2p (TCP+Noise+{result['muxer']})"
+    names = ("rest", *result["servers"])
+    rounds = len(result["rounds"]["rest"])
+    rows = [(f"round {n + 1} ", name, result["rounds"][name][n]) for n in range(rounds)
+            for name in names] if rounds > 1 else []  # fmt: skip
+    rows += [("median " if rounds > 1 else "", name, result[name]) for name in names]
+    for prefix, name, r in rows:
+        kind = "REST (aiohttp)" if name == "rest" else f"{name} (TCP+Noise+{result['muxer']})"
+        label = prefix + kind
         print(
-            f"  {label:<28} {r['requests_per_s']:8.1f} req/s  {r['messages_per_s']:9.0f} msg/s  "
+            f"  {label:<36} {r['requests_per_s']:8.1f} req/s  {r['messages_per_s']:9.0f} msg/s  "
             f"p50 {r['p50_ms']:6.1f} ms  p90 {r['p90_ms']:6.1f}  p99 {r['p99_ms']:6.1f}  "
             f"max {r['max_ms']:6.1f}  errors {r['errors']}  "
             f"server CPU {r['server_cpu_ms_per_request']:.2f} ms/req  "
             f"client CPU {r['client_cpu_ms_per_request']:.2f} ms/req"
         )
-    print(f"  libp2p / REST throughput: {result['libp2p_vs_rest_throughput']:.2f}x")
+    for side, ratio in result["libp2p_vs_rest_throughput"].items():
+        print(f"  {side} / REST throughput: {ratio:.2f}x")
     print(
-        "  load average (1 min) before, between, after: "
+        "  load average (1 min) at the start and after each part: "
         + " ".join(f"{x:.2f}" for x in result["load_1min"])
     )
 

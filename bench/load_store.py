@@ -559,8 +559,7 @@ def main() -> int:
             runs.append(run_result(workers, run) | {"readers": readers})
     raw, store_json = baselines(store, samples)
     median_rps = {
-        w: statistics.median(r["requests_per_s"] for r in runs if r["workers"] == w)
-        for w in counts
+        w: statistics.median(r["requests_per_s"] for r in runs if r["workers"] == w) for w in counts
     }
     result = {
         "store": str(store), "messages": args.messages, "clients": args.clients,
@@ -598,9 +597,11 @@ def print_report(args: argparse.Namespace, result: dict[str, Any]) -> None:
         s = run["http"]
         print(f"  {'HTTP latency (client-side)':34}{s['p50_ms']:9.2f}{s['p90_ms']:9.2f}"
               f"{s['p99_ms']:9.2f}{s['max_ms']:9.2f}")  # fmt: skip
-        print(f"  server RSS (all processes): start {rss['start']:.1f} MB, peak "
-              f"{rss['peak']:.1f} MB, end {rss['end']:.1f} MB; heap (RssAnon) peak "
-              f"{rss['anon_peak']:.1f} MB, mapped store file (RssFile) {rss['file_end']:.1f} MB")
+        print(
+            f"  server RSS (all processes): start {rss['start']:.1f} MB, peak "
+            f"{rss['peak']:.1f} MB, end {rss['end']:.1f} MB; heap (RssAnon) peak "
+            f"{rss['anon_peak']:.1f} MB, mapped store file (RssFile) {rss['file_end']:.1f} MB"
+        )
         per_cpu = run["requests_per_s"] / max(run["server_cpu_percent"] / 100, 1e-9)
         print(f"  CPU: server {run['server_cpu_percent']:.0f}%, load generator "
               f"{run['load_generator_cpu_percent']:.0f}% (100% = one core); "

@@ -212,11 +212,15 @@ def main() -> None:
               f"{o['rows_spooled']:>8} {o['health_ready_s']:>8} {o['rest_200_s']:>10} "
               f"{o['rows_stored_s']:>9}")  # fmt: skip
     ready = [o["health_ready_s"] for o in result["outages"]]
-    print(f"recovery (server start -> /health READY): median {statistics.median(ready):.2f} s, "
-          f"max {max(ready):.2f} s, without a restart")
+    print(
+        f"recovery (server start -> /health READY): median {statistics.median(ready):.2f} s, "
+        f"max {max(ready):.2f} s, without a restart"
+    )
     print(f"baseline: a bridge restart (stop -> READY) {result['baseline_bridge_restart_s']:.2f} s")
-    print(f"envelopes sent {result['sent']}, accepted {result['accepted']}, stored "
-          f"{result['stored_distinct']} distinct in {result['stored_rows']} rows")
+    print(
+        f"envelopes sent {result['sent']}, accepted {result['accepted']}, stored "
+        f"{result['stored_distinct']} distinct in {result['stored_rows']} rows"
+    )
 
 
 if __name__ == "__main__":

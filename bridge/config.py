@@ -443,6 +443,9 @@ class ArchiveConfig:
     )
 
 
+LIBP2P_SERVERS = ("native", "py-libp2p")
+
+
 @dataclass(frozen=True, slots=True)
 class Libp2pConfig:
     """Waku v2 clients (go-waku, js-waku, status-go) query the store over libp2p (optional;
@@ -533,6 +536,12 @@ class Libp2pConfig:
     )
     workers: int = key(
         4, min=1, max=64, doc="threads answering store queries (one store connection each)"
+    )
+    server: str = key(
+        "native",
+        choices=LIBP2P_SERVERS,
+        doc="native: the project's sans-IO server on the bridge's loop; py-libp2p: py-libp2p "
+        "in a trio thread (same protocols and limits, ~2.5x the CPU per request)",
     )
     # `shards` given: announced as given; else the communities' shards (and the relay's
     # default), plus at start the shards of the store's messages (issue 24)

@@ -124,7 +124,12 @@ async def start_p2p_listener(
     if exclusive:
         ensure_ports_free([parse_multiaddr(a) for a in config.listen])
     pair, created = await asyncio.to_thread(load_key_pair, config.key_file)
-    listener = P2PListener(
+    listener_class = P2PListener
+    if config.server == "native":
+        from waku_legacy.p2p.native import NativeListener
+
+        listener_class = NativeListener
+    listener = listener_class(
         pair,
         config.listen,
         store_protocols(stores, cursor_cache),

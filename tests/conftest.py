@@ -101,3 +101,15 @@ def dsn_for_database(dsn: str, database: str) -> str:
 
 def database_of(dsn: str) -> str:
     return urllib.parse.urlsplit(dsn).path.lstrip("/")
+
+
+@pytest.fixture(params=["py-libp2p", "native"])
+def listener_class(request: pytest.FixtureRequest) -> type:
+    """Each libp2p listener server side (``[libp2p] server``): py-libp2p's and ours."""
+    if request.param == "native":
+        from waku_legacy.p2p.native import NativeListener
+
+        return NativeListener
+    from waku_legacy.p2p.listener import P2PListener
+
+    return P2PListener

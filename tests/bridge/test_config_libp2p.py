@@ -21,6 +21,7 @@ def test_defaults(tmp_path) -> None:
     assert config.key_file == str(tmp_path / "libp2p.key")
     assert (config.cluster_id, config.shards) == (16, (32,))  # the relay default topic's shard
     assert config.max_request_bytes == 65536 and config.read_timeout == 30.0
+    assert config.server == "native"  # the project's own server side (issue 26)
     relay = {"url": "http://127.0.0.1:1", "default_pubsub_topic": "/waku/2/rs/16/64"}
     config = bridge_config(tmp_path, "s.db", libp2p={}, relay=relay).libp2p
     assert config is not None and config.shards == (64,)
@@ -36,6 +37,8 @@ def test_explicit_values(tmp_path) -> None:
     assert config.shards == (32, 128) and config.cluster_id == 1
     assert config.read_timeout == 45.0 and config.requests_per_second == 0.0
     assert config.announce == ()
+    config = bridge_config(tmp_path, "s.db", libp2p={"server": "py-libp2p"}).libp2p
+    assert config is not None and config.server == "py-libp2p"
     wss = "/dns4/bridge.example.org/tcp/443/wss"
     config = bridge_config(tmp_path, "s.db", libp2p={"announce": [wss]}).libp2p
     assert config is not None and config.announce == (wss,)
@@ -58,6 +61,7 @@ def test_explicit_values(tmp_path) -> None:
         ({"address_share": 0}, "address_share"),
         ({"max_handshakes": 0}, "max_handshakes"),
         ({"max_buffered_bytes": 1000}, "max_buffered_bytes"),
+        ({"server": "go-libp2p"}, "server"),
     ],
 )
 def test_bad_values_name_the_key(tmp_path, table, key) -> None:

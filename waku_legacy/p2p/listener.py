@@ -430,21 +430,26 @@ class P2PListener:
         peer = str(stream.muxed_conn.peer_id)
         try:
             with trio.fail_after(self.limits.read_timeout):
-                theirs = decode_metadata(
-                    await read_frame(stream, METADATA_MAX_BYTES, what="metadata request")
-                )
+                request = await read_frame(stream, METADATA_MAX_BYTES, what="metadata request")
+            answer = self._metadata_answer(peer, request)
             with trio.fail_after(self.limits.write_timeout):
-                await stream.write(frame(encode_metadata(self.metadata)))
+                await stream.write(frame(answer))
                 await stream.close()
             self.shared.count("metadata_answered")
-            if theirs.cluster_id != self.metadata.cluster_id:
-                self._note(
-                    "metadata_other_cluster",
-                    peer,
-                    f"peer on cluster {theirs.cluster_id}, ours {self.metadata.cluster_id}",
-                )
         except BaseException as exc:
             await self._stream_failed(stream, peer, METADATA_CODEC, exc)
+
+    def _metadata_answer(self, peer: str, request: bytes) -> bytes:
+        """Our metadata, whatever the peer's cluster (noted when another); raises
+        :class:`~waku_legacy.errors.DecodeError` for a request that does not decode."""
+        theirs = decode_metadata(request)
+        if theirs.cluster_id != self.metadata.cluster_id:
+            self._note(
+                "metadata_other_cluster",
+                peer,
+                f"peer on cluster {theirs.cluster_id}, ours {self.metadata.cluster_id}",
+            )
+        return encode_metadata(self.metadata)
 
     def _handler_for(self, name: str, protocol: _Protocol) -> Callable[[INetStream], Any]:
         async def handle(stream: INetStream) -> None:
@@ -472,16 +477,25 @@ class P2PListener:
                 state.streams -= 1
                 state.last_active = time.monotonic()
 
-    def _allowed(self, stream: INetStream, peer: str) -> str | None:
-        """None when the peer and its address have a request left, else what is over."""
-        state = self._conns.get(id(stream.muxed_conn))
-        address = state.address if state is not None else "unknown"
-        over = allow_all([(self._rate, peer), (self._address_rate, address)], time.monotonic())
-        if over == 0:
-            return f"over {self.limits.request_rate} requests/s from this peer"
-        if over == 1:
-            return f"over {self.limits.address_request_rate} requests/s from {address}"
-        return None
+    def _admit_request(
+        self, peer: str, address: str, name: str, protocol: _Protocol, request: bytes
+    ) -> tuple[bool, bytes | None]:
+        """(True, None) when ``request`` is to be answered: the next page of an answer
+        given to ``peer``, or within the rate limits of the peer and of its source address;
+        else (False, the protocol's refusal, None: reset the stream), the refusal counted."""
+        now = time.monotonic()
+        cursor = protocol.continues(request) if protocol.continues else None
+        if cursor is not None and self._continuations.redeem((peer, cursor), now):
+            return True, None
+        over = allow_all([(self._rate, peer), (self._address_rate, address)], now)
+        if over < 0:
+            return True, None
+        limit = self.limits.request_rate if over == 0 else self.limits.address_request_rate
+        refusal = P2PRefused(
+            f"over {limit} requests/s from " + ("this peer" if over == 0 else address)
+        )
+        self._note("request_rate_limited", peer, refusal, protocol=name)
+        return False, protocol.refuse(request, str(refusal)) if protocol.refuse else None
 
     async def _answer(self, stream: INetStream, peer: str, name: str, protocol: _Protocol) -> None:
         try:
@@ -491,19 +505,16 @@ class P2PListener:
                 )
         except trio.TooSlowError:
             raise P2PTimeout(f"no whole request within {self.limits.read_timeout} s") from None
-        cursor = protocol.continues(request) if protocol.continues else None
-        free = cursor is not None and self._continuations.redeem((peer, cursor), time.monotonic())
-        over = None if free else self._allowed(stream, peer)
-        if over is None:
+        state = self._conns.get(id(stream.muxed_conn))
+        address = state.address if state is not None else "unknown"
+        allowed, refused = self._admit_request(peer, address, name, protocol, request)
+        if allowed:
             response = self._issue(peer, await self._in_pool(protocol.answer, request))
             self.shared.count("requests_answered")
+        elif refused is None:
+            await _reset_quietly(stream)
+            return
         else:
-            refusal = P2PRefused(over)
-            self._note("request_rate_limited", peer, refusal, protocol=name)
-            refused = protocol.refuse(request, str(refusal)) if protocol.refuse else None
-            if refused is None:
-                await _reset_quietly(stream)
-                return
             response = refused
         with trio.fail_after(self.limits.write_timeout):
             await stream.write(frame(response))

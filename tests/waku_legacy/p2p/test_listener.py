@@ -52,8 +52,10 @@ def _slow(request: bytes) -> bytes:
     return b"slow:" + request
 
 
-def listening(limits: ListenerLimits | None = None) -> P2PListener:
-    listener = P2PListener(
+def listening(
+    limits: ListenerLimits | None = None, listener_class: type[P2PListener] = P2PListener
+) -> P2PListener:
+    listener = listener_class(
         ephemeral_key_pair(),
         ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"],
         {ECHO: (lambda body: b"echo:" + body, _refuse), SLOW: (_slow, None)},
@@ -66,11 +68,13 @@ def listening(limits: ListenerLimits | None = None) -> P2PListener:
 
 
 @pytest.fixture
-def make_listener() -> Iterator[Callable[..., P2PListener]]:
+def make_listener(
+    listener_class: type[P2PListener],
+) -> Iterator[Callable[..., P2PListener]]:
     started: list[P2PListener] = []
 
     def make(limits: ListenerLimits | None = None) -> P2PListener:
-        listener = listening(limits)
+        listener = listening(limits, listener_class)
         started.append(listener)
         return listener
 
@@ -229,13 +233,13 @@ def test_request_metadata_identify(make_listener, transport: str, muxer: str) ->
     assert listener.stats()["metadata_answered"] == 1
 
 
-def test_bad_listen_address_is_a_typed_error() -> None:
+def test_bad_listen_address_is_a_typed_error(listener_class: type[P2PListener]) -> None:
     with pytest.raises(ConfigError):
-        P2PListener(ephemeral_key_pair(), ["not a multiaddr"], {}, cluster_id=16, shards=[])
-    taken = listening()
+        listener_class(ephemeral_key_pair(), ["not a multiaddr"], {}, cluster_id=16, shards=[])
+    taken = listening(None, listener_class)
     try:
         port = tcp_addr(taken).split("/tcp/")[1].split("/")[0]
-        second = P2PListener(
+        second = listener_class(
             ephemeral_key_pair(), [f"/ip4/127.0.0.1/tcp/{port}"], {}, cluster_id=16, shards=[]
         )
         with pytest.raises(P2PError):
@@ -404,8 +408,8 @@ def test_slow_handlers_run_off_the_trio_thread(make_listener) -> None:
     assert fast < 0.7 < slow
 
 
-def test_stop_is_bounded_with_connections_open(make_listener) -> None:
-    listener = listening(ListenerLimits(stop_timeout=5.0))
+def test_stop_is_bounded_with_connections_open(listener_class: type[P2PListener]) -> None:
+    listener = listening(ListenerLimits(stop_timeout=5.0), listener_class)
 
     async def main() -> None:
         async with P2PClient.dial(tcp_addr(listener)) as client:
@@ -418,9 +422,11 @@ def test_stop_is_bounded_with_connections_open(make_listener) -> None:
     trio.run(main)
 
 
-def test_announced_addresses_replace_the_listen_addresses() -> None:
+def test_announced_addresses_replace_the_listen_addresses(
+    listener_class: type[P2PListener],
+) -> None:
     announce = ["/dns4/bridge.example.org/tcp/443/wss", "/ip4/203.0.113.7/tcp/60000"]
-    listener = P2PListener(
+    listener = listener_class(
         ephemeral_key_pair(), ["/ip4/127.0.0.1/tcp/0"], {ECHO: (lambda b: b, None)},
         cluster_id=16, shards=[128], announce=announce,
     )  # fmt: skip

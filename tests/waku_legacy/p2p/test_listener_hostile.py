@@ -36,6 +36,7 @@ from tests.p2p_attacks import (
     ms_line,
     multistream_bomb,
     rss_bytes,
+    secured,
     tcp_target,
     yamux_cut_mid_frame,
     yamux_past_window,
@@ -56,13 +57,13 @@ RSS_BOUND = 50 * MB
 
 
 @pytest.fixture
-def make_listener() -> Iterator[Callable[..., P2PListener]]:
+def make_listener(listener_class: type[P2PListener]) -> Iterator[Callable[..., P2PListener]]:
     started: list[P2PListener] = []
 
     def make(
         limits: ListenerLimits | None = None, listen: tuple[str, ...] = ("/ip4/127.0.0.1/tcp/0",)
     ) -> P2PListener:
-        listener = P2PListener(
+        listener = listener_class(
             ephemeral_key_pair(),
             list(listen),
             {ECHO: (lambda body: b"echo:" + body, None)},
@@ -342,6 +343,7 @@ def test_yamux_data_past_the_window_ends_the_session(make_listener) -> None:
     assert grown < RSS_BOUND
 
 
+@pytest.mark.parametrize("listener_class", ["py-libp2p"], indirect=True)
 def test_plain_py_libp2p_yamux_buffers_past_the_window(make_listener, monkeypatch) -> None:
     """The same attack against py-libp2p's own yamux (our subclass switched off): it keeps
     every byte and sends no GO_AWAY, which the test above would catch."""
@@ -391,6 +393,7 @@ def json_logs() -> Iterator[io.StringIO]:
         lg.handlers, lg.level, lg.propagate = handlers, level, propagate
 
 
+@pytest.mark.parametrize("listener_class", ["py-libp2p"], indirect=True)
 def test_a_log_flood_from_py_libp2p_is_ours_and_rate_limited(make_listener, json_logs) -> None:
     listener = make_listener()
     before = warmed(listener)
@@ -456,3 +459,57 @@ def test_yamux_receive_meter_follows_the_windows_it_granted() -> None:
     meter.sent(yamux_frame(1, 8, 3, 0))  # RST: stream 3 forgotten
     meter.forget_except({1})
     assert len(meter) == 1
+
+
+@pytest.mark.parametrize("listener_class", ["native"], indirect=True)
+def test_connections_cut_mid_frame_cost_the_native_listener_one_log_line(
+    make_listener, json_logs
+) -> None:
+    """The native server side logs what a connection did wrong by source address, at most
+    once per kind and address per 10 s: 30 connections, each with its own peer id, that
+    hang up mid-frame (no error: nothing logged) or send garbage after Noise (a
+    multistream error each) make one line."""
+    listener = make_listener()
+    before = warmed(listener)
+    cuts = 30
+
+    async def attack() -> None:
+        for n in range(cuts):
+            if n % 2:
+                await yamux_cut_mid_frame(address_of(listener))
+            else:
+                conn = await secured(address_of(listener))
+                await conn.write(ms_line("/multistream/1.0.0") + b"\xff" * 300)
+                await trio.sleep(0.05)
+                await conn.close()
+        await trio.sleep(1.0)
+
+    trio.run(attack)
+    latencies = honest_queries(listener, 2)
+    lines = [json.loads(line) for line in json_logs.getvalue().splitlines()]
+    ours = [line for line in lines if line["logger"].startswith("waku_legacy")]
+    print(f"cut mid-frame: {len(lines)} lines, ours {ours}, {listener.stats()}")
+    assert not [line for line in lines if line["logger"].startswith("libp2p")]
+    assert len(ours) == 1 and ours[0]["msg"] == "libp2p connection error", ours
+    assert listener.stats()["connection_error"] == cuts // 2  # each counted
+    assert listener.stats()["connections_accepted"] >= cuts // 2  # yamux agreed after Noise
+    assert max(latencies) < 10.0
+    assert rss_bytes() - before < RSS_BOUND
+
+
+@pytest.mark.parametrize("listener_class", ["native"], indirect=True)
+def test_yamux_data_into_a_stream_the_native_listener_reset_ends_the_session(
+    make_listener,
+) -> None:
+    """bench/hostile_p2p.py's form of the attack: the stream's first bytes are no
+    multistream-select, so the listener resets the stream at once; the DATA that keeps
+    coming is held to the window that stream had, then GO_AWAY (protocol error)."""
+    listener = make_listener()
+    sent, code = trio.run(
+        lambda: yamux_past_window(address_of(listener), total=64 * MB, seconds=10)
+    )
+    assert code == 1
+    assert sent < 16 * MB
+    assert listener.stats()["yamux_protocol_error"] == 1
+    assert listener.stats()["stream_error"] == 1  # the reset stream
+    honest_queries(listener, 1)

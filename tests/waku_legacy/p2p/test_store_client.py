@@ -58,10 +58,14 @@ def rows(tmp_path_factory) -> tuple[Path, list[StoredMessage]]:
     return path, rows
 
 
-@pytest.fixture
-async def bridge(rows, tmp_path) -> AsyncIterator[tuple[BridgeService, aiohttp.ClientSession]]:
+@pytest.fixture(params=["py-libp2p", "native"])
+async def bridge(
+    rows, tmp_path, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[BridgeService, aiohttp.ClientSession]]:
+    """The bridge with ``[libp2p]`` on loopback TCP and /ws, each server side in turn."""
     path, _ = rows
     libp2p = {
+        "server": request.param,
         "listen": ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"],
         "shards": [32, 128],
         "read_timeout": 2,
@@ -234,18 +238,23 @@ async def test_announced_in_info_and_log(bridge, caplog) -> None:
     assert str(Multiaddr(ws)) in libp2p["listening"]
 
 
-async def test_peer_id_persists_across_restarts(rows, tmp_path) -> None:
+@pytest.mark.parametrize("server", ["py-libp2p", "native"])
+async def test_peer_id_persists_across_restarts(rows, tmp_path, server: str) -> None:
     path, _ = rows
     config = bridge_config(
-        tmp_path, f"sqlite:///{path}", libp2p={"listen": ["/ip4/127.0.0.1/tcp/0"]}
-    )
+        tmp_path, f"sqlite:///{path}",
+        libp2p={"listen": ["/ip4/127.0.0.1/tcp/0"], "server": server},
+    )  # fmt: skip
     ids = []
     for _ in range(2):
         service = BridgeService(config)
         await service.start()
         ids.append(service.p2p.peer_id)
         await service.stop()
-        assert not service.p2p._thread.is_alive()  # the trio thread ended with the bridge
+        if server == "native":
+            assert not service.p2p.running  # its sockets closed with the bridge
+        else:
+            assert not service.p2p._thread.is_alive()  # the trio thread ended with it
     assert ids[0] == ids[1]
     assert (tmp_path / "libp2p.key").stat().st_mode & 0o777 == 0o600
 
@@ -388,8 +397,12 @@ async def test_health_reports_the_listener(bridge) -> None:
         return entry
 
     assert await libp2p_health() == {"Store (libp2p)": "READY"}
-    service.p2p._token.run_sync_soon(service.p2p._scope.cancel)  # the trio side ends
-    await asyncio.to_thread(service.p2p._thread.join, 10)
+    if service.config.libp2p.server == "native":
+        for server in service.p2p._servers:  # its listening sockets close
+            server.close()
+    else:
+        service.p2p._token.run_sync_soon(service.p2p._scope.cancel)  # the trio side ends
+        await asyncio.to_thread(service.p2p._thread.join, 10)
     assert await libp2p_health() == {"Store (libp2p)": "NOT_READY", "desc": "Not Ready: stopped"}
 
 

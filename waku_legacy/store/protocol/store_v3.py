@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from waku_legacy.errors import DecodeError
 from waku_legacy.proto import store_v3_pb2, waku_message_pb2
 from waku_legacy.proto.codec import parse_message
+from waku_legacy.proto.wire import SMALL_VARINTS as _SMALL
 from waku_legacy.proto.wire import encode_varint, iter_fields
 from waku_legacy.store.query import clamp_page_size
 from waku_legacy.store.types import HASH_SIZE, StoredMessage, StoreQuery
@@ -168,19 +169,39 @@ def waku_message_bytes(m: StoredMessage) -> bytes:
     ``waku_core/message/codec.nim``, requires both), ``version`` and ``timestamp`` always
     (as nwaku writes them), ``meta`` when there is one. Equal to what
     :func:`waku_message_of` serializes, apart from those always-written fields."""
-    topic = m.content_topic.encode()
+    payload = m.payload
+    size = len(payload)
     ts = m.timestamp
+    version = m.version
     out = b"".join(
         (
-            b"\x0a", encode_varint(len(m.payload)), m.payload,
-            b"\x12", encode_varint(len(topic)), topic,
-            b"\x18", encode_varint(m.version),
+            b"\x0a", _SMALL[size] if size < 16384 else encode_varint(size), payload,
+            _text_field(_CONTENT_TOPIC_FIELDS, b"\x12", m.content_topic),
+            _VERSION_FIELDS[version] if version < 256 else b"\x18" + encode_varint(version),
             b"\x50", encode_varint(((ts << 1) ^ (ts >> 63)) & _U64),
         )
     )  # fmt: skip
     if m.meta:
         out += b"\x5a" + encode_varint(len(m.meta)) + m.meta
     return out
+
+
+#: a page's topics repeat: their fields are made once (bounded: cleared when full)
+_CONTENT_TOPIC_FIELDS: dict[str, bytes] = {}
+_PUBSUB_TOPIC_FIELDS: dict[str, bytes] = {}
+_VERSION_FIELDS = tuple(b"\x18" + _SMALL[v] for v in range(256))
+
+
+def _text_field(cache: dict[str, bytes], tag: bytes, text: str) -> bytes:
+    """``tag``, length and UTF-8 of ``text`` (always written, even empty)."""
+    found = cache.get(text)
+    if found is None:
+        raw = text.encode()
+        found = tag + encode_varint(len(raw)) + raw
+        if len(cache) >= 4096:
+            cache.clear()
+        cache[text] = found
+    return found
 
 
 def length_delimited(number: int, payload: bytes) -> bytes:
@@ -204,14 +225,26 @@ def encode_response(
     # proto3 leaves an empty request id out; nwaku's decoder requires the field
     parts = [length_delimited(1, request_id.encode()), out.SerializeToString()]
     for m in messages:  # WakuMessageKeyValue{message_hash=1, message=2, pubsub_topic=3}
-        entry = b"\x0a" + encode_varint(len(m.message_hash)) + m.message_hash
+        key = m.message_hash
         if include_data:
             message = waku_message_bytes(m)
-            entry += b"\x12" + encode_varint(len(message)) + message
-        if include_data or m.pubsub_topic:
-            topic = m.pubsub_topic.encode()
-            entry += b"\x1a" + encode_varint(len(topic)) + topic
-        parts += (b"\xa2\x01", encode_varint(len(entry)), entry)  # messages = 20
+            size = len(message)
+            entry = b"".join(
+                (
+                    b"\x0a", _SMALL[len(key)], key,
+                    b"\x12", _SMALL[size] if size < 16384 else encode_varint(size), message,
+                    _text_field(_PUBSUB_TOPIC_FIELDS, b"\x1a", m.pubsub_topic),
+                )
+            )  # fmt: skip
+        elif m.pubsub_topic:
+            entry = (
+                b"\x0a" + _SMALL[len(key)] + key
+                + _text_field(_PUBSUB_TOPIC_FIELDS, b"\x1a", m.pubsub_topic)
+            )  # fmt: skip
+        else:
+            entry = b"\x0a" + _SMALL[len(key)] + key
+        size = len(entry)
+        parts += (b"\xa2\x01", _SMALL[size] if size < 16384 else encode_varint(size), entry)
     return b"".join(parts)
 
 

@@ -1,0 +1,396 @@
+"""One inbound libp2p connection, the listener's side, sans-IO: multistream-select to
+``/noise``, the Noise XX handshake, multistream-select to a muxer (yamux or mplex) inside
+the Noise channel, then per stream multistream-select to a protocol and that protocol.
+
+:meth:`ListenerConnection.receive` takes the bytes the socket delivered (``now``: a
+monotonic clock) and returns events; :meth:`~ListenerConnection.data_to_send` gives
+everything to write, encrypted in as few Noise messages as fit (one, for a store answer).
+A request-response stream reads one length-prefixed request (at most the protocol's
+``max_request``) and is answered with :meth:`~ListenerConnection.respond` (the answer
+and FIN) or :meth:`~ListenerConnection.reset`. Identify is answered here (one message,
+then FIN); ping echoes.
+
+Raises :class:`Libp2pConnectionFailed` (with the listener's counter name) when the connection must
+close; its last words (yamux GO_AWAY) are in ``data_to_send()`` by then. A stream's own
+failure (a request too large, a bad multistream message, a stream ended before its request,
+over ``max_streams`` requests at once) resets that stream and is reported as
+:class:`StreamFailed`. Bounds: what each stream holds unread is capped by its protocol
+(multistream lines, ``max_request``); the sum over the connection by ``max_buffered``
+(yamux: GO_AWAY internal error); yamux DATA past a window ends the session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from waku_legacy.errors import DecodeError, LimitExceeded
+from waku_legacy.p2p.errors import P2PStreamError
+from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC
+from waku_legacy.p2p.mplex import MPLEX_PROTOCOL_ID, MplexSession
+from waku_legacy.p2p.multistream import MultistreamListener
+from waku_legacy.p2p.muxer_events import (
+    MuxError,
+    StreamData,
+    StreamEnded,
+    StreamOpened,
+    StreamReset,
+)
+from waku_legacy.p2p.noise import NOISE_PROTOCOL_ID, NoiseHandshake, NoiseIdentity, NoiseReader
+from waku_legacy.p2p.peer_key import PeerKey
+from waku_legacy.p2p.yamux import GO_AWAY_INTERNAL_ERROR, YAMUX_PROTOCOL_ID, YamuxSession
+from waku_legacy.store.protocol.framing import FrameReader, FrameTooLarge, encode_frame
+
+__all__ = [
+    "Libp2pConnectionFailed",
+    "ListenerConnection",
+    "Muxed",
+    "Request",
+    "Secured",
+    "StreamFailed",
+]
+
+MUXER_IDS = {"yamux": YAMUX_PROTOCOL_ID, "mplex": MPLEX_PROTOCOL_ID}
+
+
+class Phase(Enum):
+    SECURITY = 1  # multistream-select to /noise
+    NOISE = 2
+    MUXER = 3  # multistream-select to a muxer, inside Noise
+    OPEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Secured:
+    """The Noise handshake is done: the peer's identity key, checked."""
+
+    peer: PeerKey
+
+
+@dataclass(frozen=True, slots=True)
+class Muxed:
+    """The muxer is agreed: the connection's handshake is over."""
+
+    muxer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    stream: int
+    protocol: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFailed:
+    stream: int
+    protocol: str
+    kind: str  # request_too_large, stream_refused, stream_error
+    error: Exception
+
+
+ConnectionEvent = Secured | Muxed | Request | StreamFailed
+
+
+class Libp2pConnectionFailed(Exception):
+    def __init__(self, kind: str, error: Exception) -> None:
+        super().__init__(str(error))
+        self.kind = kind
+        self.error = error
+
+
+@dataclass(slots=True)
+class _ServedStream:
+    negotiator: MultistreamListener | None
+    deadline: float
+    protocol: str = ""
+    reader: FrameReader | None = None
+    held: int = 0  # bytes the negotiator or reader hold
+    in_flight: bool = False  # a request read, its answer not yet written
+
+
+@dataclass(frozen=True)
+class Libp2pConnectionLimits:
+    #: largest request body per request-response protocol
+    requests: Mapping[str, int] = field(default_factory=dict)
+    max_streams: int = 32  # requests in flight at once
+    max_open_streams: int = 1024  # streams the muxer keeps at once (more: reset)
+    max_buffered: int = 4 * 1024 * 1024
+    negotiation_timeout: float = 10.0
+    read_timeout: float = 30.0
+
+
+class ListenerConnection:
+    def __init__(
+        self,
+        identity: NoiseIdentity,
+        limits: Libp2pConnectionLimits,
+        identify: Callable[[], bytes],
+        muxers: tuple[str, ...] = ("yamux", "mplex"),
+    ) -> None:
+        self.limits = limits
+        self._identity = identity
+        self._identify = identify
+        self._muxer_ids = {MUXER_IDS[m]: m for m in muxers}
+        self.phase = Phase.SECURITY
+        self._negotiator = MultistreamListener(lambda p: p == NOISE_PROTOCOL_ID, max_proposals=4)
+        self._noise: NoiseHandshake | None = None
+        self._reader: NoiseReader | None = None
+        self._mux: YamuxSession | MplexSession | None = None
+        self._streams: dict[int, _ServedStream] = {}
+        self._raw_out: list[bytes] = []
+        self._plain_out: list[bytes] = []
+        self._held = 0
+        self._in_flight = 0
+        self.peer: PeerKey | None = None
+        self.muxer: str | None = None
+        self.last_active = 0.0
+
+    # -- in -------------------------------------------------------------------------------
+
+    def receive(self, data: bytes, now: float) -> list[ConnectionEvent]:
+        events: list[ConnectionEvent] = []
+        try:
+            if self.phase is Phase.OPEN:
+                assert self._reader is not None
+                self._muxed(self._reader.feed(data), now, events)
+            elif self._reader is not None:  # the muxer's negotiation, inside Noise
+                self._handshake(self._reader.feed(data), now, events)
+            else:
+                self._handshake(data, now, events)
+        except MuxError as exc:
+            raise Libp2pConnectionFailed(exc.kind, exc) from None
+        except DecodeError as exc:  # multistream, noise, frame prefixes
+            raise Libp2pConnectionFailed("connection_error", exc) from None
+        return events
+
+    def _handshake(self, data: bytes, now: float, events: list[ConnectionEvent]) -> None:
+        if self.phase is Phase.SECURITY:
+            answer, agreed = self._negotiator.feed(data)
+            self._raw_out.append(answer)
+            if agreed is None:
+                return
+            self.phase = Phase.NOISE
+            self._noise = NoiseHandshake(self._identity, initiator=False)
+            data = agreed.rest
+        if self.phase is Phase.NOISE:
+            noise = self._noise
+            assert noise is not None
+            self._raw_out.append(noise.feed(data))
+            if not noise.done:
+                return
+            assert noise.receive_cipher is not None and noise.remote is not None
+            self.peer = noise.remote
+            events.append(Secured(noise.remote))
+            self._reader = NoiseReader(noise.receive_cipher)
+            self.phase = Phase.MUXER
+            self._negotiator = MultistreamListener(self._muxer_ids.__contains__, max_proposals=4)
+            data = self._reader.feed(noise.rest)
+        if self.phase is Phase.MUXER:
+            if not data:
+                return
+            answer, agreed = self._negotiator.feed(data)
+            self._plain_out.append(answer)
+            if agreed is None:
+                return
+            self.muxer = self._muxer_ids[agreed.protocol]
+            max_open = self.limits.max_open_streams
+            self._mux = (
+                YamuxSession(max_streams=max_open)
+                if self.muxer == "yamux"
+                else MplexSession(max_streams=max_open)
+            )
+            self.phase = Phase.OPEN
+            self.last_active = now
+            events.append(Muxed(self.muxer))
+            if agreed.rest:
+                self._muxed(agreed.rest, now, events)
+        elif self.phase is Phase.OPEN:
+            self._muxed(data, now, events)
+
+    def _muxed(self, data: bytes, now: float, events: list[ConnectionEvent]) -> None:
+        if not data:
+            return
+        mux = self._mux
+        assert mux is not None
+        for event in mux.feed(data):
+            if type(event) is StreamData:
+                self._stream_data(event.stream, event.data, now, events)
+            elif type(event) is StreamOpened:
+                self.last_active = now
+                self._streams[event.stream] = _ServedStream(
+                    MultistreamListener(self._accepts), now + self.limits.negotiation_timeout
+                )
+            elif type(event) is StreamEnded:
+                self._stream_ended(event.stream, now, events)
+            elif type(event) is StreamReset:
+                self.last_active = now
+                self._forget(event.stream)
+        if self._held > self.limits.max_buffered:
+            mux.go_away(GO_AWAY_INTERNAL_ERROR)
+            raise MuxError(
+                self.muxer or "muxer", "yamux_protocol_error",
+                f"{self._held} bytes received and not read, over {self.limits.max_buffered}",
+            )  # fmt: skip
+
+    def _accepts(self, protocol: str) -> bool:
+        return protocol in self.limits.requests or protocol in (IDENTIFY_CODEC, PING_CODEC)
+
+    def _stream_data(
+        self, sid: int, data: bytes, now: float, events: list[ConnectionEvent]
+    ) -> None:
+        stream = self._streams.get(sid)
+        if stream is None:
+            return
+        mux = self._mux
+        assert mux is not None
+        held = stream.held
+        if stream.negotiator is not None:
+            try:
+                answer, agreed = stream.negotiator.feed(data)
+            except DecodeError as exc:
+                self._fail(sid, "", "stream_error", exc, events)
+                return
+            mux.consumed(sid, len(data))
+            if answer:
+                mux.write(sid, answer)
+            if agreed is None:
+                self._held += stream.negotiator.buffered - held
+                stream.held = stream.negotiator.buffered
+                return
+            self._held -= held
+            stream.held = held = 0
+            stream.negotiator = None
+            if not self._agreed(sid, stream, agreed.protocol, now, events):
+                return
+            data = agreed.rest
+            if not data:
+                return
+        else:
+            mux.consumed(sid, len(data))
+        if stream.reader is not None:
+            try:
+                frames = stream.reader.feed(data)
+            except FrameTooLarge as exc:
+                self._fail(sid, stream.protocol, "request_too_large", exc, events)
+                return
+            except DecodeError as exc:
+                self._fail(sid, stream.protocol, "stream_error", exc, events)
+                return
+            if not frames:
+                self._held += stream.reader.buffered - held
+                stream.held = stream.reader.buffered
+                return
+            self._held -= held
+            stream.held = 0
+            stream.reader = None
+            events.append(Request(sid, stream.protocol, frames[0]))
+        elif stream.protocol == PING_CODEC:
+            mux.write(sid, data)
+        # else: bytes after the request: dropped (yamux: no credit given back for them)
+
+    def _agreed(
+        self,
+        sid: int,
+        stream: _ServedStream,
+        protocol: str,
+        now: float,
+        events: list[ConnectionEvent],
+    ) -> bool:
+        stream.protocol = protocol
+        mux = self._mux
+        assert mux is not None
+        if protocol == IDENTIFY_CODEC:
+            mux.write(sid, encode_frame(self._identify()))
+            mux.close_stream(sid)
+            self._forget(sid)
+            return False
+        if protocol == PING_CODEC:
+            return True
+        if self._in_flight >= self.limits.max_streams:
+            reason = f"over {self.limits.max_streams} streams"
+            self._fail(sid, protocol, "stream_refused", LimitExceeded("streams", reason), events)
+            return False
+        self._in_flight += 1
+        stream.in_flight = True
+        stream.deadline = now + self.limits.read_timeout
+        stream.reader = FrameReader(self.limits.requests[protocol])
+        return True
+
+    def _stream_ended(self, sid: int, now: float, events: list[ConnectionEvent]) -> None:
+        self.last_active = now
+        stream = self._streams.get(sid)
+        if stream is None:
+            return
+        if stream.reader is not None:
+            error = P2PStreamError(f"{stream.protocol} request: the stream ended before a frame")
+            self._fail(sid, stream.protocol, "stream_error", error, events)
+        elif stream.negotiator is not None or stream.protocol == PING_CODEC:
+            assert self._mux is not None
+            self._mux.close_stream(sid)
+            self._forget(sid)
+
+    def _fail(
+        self, sid: int, protocol: str, kind: str, error: Exception, events: list[ConnectionEvent]
+    ) -> None:
+        self.reset(sid)
+        events.append(StreamFailed(sid, protocol, kind, error))
+
+    def _forget(self, sid: int) -> None:
+        stream = self._streams.pop(sid, None)
+        if stream is not None:
+            self._held -= stream.held
+            if stream.in_flight:
+                self._in_flight -= 1
+
+    # -- out ------------------------------------------------------------------------------
+
+    def respond(self, sid: int, body: bytes, now: float) -> None:
+        """The answer on ``sid``, then our side closed."""
+        self.last_active = now
+        if sid not in self._streams or self._mux is None:
+            return
+        self._mux.write(sid, encode_frame(body))
+        self._mux.close_stream(sid)
+        self._forget(sid)
+
+    def reset(self, sid: int) -> None:
+        if self._mux is not None:
+            self._mux.reset_stream(sid)
+        self._forget(sid)
+
+    def expired(self, now: float) -> list[tuple[int, str]]:
+        """Streams still negotiating or reading their request past their deadline (reset
+        here): (stream, protocol)."""
+        late = [
+            (sid, s.protocol)
+            for sid, s in self._streams.items()
+            if (s.negotiator is not None or s.reader is not None) and s.deadline < now
+        ]
+        for sid, _ in late:
+            self.reset(sid)
+        return late
+
+    @property
+    def open_streams(self) -> int:
+        return len(self._streams)
+
+    def go_away(self) -> None:
+        if self._mux is not None:
+            self._mux.go_away()
+
+    def data_to_send(self) -> bytes:
+        raw = b"".join(self._raw_out) if self._raw_out else b""
+        self._raw_out.clear()
+        plain = self._plain_out
+        if self._mux is not None:
+            muxed = self._mux.data_to_send()
+            if muxed:
+                plain.append(muxed)
+        if not plain:
+            return raw
+        noise = self._noise
+        assert noise is not None and noise.send_cipher is not None
+        sealed = noise.send_cipher.encrypt(b"".join(plain))
+        plain.clear()
+        return raw + sealed if raw else sealed

@@ -1,0 +1,79 @@
+"""libp2p over WebSocket (``/ws``), the listener's side, sans-IO on ``wsproto``.
+
+js-libp2p's websockets transport (js-waku's only transport) opens ``ws://host:port/`` and
+sends the libp2p byte stream as binary messages; message boundaries mean nothing. The HTTP
+upgrade request is answered with 101 (any path); text messages and a close end the
+connection; pings are answered by wsproto. Fragments are handed on as they arrive, so no
+message is ever buffered whole. The HTTP request is at most 16 KiB (h11's default)."""
+
+from __future__ import annotations
+
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Ping,
+    RejectConnection,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+from waku_legacy.errors import DecodeError
+
+__all__ = ["WebSocketError", "WebSocketServer", "looks_like_http"]
+
+
+class WebSocketError(DecodeError):
+    def __init__(self, reason: str) -> None:
+        super().__init__("websocket", reason)
+
+
+def looks_like_http(first: bytes) -> bool:
+    """A shared port's first bytes: an HTTP request (``GET``) or a libp2p dialler
+    (multistream-select's header, whose first byte is its length, 19)."""
+    return first[:3] == b"GET"
+
+
+class WebSocketServer:
+    def __init__(self) -> None:
+        self._ws = WSConnection(ConnectionType.SERVER)
+        self.open = False
+        self.closed = False
+
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        """(libp2p bytes received, bytes to send back: the 101, pongs, a close)."""
+        ws = self._ws
+        try:
+            ws.receive_data(data)
+        except RemoteProtocolError as exc:
+            raise WebSocketError(str(exc)) from None
+        received: list[bytes] = []
+        reply: list[bytes] = []
+        try:
+            for event in ws.events():
+                if isinstance(event, BytesMessage):
+                    received.append(bytes(event.data))
+                elif isinstance(event, Request):
+                    reply.append(ws.send(AcceptConnection()))
+                    self.open = True
+                elif isinstance(event, Ping):
+                    reply.append(ws.send(event.response()))
+                elif isinstance(event, CloseConnection):
+                    self.closed = True
+                    if ws.state.name not in ("CLOSED", "LOCAL_CLOSING"):
+                        reply.append(ws.send(event.response()))
+                    break
+                elif isinstance(event, (TextMessage, RejectConnection)):
+                    raise WebSocketError(f"unexpected {type(event).__name__}")
+        except (RemoteProtocolError, LocalProtocolError) as exc:
+            raise WebSocketError(str(exc)) from None
+        return b"".join(received), b"".join(reply)
+
+    def wrap(self, data: bytes) -> bytes:
+        """``data`` as one binary message (nothing when the socket is closing)."""
+        if not data or not self.open or self.closed:
+            return b""
+        return self._ws.send(Message(data=data))
