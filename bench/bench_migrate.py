@@ -375,6 +375,10 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     spark, jvm = start_spark(config)
+    if args.executors:  # a standalone cluster: its executors started before the clock
+        started = time.monotonic()
+        _wait_for_executors(spark, args.executors)
+        jvm += time.monotonic() - started
     breakdown = spark_breakdown(spark, config) if args.stages else {}
     progress = _progress_to_file(args.progress) if args.progress else None
     started = time.monotonic()
@@ -599,7 +603,7 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     c = config.communities[0]
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
     keys = _channel_keys(c)
-    cores = os.cpu_count() or 1
+    cores = args.processes or os.cpu_count() or 1
     started = time.monotonic()
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -732,11 +736,23 @@ def _archive_digest(out: Path) -> str:
 
 
 def _child(
-    phase: str, args: argparse.Namespace, dsn: str, out: Path, store_admin: str | None
+    phase: str,
+    args: argparse.Namespace,
+    dsn: str,
+    out: Path,
+    store_admin: str | None,
+    *,
+    master: str | None = None,
+    processes: int | None = None,
+    executors: int | None = None,
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--phase", phase, "--dsn", dsn, "--out", str(out),
-           "--master", args.master, "--partitions", str(args.partitions), "--seed",
+           "--master", master or args.master, "--partitions", str(args.partitions), "--seed",
            str(args.seed), "--n", str(args.n)] + (["--stages"] if args.stages else [])  # fmt: skip
+    if processes:
+        cmd += ["--processes", str(processes)]
+    if executors:
+        cmd += ["--executors", str(executors)]
     store_url = None
     if store_admin:  # a fresh, empty PostgreSQL store per contender
         store_url = _fresh_store(store_admin)
@@ -749,6 +765,7 @@ def _child(
         raise SystemExit(f"{phase} phase failed:\n{run.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     result["load_before"] = round(load, 2)
+    result["load_after"] = round(os.getloadavg()[0], 2)
     result["store_digest"] = _store_digest(out, store_url)
     result["archive_digest"] = _archive_digest(out)
     shutil.rmtree(out, ignore_errors=True)
@@ -845,6 +862,176 @@ def _store_rates(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+# -- scaling: the same run on 1 and 2 cores, and on a 2 x 1-core standalone cluster --------
+
+SCALING_STEPS = ("read_decode_dedup", "count", "quarantine", "store", "archives")
+SCALING_SHOWN = (*SCALING_STEPS, "read_decode_decrypt", "archives.decrypt", "archives.encode",
+                 "archives.wait_store")  # fmt: skip
+DEPLOY_SPARK = Path(__file__).resolve().parent.parent / "deploy" / "spark"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` workers of one core each on loopback, started
+    and stopped with deploy/spark/'s scripts (their own run directory, free ports)."""
+
+    def __init__(self, workers: int, worker_memory: str = "1g") -> None:
+        self.workers = workers
+        self.worker_memory = worker_memory
+        self.run_dir = tempfile.mkdtemp(prefix="bench-spark-cluster-")
+        self.env = {**os.environ, "SPARK_RUN_DIR": self.run_dir,
+                    "WAKU_LEGACY_PYTHON": sys.executable}  # fmt: skip
+        self.url = ""
+
+    def _script(self, name: str, *argv: str, **env: str) -> str:
+        run = subprocess.run([str(DEPLOY_SPARK / name), *argv], env={**self.env, **env},
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        if run.returncode != 0:
+            raise SystemExit(f"deploy/spark/{name} failed: {run.stderr.strip()[-2000:]}")
+        return run.stdout.strip()
+
+    def __enter__(self) -> StandaloneCluster:
+        started = time.monotonic()
+        try:
+            self.url = self._script(
+                "start-master.sh", SPARK_MASTER_PORT=str(_free_port()),
+                SPARK_MASTER_WEBUI_PORT=str(_free_port()),
+            ).splitlines()[-1]  # fmt: skip
+            for i in range(1, self.workers + 1):
+                self._script(
+                    "start-worker.sh", self.url, SPARK_WORKER_CORES="1",
+                    SPARK_WORKER_MEMORY=self.worker_memory, SPARK_WORKER_NAME=f"worker-{i}",
+                    SPARK_WORKER_WEBUI_PORT=str(_free_port()),
+                )  # fmt: skip
+        except BaseException:
+            self.__exit__()
+            raise
+        self.start_s = round(time.monotonic() - started, 2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run([str(DEPLOY_SPARK / "stop.sh")], env=self.env, capture_output=True,
+                       timeout=120)  # fmt: skip
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _wait_for_executors(spark: Any, wanted: int, timeout: float = 120.0) -> None:
+    """Until ``wanted`` executors have registered (a standalone cluster's start beside the
+    driver's; timed with the JVM's start, not the run)."""
+    deadline = time.monotonic() + timeout
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    while status.size() - 1 < wanted:  # the driver's block manager counts as one
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {status.size() - 1} of {wanted} executors registered")
+        time.sleep(0.2)
+        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+
+
+def _speedup(slow: float | None, fast: float | None) -> float | None:
+    return round(slow / fast, 2) if slow and fast else None
+
+
+def scaling(args: argparse.Namespace) -> int:
+    """--scaling: the floor on 1 and 2 processes (what the machine gives an added core with
+    no framework), Spark on local[1], local[2] and a standalone cluster of two 1-core
+    workers; the same input and output, checked."""
+    admin, embedded = server_dsn(args)
+    runs: list[dict[str, Any]] = []
+    store_admin = None
+    try:
+        dsn = ensure_database(admin, args.n, args.seed, args.regenerate)
+        store_admin = (args.pg_url or admin) if args.store == "postgresql" else None
+        with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
+
+            def run(label: str, phase: str, cores: int, **kw: Any) -> None:
+                # no brackets in the path: Hadoop reads them as a glob
+                safe = "".join(c if c.isalnum() else "_" for c in label)
+                r = _child(phase, args, dsn, Path(tmp) / safe, store_admin, **kw)
+                r.update(label=label, phase=phase, cores=cores)
+                runs.append(r)
+                print(f"# {label}: {r['seconds']:.1f} s, load {r['load_before']:.1f} -> "
+                      f"{r['load_after']:.1f}", file=sys.stderr)  # fmt: skip
+
+            if not args.skip_floor:
+                run("floor 1 process", "floor", 1, processes=1)
+                run("floor 2 processes", "floor", 2, processes=2)
+            run("spark local[1]", "spark", 1, master="local[1]")
+            run("spark local[2]", "spark", 2, master="local[2]")
+            with StandaloneCluster(workers=2) as cluster:
+                run("spark 2 x 1-core workers", "spark", 2, master=cluster.url, executors=2)
+                runs[-1]["cluster_start_s"] = cluster.start_s
+    finally:
+        if store_admin:
+            import psycopg
+
+            with psycopg.connect(store_admin, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {STORE_DB} WITH (FORCE)")
+        if embedded is not None:
+            embedded.cleanup()
+    result = scaling_result(args.n, runs)
+    result["store"] = args.store
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_scaling(result)
+    return 0 if result["same_output"] else 1
+
+
+def scaling_result(n: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rates, speedups (per added core and per step) and the output check of --scaling."""
+    by_label = {r["label"]: r for r in runs}
+    first = runs[0]
+    same = all(
+        (r["messages"], r["store_digest"], r["archive_digest"])
+        == (first["messages"], first["store_digest"], first["archive_digest"])
+        for r in runs
+    )
+    for r in runs:
+        r["envelopes_per_s"] = round(n / r["seconds"])
+        r["envelopes_per_core_s"] = round(n / r["seconds"] / r["cores"])
+    pairs = [("floor 1 process", "floor 2 processes"), ("spark local[1]", "spark local[2]"),
+             ("spark local[1]", "spark 2 x 1-core workers"),
+             ("spark local[2]", "spark 2 x 1-core workers")]  # fmt: skip
+    speedups = []
+    for slow, fast in pairs:
+        a, b = by_label.get(slow), by_label.get(fast)
+        if a is None or b is None:
+            continue
+        steps = {k: _speedup(a["stages"].get(k), b["stages"].get(k))
+                 for k in a["stages"] if k in b["stages"] and isinstance(a["stages"][k], float)
+                 and not k.startswith(("load_", "sqlite_b", "jvm", "driver_"))}  # fmt: skip
+        speedups.append({"from": slow, "to": fast, "speedup": _speedup(a["seconds"], b["seconds"]),
+                         "steps": steps})  # fmt: skip
+    return {"n": n, "cores": os.cpu_count(), "runs": runs, "speedups": speedups,
+            "same_output": same}  # fmt: skip
+
+
+def _print_scaling(result: dict[str, Any]) -> None:
+    n = result["n"]
+    print(f"per-core scaling, {n:,} envelopes, store {result['store']}, "
+          f"{result['cores']} cores on this machine (shared: see the load)")  # fmt: skip
+    for r in result["runs"]:
+        steps = SCALING_STEPS if r["phase"] == "spark" else ("read_decode_decrypt", "store",
+                                                              "archives")  # fmt: skip
+        timed = ", ".join(f"{k} {r['stages'][k]:.1f}s" for k in steps if k in r["stages"])
+        print(f"  {r['label']:26} {r['seconds']:7.1f} s {r['envelopes_per_s']:8,} env/s "
+              f"({r['envelopes_per_core_s']:,}/core)  load {r['load_before']:.1f}->"
+              f"{r['load_after']:.1f}  {timed}")  # fmt: skip
+    for s in result["speedups"]:
+        gain = s["speedup"]
+        steps = ", ".join(f"{k} {v:.2f}x" for k, v in s["steps"].items()
+                          if v is not None and k in SCALING_SHOWN)  # fmt: skip
+        print(f"  {s['from']} -> {s['to']}: {gain:.2f}x  (steps: {steps})")
+    print(f"  same store rows and archive bytes in every run: {result['same_output']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -872,7 +1059,15 @@ def main() -> int:
         help="the migration's progress lines (non-terminal: JSON), stamped, into FILE; the "
         "longest gap between lines is printed",
     )  # fmt: skip
+    parser.add_argument(
+        "--scaling", action="store_true",
+        help="per-core scaling instead: the floor on 1 and 2 processes, Spark on local[1], "
+        "local[2] and a standalone cluster of two 1-core workers on loopback (deploy/spark/), "
+        "same input and output; env/s, speedup per added core and per step",
+    )  # fmt: skip
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--processes", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--executors", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--store-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -881,6 +1076,8 @@ def main() -> int:
         print(json.dumps(PHASES[args.phase](args)))
         return 0
 
+    if args.scaling:
+        return scaling(args)
     skip = {"floor": args.skip_floor, "loop": args.skip_loop, "spark": False}
     admin, embedded = server_dsn(args)
     result: dict[str, Any] = {"n": args.n, "master": args.master, "store": args.store}
