@@ -187,24 +187,30 @@ def archive_fields(
     }
 
 
+_DECRYPT_INPUTS = ("message_hash", "content_topic", "payload", "version", "timestamp", "db_key")
+_DECRYPTED_NAMES = tuple(n for n in ARCHIVE_SCHEMA.names if n not in ("week", "source"))
+
+
 def archive_batch(batch: pa.RecordBatch, keys: dict[str, bytes]) -> pa.RecordBatch:
-    """Stored message rows (one community's channels) -> ARCHIVE rows."""
-    rows = []
-    for row in batch.to_pylist():
+    """Stored message rows (one community's channels) -> ARCHIVE rows. Only the columns the
+    work reads become Python values; week and source pass through as Arrow arrays."""
+    out: dict[str, list[Any]] = {name: [] for name in _DECRYPTED_NAMES}
+    appenders = [(name, out[name].append) for name in _DECRYPTED_NAMES]
+    columns = [batch.column(c).to_pylist() for c in _DECRYPT_INPUTS]
+    for message_hash, content_topic, payload, version, timestamp, db_key in zip(
+        *columns, strict=True
+    ):
         fields = archive_fields(
-            message_hash=row["message_hash"],
-            content_topic=row["content_topic"],
-            payload=row["payload"],
-            version=row["version"],
-            timestamp_ns=row["timestamp"],
-            db_key=row["db_key"],
-            symmetric_key=keys[row["content_topic"]],
-        )
-        fields.setdefault("timestamp", row["timestamp"] // _NANOS)
-        fields["week"] = row["week"]
-        fields["source"] = row["source"]
-        rows.append(fields)
-    return pa.RecordBatch.from_pylist(rows, schema=ARCHIVE_SCHEMA)
+            message_hash=message_hash, content_topic=content_topic, payload=payload,
+            version=version, timestamp_ns=timestamp, db_key=db_key,
+            symmetric_key=keys[content_topic],
+        )  # fmt: skip
+        fields.setdefault("timestamp", timestamp // _NANOS)
+        for name, append in appenders:
+            append(fields.get(name))
+    arrays = [pa.array(out[f.name], f.type) for f in ARCHIVE_SCHEMA if f.name in out]
+    arrays += [batch.column("week").cast(pa.string()), batch.column("source").cast(pa.string())]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARCHIVE_SCHEMA)
 
 
 def encode_window(
