@@ -81,6 +81,29 @@ def _children_java_hwm_mb() -> float:
     return best
 
 
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of process ``root`` and its live descendants, each with
+    its reaped children's (a Pool's workers, PySpark's Python workers): the work a run did,
+    whatever else shares the cores."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            parents[int(name)] = int(fields[1])
+            ticks[int(name)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
+
+
 def _python_workers_hwm_mb() -> float:
     """Largest peak RSS (VmHWM) of the PySpark Python workers still alive (descendants of
     this process's java child; workers that already exited are not seen): about what one
@@ -381,9 +404,11 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
         jvm += time.monotonic() - started
     breakdown = spark_breakdown(spark, config) if args.stages else {}
     progress = _progress_to_file(args.progress) if args.progress else None
+    cpu_started = tree_cpu_s(os.getpid())
     started = time.monotonic()
     report = run_migration(config, spark=spark, progress=progress)
     seconds = time.monotonic() - started
+    cpu_s = tree_cpu_s(os.getpid()) - cpu_started
     if args.stages:  # the driver's store step without SQLite: the Parquet read and merge
         from waku_legacy.migrate.sinks import iter_kept_sorted
 
@@ -394,6 +419,7 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     result = {
         "jvm_start_s": round(jvm, 2),
         "seconds": round(seconds, 2),
+        "cpu_s": round(cpu_s, 2),
         "stages": {
             **report.timing,
             **{f"archives.{k}": v for c in report.communities for k, v in c["timing"].items()},
@@ -463,6 +489,7 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     keys = _channel_keys(c)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
+    cpu_started = tree_cpu_s(os.getpid())
     started = time.monotonic()
     paths, archived = _loop_decode(args.dsn, mapping, keys, runs)
     decoded = time.monotonic()
@@ -473,6 +500,7 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     seconds = time.monotonic() - started
     return {
         "seconds": round(seconds, 2),
+        "cpu_s": round(tree_cpu_s(os.getpid()) - cpu_started, 2),
         "stages": {
             "read_decode_decrypt": round(decoded - started, 2),
             "store": round(stored - decoded, 2),
@@ -604,6 +632,7 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
     keys = _channel_keys(c)
     cores = args.processes or os.cpu_count() or 1
+    cpu_started = tree_cpu_s(os.getpid())
     started = time.monotonic()
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -618,6 +647,7 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     stored = time.monotonic()
     built = _build_archives(config, [m for d in done for m in d[2]])
     seconds = time.monotonic() - started
+    cpu_s = tree_cpu_s(os.getpid()) - cpu_started
     if args.store_url:  # the yardstick: the same rows into SQLite by its one writer
         loads["load_at_sqlite_baseline"] = round(os.getloadavg()[0], 2)
         baseline_started = time.monotonic()
@@ -626,6 +656,7 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
         loads["sqlite_baseline_messages"] = baseline
     return {
         "seconds": round(seconds, 2),
+        "cpu_s": round(cpu_s, 2),
         "stages": {
             "read_decode_decrypt": round(decoded - started, 2),
             "store": round(stored - decoded, 2),
@@ -772,7 +803,9 @@ def _child(
     return result
 
 
-STORE_DB = "waku_legacy_bench_store"
+# One store database per benchmark process: sessions sharing the server must not drop
+# each other's store mid-run.
+STORE_DB = f"waku_legacy_bench_store_{os.getpid()}"
 
 
 def _database_dsn(admin_dsn: str, name: str) -> str:
@@ -816,8 +849,9 @@ def _print(result: dict[str, Any], stages: bool) -> None:
         r = result[name]
         if r is None:
             continue
+        cpu = f"  CPU {r['cpu_s']:.1f} s" if r.get("cpu_s") else ""
         print(f"  {name:6}: {r['seconds']:8.1f} s  {n / r['seconds']:10,.0f} envelopes/s  "
-              f"load {r['load_before']:.1f}  {_rss_text(name, r)}")  # fmt: skip
+              f"load {r['load_before']:.1f}{cpu}  {_rss_text(name, r)}")  # fmt: skip
         shown = r["stages"].items()
         if name == "spark" and not stages:
             shown = [(k, v) for k, v in shown if k in SPARK_STEPS]
@@ -826,6 +860,8 @@ def _print(result: dict[str, Any], stages: bool) -> None:
     for line in _store_rates(result):
         print("  " + line)
     ratios = "  ".join(f"{k} {v:.2f}x" for k, v in result["ratios"].items())
+    if result.get("cpu_ratios"):
+        ratios += "  CPU: " + "  ".join(f"{k} {v:.2f}x" for k, v in result["cpu_ratios"].items())
     same = result["same_output"]
     print(f"  speed ratios: {ratios}   same store rows and archive bytes: {same}")
 
@@ -889,6 +925,11 @@ class StandaloneCluster:
         self.env = {**os.environ, "SPARK_RUN_DIR": self.run_dir,
                     "WAKU_LEGACY_PYTHON": sys.executable}  # fmt: skip
         self.url = ""
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the master, the workers and their executors (reaped ones too)."""
+        pids = [int(p.read_text()) for p in Path(self.run_dir).glob("*.pid")]
+        return sum(tree_cpu_s(pid) for pid in pids)
 
     def _script(self, name: str, *argv: str, **env: str) -> str:
         run = subprocess.run([str(DEPLOY_SPARK / name), *argv], env={**self.env, **env},
@@ -965,8 +1006,11 @@ def scaling(args: argparse.Namespace) -> int:
             run("spark local[1]", "spark", 1, master="local[1]")
             run("spark local[2]", "spark", 2, master="local[2]")
             with StandaloneCluster(workers=2) as cluster:
+                cluster_cpu = cluster.cpu_s()
                 run("spark 2 x 1-core workers", "spark", 2, master=cluster.url, executors=2)
                 runs[-1]["cluster_start_s"] = cluster.start_s
+                # the executors are the workers' children, not the driver's
+                runs[-1]["cpu_s"] = round(runs[-1]["cpu_s"] + cluster.cpu_s() - cluster_cpu, 2)
     finally:
         if store_admin:
             import psycopg
@@ -996,6 +1040,7 @@ def scaling_result(n: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     for r in runs:
         r["envelopes_per_s"] = round(n / r["seconds"])
         r["envelopes_per_core_s"] = round(n / r["seconds"] / r["cores"])
+        r["envelopes_per_cpu_s"] = round(n / r["cpu_s"]) if r.get("cpu_s") else None
     pairs = [("floor 1 process", "floor 2 processes"), ("spark local[1]", "spark local[2]"),
              ("spark local[1]", "spark 2 x 1-core workers"),
              ("spark local[2]", "spark 2 x 1-core workers")]  # fmt: skip
@@ -1010,7 +1055,28 @@ def scaling_result(n: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
         speedups.append({"from": slow, "to": fast, "speedup": _speedup(a["seconds"], b["seconds"]),
                          "steps": steps})  # fmt: skip
     return {"n": n, "cores": os.cpu_count(), "runs": runs, "speedups": speedups,
-            "same_output": same}  # fmt: skip
+            "limits": [_limit(s) for s in speedups], "same_output": same}  # fmt: skip
+
+
+STEP_BOUNDS = {
+    "read_decode_dedup": "the executors' read and decode, then the shuffle, sort and Parquet write",
+    "read_decode_decrypt": "every process's read, decode and decryption",
+    "count": "one aggregation over the Parquet files",
+    "store": "the store's writer: SQLite's one writer on the driver (PostgreSQL: the server)",
+    "archives": "decryption on the executors, appends on the driver",
+}
+
+
+def _limit(speedup: dict[str, Any]) -> dict[str, Any]:
+    """Where an added core stops helping: the step (of those in SCALING_STEPS with a speedup)
+    that gained least."""
+    steps = {k: v for k, v in speedup["steps"].items()
+             if v is not None and k in STEP_BOUNDS and k != "count"}  # fmt: skip
+    if not steps:
+        return {"from": speedup["from"], "to": speedup["to"], "step": None}
+    step = min(steps, key=lambda k: steps[k])
+    return {"from": speedup["from"], "to": speedup["to"], "step": step,
+            "speedup": steps[step], "bound": STEP_BOUNDS[step]}  # fmt: skip
 
 
 def _print_scaling(result: dict[str, Any]) -> None:
@@ -1021,14 +1087,20 @@ def _print_scaling(result: dict[str, Any]) -> None:
         steps = SCALING_STEPS if r["phase"] == "spark" else ("read_decode_decrypt", "store",
                                                               "archives")  # fmt: skip
         timed = ", ".join(f"{k} {r['stages'][k]:.1f}s" for k in steps if k in r["stages"])
+        cpu = (f", CPU {r['cpu_s']:.1f} s: {r['envelopes_per_cpu_s']:,} env per CPU-s"
+               if r.get("envelopes_per_cpu_s") else "")  # fmt: skip
         print(f"  {r['label']:26} {r['seconds']:7.1f} s {r['envelopes_per_s']:8,} env/s "
-              f"({r['envelopes_per_core_s']:,}/core)  load {r['load_before']:.1f}->"
+              f"({r['envelopes_per_core_s']:,}/core{cpu})  load {r['load_before']:.1f}->"
               f"{r['load_after']:.1f}  {timed}")  # fmt: skip
     for s in result["speedups"]:
         gain = s["speedup"]
         steps = ", ".join(f"{k} {v:.2f}x" for k, v in s["steps"].items()
                           if v is not None and k in SCALING_SHOWN)  # fmt: skip
         print(f"  {s['from']} -> {s['to']}: {gain:.2f}x  (steps: {steps})")
+    for lim in result["limits"]:
+        if lim["step"]:
+            print(f"  {lim['from']} -> {lim['to']}: stops at {lim['step']} ({lim['speedup']:.2f}x"
+                  f"): {lim['bound']}")  # fmt: skip
     print(f"  same store rows and archive bytes in every run: {result['same_output']}")
 
 
@@ -1111,6 +1183,13 @@ def main() -> int:
         f"spark/{k}": round(result[k]["seconds"] / spark_s, 2)
         for k in ("floor", "loop")
         if result[k] is not None
+    }
+    # CPU seconds used (the run's process tree): on shared cores, the cost of the work
+    # whatever else ran; ratios as speeds (floor CPU over Spark CPU).
+    result["cpu_ratios"] = {
+        f"spark/{k}": round(result[k]["cpu_s"] / result["spark"]["cpu_s"], 2)
+        for k in ("floor", "loop")
+        if result[k] is not None and result[k].get("cpu_s") and result["spark"].get("cpu_s")
     }
     result["store_rows_per_s"] = store_rates(result)
     if args.progress:
