@@ -1041,6 +1041,9 @@ def scaling_result(n: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
         r["envelopes_per_s"] = round(n / r["seconds"])
         r["envelopes_per_core_s"] = round(n / r["seconds"] / r["cores"])
         r["envelopes_per_cpu_s"] = round(n / r["cpu_s"]) if r.get("cpu_s") else None
+        # cores the run actually had on average: below its own core count when other jobs
+        # took them, and then no wall-clock speedup can show
+        r["cores_used"] = round(r["cpu_s"] / r["seconds"], 2) if r.get("cpu_s") else None
     pairs = [("floor 1 process", "floor 2 processes"), ("spark local[1]", "spark local[2]"),
              ("spark local[1]", "spark 2 x 1-core workers"),
              ("spark local[2]", "spark 2 x 1-core workers")]  # fmt: skip
@@ -1087,8 +1090,10 @@ def _print_scaling(result: dict[str, Any]) -> None:
         steps = SCALING_STEPS if r["phase"] == "spark" else ("read_decode_decrypt", "store",
                                                               "archives")  # fmt: skip
         timed = ", ".join(f"{k} {r['stages'][k]:.1f}s" for k in steps if k in r["stages"])
-        cpu = (f", CPU {r['cpu_s']:.1f} s: {r['envelopes_per_cpu_s']:,} env per CPU-s"
-               if r.get("envelopes_per_cpu_s") else "")  # fmt: skip
+        cpu = ""
+        if r.get("envelopes_per_cpu_s"):
+            cpu = (f", CPU {r['cpu_s']:.1f} s: {r['envelopes_per_cpu_s']:,} env per CPU-s, "
+                   f"{r['cores_used']:.2f} cores used")  # fmt: skip
         print(f"  {r['label']:26} {r['seconds']:7.1f} s {r['envelopes_per_s']:8,} env/s "
               f"({r['envelopes_per_core_s']:,}/core{cpu})  load {r['load_before']:.1f}->"
               f"{r['load_after']:.1f}  {timed}")  # fmt: skip
