@@ -5,6 +5,7 @@ library calls, no framework) and a plain single-process Python loop, in the same
     .venv/bin/python bench/bench_migrate.py                    # N = 1,000,000
     .venv/bin/python bench/bench_migrate.py --n 200000 --stages --json
     .venv/bin/python bench/bench_migrate.py --n 4000000 --skip-loop   # driver memory at 4M
+    .venv/bin/python bench/bench_migrate.py --n 200000 --scaling      # per-core scaling
 
 Data: one community with 4 channels (10% of the envelopes: real AES-GCM encrypted and
 signed 26/WAKU-PAYLOADs, a pool of distinct payloads reused with distinct envelopes) and
@@ -28,7 +29,12 @@ Each contender runs in its own fresh process, so each peak RSS is its own:
 
 The script checks that all three give the same store rows (a digest of both tables in key
 order) and the same archive bytes, and exits 1 otherwise. ``--stages`` adds where Spark's
-time goes (see :func:`spark_breakdown`).
+time goes (see :func:`spark_breakdown`). Each contender's CPU seconds (its process tree) are
+reported beside its wall time: the cores are shared, and CPU is what the work cost.
+
+``--scaling`` instead runs the floor on 1 and 2 processes and Spark on local[1], local[2]
+and a standalone cluster of two 1-core workers on loopback (deploy/spark/), same input and
+output, and prints the speedup per added core, per step, and the step where it stops.
 """
 
 from __future__ import annotations
