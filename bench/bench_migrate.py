@@ -5,6 +5,7 @@ library calls, no framework) and a plain single-process Python loop, in the same
     .venv/bin/python bench/bench_migrate.py                    # N = 1,000,000
     .venv/bin/python bench/bench_migrate.py --n 200000 --stages --json
     .venv/bin/python bench/bench_migrate.py --n 4000000 --skip-loop   # driver memory at 4M
+    .venv/bin/python bench/bench_migrate.py --n 200000 --scaling      # per-core scaling
 
 Data: one community with 4 channels (10% of the envelopes: real AES-GCM encrypted and
 signed 26/WAKU-PAYLOADs, a pool of distinct payloads reused with distinct envelopes) and
@@ -28,7 +29,12 @@ Each contender runs in its own fresh process, so each peak RSS is its own:
 
 The script checks that all three give the same store rows (a digest of both tables in key
 order) and the same archive bytes, and exits 1 otherwise. ``--stages`` adds where Spark's
-time goes (see :func:`spark_breakdown`).
+time goes (see :func:`spark_breakdown`). Each contender's CPU seconds (its process tree) are
+reported beside its wall time: the cores are shared, and CPU is what the work cost.
+
+``--scaling`` instead runs the floor on 1 and 2 processes and Spark on local[1], local[2]
+and a standalone cluster of two 1-core workers on loopback (deploy/spark/), same input and
+output, and prints the speedup per added core, per step, and the step where it stops.
 """
 
 from __future__ import annotations
@@ -79,6 +85,29 @@ def _children_java_hwm_mb() -> float:
         except (OSError, IndexError, ValueError):
             continue
     return best
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds (user + system) of process ``root`` and its live descendants, each with
+    its reaped children's (a Pool's workers, PySpark's Python workers): the work a run did,
+    whatever else shares the cores."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            parents[int(name)] = int(fields[1])
+            ticks[int(name)] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
 
 
 def _python_workers_hwm_mb() -> float:
@@ -375,11 +404,17 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     spark, jvm = start_spark(config)
+    if args.executors:  # a standalone cluster: its executors started before the clock
+        started = time.monotonic()
+        _wait_for_executors(spark, args.executors)
+        jvm += time.monotonic() - started
     breakdown = spark_breakdown(spark, config) if args.stages else {}
     progress = _progress_to_file(args.progress) if args.progress else None
+    cpu_started = tree_cpu_s(os.getpid())
     started = time.monotonic()
     report = run_migration(config, spark=spark, progress=progress)
     seconds = time.monotonic() - started
+    cpu_s = tree_cpu_s(os.getpid()) - cpu_started
     if args.stages:  # the driver's store step without SQLite: the Parquet read and merge
         from waku_legacy.migrate.sinks import iter_kept_sorted
 
@@ -390,6 +425,7 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     result = {
         "jvm_start_s": round(jvm, 2),
         "seconds": round(seconds, 2),
+        "cpu_s": round(cpu_s, 2),
         "stages": {
             **report.timing,
             **{f"archives.{k}": v for c in report.communities for k, v in c["timing"].items()},
@@ -459,6 +495,7 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     keys = _channel_keys(c)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
+    cpu_started = tree_cpu_s(os.getpid())
     started = time.monotonic()
     paths, archived = _loop_decode(args.dsn, mapping, keys, runs)
     decoded = time.monotonic()
@@ -469,6 +506,7 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     seconds = time.monotonic() - started
     return {
         "seconds": round(seconds, 2),
+        "cpu_s": round(tree_cpu_s(os.getpid()) - cpu_started, 2),
         "stages": {
             "read_decode_decrypt": round(decoded - started, 2),
             "store": round(stored - decoded, 2),
@@ -599,7 +637,8 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     c = config.communities[0]
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
     keys = _channel_keys(c)
-    cores = os.cpu_count() or 1
+    cores = args.processes or os.cpu_count() or 1
+    cpu_started = tree_cpu_s(os.getpid())
     started = time.monotonic()
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -614,6 +653,7 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     stored = time.monotonic()
     built = _build_archives(config, [m for d in done for m in d[2]])
     seconds = time.monotonic() - started
+    cpu_s = tree_cpu_s(os.getpid()) - cpu_started
     if args.store_url:  # the yardstick: the same rows into SQLite by its one writer
         loads["load_at_sqlite_baseline"] = round(os.getloadavg()[0], 2)
         baseline_started = time.monotonic()
@@ -622,6 +662,7 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
         loads["sqlite_baseline_messages"] = baseline
     return {
         "seconds": round(seconds, 2),
+        "cpu_s": round(cpu_s, 2),
         "stages": {
             "read_decode_decrypt": round(decoded - started, 2),
             "store": round(stored - decoded, 2),
@@ -732,11 +773,23 @@ def _archive_digest(out: Path) -> str:
 
 
 def _child(
-    phase: str, args: argparse.Namespace, dsn: str, out: Path, store_admin: str | None
+    phase: str,
+    args: argparse.Namespace,
+    dsn: str,
+    out: Path,
+    store_admin: str | None,
+    *,
+    master: str | None = None,
+    processes: int | None = None,
+    executors: int | None = None,
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--phase", phase, "--dsn", dsn, "--out", str(out),
-           "--master", args.master, "--partitions", str(args.partitions), "--seed",
+           "--master", master or args.master, "--partitions", str(args.partitions), "--seed",
            str(args.seed), "--n", str(args.n)] + (["--stages"] if args.stages else [])  # fmt: skip
+    if processes:
+        cmd += ["--processes", str(processes)]
+    if executors:
+        cmd += ["--executors", str(executors)]
     store_url = None
     if store_admin:  # a fresh, empty PostgreSQL store per contender
         store_url = _fresh_store(store_admin)
@@ -749,13 +802,16 @@ def _child(
         raise SystemExit(f"{phase} phase failed:\n{run.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     result["load_before"] = round(load, 2)
+    result["load_after"] = round(os.getloadavg()[0], 2)
     result["store_digest"] = _store_digest(out, store_url)
     result["archive_digest"] = _archive_digest(out)
     shutil.rmtree(out, ignore_errors=True)
     return result
 
 
-STORE_DB = "waku_legacy_bench_store"
+# One store database per benchmark process: sessions sharing the server must not drop
+# each other's store mid-run.
+STORE_DB = f"waku_legacy_bench_store_{os.getpid()}"
 
 
 def _database_dsn(admin_dsn: str, name: str) -> str:
@@ -799,8 +855,9 @@ def _print(result: dict[str, Any], stages: bool) -> None:
         r = result[name]
         if r is None:
             continue
+        cpu = f"  CPU {r['cpu_s']:.1f} s" if r.get("cpu_s") else ""
         print(f"  {name:6}: {r['seconds']:8.1f} s  {n / r['seconds']:10,.0f} envelopes/s  "
-              f"load {r['load_before']:.1f}  {_rss_text(name, r)}")  # fmt: skip
+              f"load {r['load_before']:.1f}{cpu}  {_rss_text(name, r)}")  # fmt: skip
         shown = r["stages"].items()
         if name == "spark" and not stages:
             shown = [(k, v) for k, v in shown if k in SPARK_STEPS]
@@ -809,6 +866,8 @@ def _print(result: dict[str, Any], stages: bool) -> None:
     for line in _store_rates(result):
         print("  " + line)
     ratios = "  ".join(f"{k} {v:.2f}x" for k, v in result["ratios"].items())
+    if result.get("cpu_ratios"):
+        ratios += "  CPU: " + "  ".join(f"{k} {v:.2f}x" for k, v in result["cpu_ratios"].items())
     same = result["same_output"]
     print(f"  speed ratios: {ratios}   same store rows and archive bytes: {same}")
 
@@ -845,6 +904,217 @@ def _store_rates(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+# -- scaling: the same run on 1 and 2 cores, and on a 2 x 1-core standalone cluster --------
+
+SCALING_STEPS = ("read_decode_dedup", "count", "quarantine", "store", "archives")
+SCALING_SHOWN = (*SCALING_STEPS, "read_decode_decrypt", "archives.decrypt", "archives.encode",
+                 "archives.wait_store")  # fmt: skip
+DEPLOY_SPARK = Path(__file__).resolve().parent.parent / "deploy" / "spark"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` workers of one core each on loopback, started
+    and stopped with deploy/spark/'s scripts (their own run directory, free ports)."""
+
+    def __init__(self, workers: int, worker_memory: str = "1g") -> None:
+        self.workers = workers
+        self.worker_memory = worker_memory
+        self.run_dir = tempfile.mkdtemp(prefix="bench-spark-cluster-")
+        self.env = {**os.environ, "SPARK_RUN_DIR": self.run_dir,
+                    "WAKU_LEGACY_PYTHON": sys.executable}  # fmt: skip
+        self.url = ""
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the master, the workers and their executors (reaped ones too)."""
+        pids = [int(p.read_text()) for p in Path(self.run_dir).glob("*.pid")]
+        return sum(tree_cpu_s(pid) for pid in pids)
+
+    def _script(self, name: str, *argv: str, **env: str) -> str:
+        run = subprocess.run([str(DEPLOY_SPARK / name), *argv], env={**self.env, **env},
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        if run.returncode != 0:
+            raise SystemExit(f"deploy/spark/{name} failed: {run.stderr.strip()[-2000:]}")
+        return run.stdout.strip()
+
+    def __enter__(self) -> StandaloneCluster:
+        started = time.monotonic()
+        try:
+            self.url = self._script(
+                "start-master.sh", SPARK_MASTER_PORT=str(_free_port()),
+                SPARK_MASTER_WEBUI_PORT=str(_free_port()),
+            ).splitlines()[-1]  # fmt: skip
+            for i in range(1, self.workers + 1):
+                self._script(
+                    "start-worker.sh", self.url, SPARK_WORKER_CORES="1",
+                    SPARK_WORKER_MEMORY=self.worker_memory, SPARK_WORKER_NAME=f"worker-{i}",
+                    SPARK_WORKER_WEBUI_PORT=str(_free_port()),
+                )  # fmt: skip
+        except BaseException:
+            self.__exit__()
+            raise
+        self.start_s = round(time.monotonic() - started, 2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run([str(DEPLOY_SPARK / "stop.sh")], env=self.env, capture_output=True,
+                       timeout=120)  # fmt: skip
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _wait_for_executors(spark: Any, wanted: int, timeout: float = 120.0) -> None:
+    """Until ``wanted`` executors have registered (a standalone cluster's start beside the
+    driver's; timed with the JVM's start, not the run)."""
+    deadline = time.monotonic() + timeout
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    while status.size() - 1 < wanted:  # the driver's block manager counts as one
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {status.size() - 1} of {wanted} executors registered")
+        time.sleep(0.2)
+        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+
+
+def _speedup(slow: float | None, fast: float | None) -> float | None:
+    return round(slow / fast, 2) if slow and fast else None
+
+
+def scaling(args: argparse.Namespace) -> int:
+    """--scaling: the floor on 1 and 2 processes (what the machine gives an added core with
+    no framework), Spark on local[1], local[2] and a standalone cluster of two 1-core
+    workers; the same input and output, checked."""
+    admin, embedded = server_dsn(args)
+    runs: list[dict[str, Any]] = []
+    store_admin = None
+    try:
+        dsn = ensure_database(admin, args.n, args.seed, args.regenerate)
+        store_admin = (args.pg_url or admin) if args.store == "postgresql" else None
+        with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
+
+            def run(label: str, phase: str, cores: int, **kw: Any) -> None:
+                # no brackets in the path: Hadoop reads them as a glob
+                safe = "".join(c if c.isalnum() else "_" for c in label)
+                r = _child(phase, args, dsn, Path(tmp) / safe, store_admin, **kw)
+                r.update(label=label, phase=phase, cores=cores)
+                runs.append(r)
+                print(f"# {label}: {r['seconds']:.1f} s, load {r['load_before']:.1f} -> "
+                      f"{r['load_after']:.1f}", file=sys.stderr)  # fmt: skip
+
+            if not args.skip_floor:
+                run("floor 1 process", "floor", 1, processes=1)
+                run("floor 2 processes", "floor", 2, processes=2)
+            run("spark local[1]", "spark", 1, master="local[1]")
+            run("spark local[2]", "spark", 2, master="local[2]")
+            with StandaloneCluster(workers=2) as cluster:
+                cluster_cpu = cluster.cpu_s()
+                run("spark 2 x 1-core workers", "spark", 2, master=cluster.url, executors=2)
+                runs[-1]["cluster_start_s"] = cluster.start_s
+                # the executors are the workers' children, not the driver's
+                runs[-1]["cpu_s"] = round(runs[-1]["cpu_s"] + cluster.cpu_s() - cluster_cpu, 2)
+    finally:
+        if store_admin:
+            import psycopg
+
+            with psycopg.connect(store_admin, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {STORE_DB} WITH (FORCE)")
+        if embedded is not None:
+            embedded.cleanup()
+    result = scaling_result(args.n, runs)
+    result["store"] = args.store
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_scaling(result)
+    return 0 if result["same_output"] else 1
+
+
+def scaling_result(n: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rates, speedups (per added core and per step) and the output check of --scaling."""
+    by_label = {r["label"]: r for r in runs}
+    first = runs[0]
+    same = all(
+        (r["messages"], r["store_digest"], r["archive_digest"])
+        == (first["messages"], first["store_digest"], first["archive_digest"])
+        for r in runs
+    )
+    for r in runs:
+        r["envelopes_per_s"] = round(n / r["seconds"])
+        r["envelopes_per_core_s"] = round(n / r["seconds"] / r["cores"])
+        r["envelopes_per_cpu_s"] = round(n / r["cpu_s"]) if r.get("cpu_s") else None
+        # cores the run actually had on average: below its own core count when other jobs
+        # took them, and then no wall-clock speedup can show
+        r["cores_used"] = round(r["cpu_s"] / r["seconds"], 2) if r.get("cpu_s") else None
+    pairs = [("floor 1 process", "floor 2 processes"), ("spark local[1]", "spark local[2]"),
+             ("spark local[1]", "spark 2 x 1-core workers"),
+             ("spark local[2]", "spark 2 x 1-core workers")]  # fmt: skip
+    speedups = []
+    for slow, fast in pairs:
+        a, b = by_label.get(slow), by_label.get(fast)
+        if a is None or b is None:
+            continue
+        steps = {k: _speedup(a["stages"].get(k), b["stages"].get(k))
+                 for k in a["stages"] if k in b["stages"] and isinstance(a["stages"][k], float)
+                 and not k.startswith(("load_", "sqlite_b", "jvm", "driver_"))}  # fmt: skip
+        speedups.append({"from": slow, "to": fast, "speedup": _speedup(a["seconds"], b["seconds"]),
+                         "steps": steps})  # fmt: skip
+    return {"n": n, "cores": os.cpu_count(), "runs": runs, "speedups": speedups,
+            "limits": [_limit(s) for s in speedups], "same_output": same}  # fmt: skip
+
+
+STEP_BOUNDS = {
+    "read_decode_dedup": "the executors' read and decode, then the shuffle, sort and Parquet write",
+    "read_decode_decrypt": "every process's read, decode and decryption",
+    "count": "one aggregation over the Parquet files",
+    "store": "the store's writer: SQLite's one writer on the driver (PostgreSQL: the server)",
+    "archives": "decryption on the executors, appends on the driver",
+}
+
+
+def _limit(speedup: dict[str, Any]) -> dict[str, Any]:
+    """Where an added core stops helping: the step (of those in SCALING_STEPS with a speedup)
+    that gained least."""
+    steps = {k: v for k, v in speedup["steps"].items()
+             if v is not None and k in STEP_BOUNDS and k != "count"}  # fmt: skip
+    if not steps:
+        return {"from": speedup["from"], "to": speedup["to"], "step": None}
+    step = min(steps, key=lambda k: steps[k])
+    return {"from": speedup["from"], "to": speedup["to"], "step": step,
+            "speedup": steps[step], "bound": STEP_BOUNDS[step]}  # fmt: skip
+
+
+def _print_scaling(result: dict[str, Any]) -> None:
+    n = result["n"]
+    print(f"per-core scaling, {n:,} envelopes, store {result['store']}, "
+          f"{result['cores']} cores on this machine (shared: see the load)")  # fmt: skip
+    for r in result["runs"]:
+        steps = SCALING_STEPS if r["phase"] == "spark" else ("read_decode_decrypt", "store",
+                                                              "archives")  # fmt: skip
+        timed = ", ".join(f"{k} {r['stages'][k]:.1f}s" for k in steps if k in r["stages"])
+        cpu = ""
+        if r.get("envelopes_per_cpu_s"):
+            cpu = (f", CPU {r['cpu_s']:.1f} s: {r['envelopes_per_cpu_s']:,} env per CPU-s, "
+                   f"{r['cores_used']:.2f} cores used")  # fmt: skip
+        print(f"  {r['label']:26} {r['seconds']:7.1f} s {r['envelopes_per_s']:8,} env/s "
+              f"({r['envelopes_per_core_s']:,}/core{cpu})  load {r['load_before']:.1f}->"
+              f"{r['load_after']:.1f}  {timed}")  # fmt: skip
+    for s in result["speedups"]:
+        gain = s["speedup"]
+        steps = ", ".join(f"{k} {v:.2f}x" for k, v in s["steps"].items()
+                          if v is not None and k in SCALING_SHOWN)  # fmt: skip
+        print(f"  {s['from']} -> {s['to']}: {gain:.2f}x  (steps: {steps})")
+    for lim in result["limits"]:
+        if lim["step"]:
+            print(f"  {lim['from']} -> {lim['to']}: stops at {lim['step']} ({lim['speedup']:.2f}x"
+                  f"): {lim['bound']}")  # fmt: skip
+    print(f"  same store rows and archive bytes in every run: {result['same_output']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -872,7 +1142,15 @@ def main() -> int:
         help="the migration's progress lines (non-terminal: JSON), stamped, into FILE; the "
         "longest gap between lines is printed",
     )  # fmt: skip
+    parser.add_argument(
+        "--scaling", action="store_true",
+        help="per-core scaling instead: the floor on 1 and 2 processes, Spark on local[1], "
+        "local[2] and a standalone cluster of two 1-core workers on loopback (deploy/spark/), "
+        "same input and output; env/s, speedup per added core and per step",
+    )  # fmt: skip
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--processes", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--executors", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--store-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -881,6 +1159,8 @@ def main() -> int:
         print(json.dumps(PHASES[args.phase](args)))
         return 0
 
+    if args.scaling:
+        return scaling(args)
     skip = {"floor": args.skip_floor, "loop": args.skip_loop, "spark": False}
     admin, embedded = server_dsn(args)
     result: dict[str, Any] = {"n": args.n, "master": args.master, "store": args.store}
@@ -914,6 +1194,13 @@ def main() -> int:
         f"spark/{k}": round(result[k]["seconds"] / spark_s, 2)
         for k in ("floor", "loop")
         if result[k] is not None
+    }
+    # CPU seconds used (the run's process tree): on shared cores, the cost of the work
+    # whatever else ran; ratios as speeds (floor CPU over Spark CPU).
+    result["cpu_ratios"] = {
+        f"spark/{k}": round(result[k]["cpu_s"] / result["spark"]["cpu_s"], 2)
+        for k in ("floor", "loop")
+        if result[k] is not None and result[k].get("cpu_s") and result["spark"].get("cpu_s")
     }
     result["store_rows_per_s"] = store_rates(result)
     if args.progress:

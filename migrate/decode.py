@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -46,15 +47,26 @@ __all__ = ["MAX_META_SIZE", "MAX_PAYLOAD_SIZE", "decode_batch", "decode_columns"
 MAX_META_SIZE = 64
 MAX_PAYLOAD_SIZE = 10 * 1024 * 1024
 _INT64_MAX = (1 << 63) - 1
-_NAMES = MESSAGE_SCHEMA.names
+_NAMES = tuple(MESSAGE_SCHEMA.names)
+# A decoded row travels as a tuple in MESSAGE_SCHEMA order (what _message_row builds), so a
+# batch becomes Arrow columns by one transpose, without a dict per record.
+_ROW_ORDER = ("dedup_key", "message_hash", "pubsub_topic", "content_topic", "payload",
+              "version", "timestamp", "meta", "envelope", "db_key", "community", "channel",
+              "week", "source", "kind", "location", "rank", "from_v2", "quarantined", "reason",
+              "data")  # fmt: skip
+if _NAMES != _ROW_ORDER:
+    raise RuntimeError("MESSAGE_SCHEMA's columns changed: update decode._ROW_ORDER")
+_MESSAGE_HASH = _ROW_ORDER.index("message_hash")
+_ROW_VALUES = itemgetter(*_NAMES)
+Row = tuple[Any, ...]
 
 
 class Quarantine(Exception):
     """Internal: a record to quarantine, with the reason."""
 
 
-def _quarantine(raw: dict[str, Any], reason: str) -> dict[str, Any]:
-    row = dict.fromkeys(_NAMES)
+def _quarantine(raw: dict[str, Any], reason: str) -> Row:
+    row: dict[str, Any] = dict.fromkeys(_NAMES)
     # A key of its own, so that a quarantined record is nobody's duplicate.
     provenance = f"{raw['source']}\0{raw['location']}".encode()
     row.update(
@@ -63,7 +75,7 @@ def _quarantine(raw: dict[str, Any], reason: str) -> dict[str, Any]:
         pubsub_topic=raw.get("pubsub_topic"), week=UNKNOWN_WEEK, quarantined=True,
         from_v2=raw.get("format") != FORMAT_V1, reason=reason, data=raw.get("data"),
     )  # fmt: skip
-    return row
+    return _ROW_VALUES(row)  # type: ignore[no-any-return]
 
 
 def _message_row(
@@ -78,7 +90,7 @@ def _message_row(
     meta: bytes | None,
     envelope: bytes | None = None,
     db_key: bytes | None = None,
-) -> dict[str, Any]:
+) -> Row:
     if len(payload) > MAX_PAYLOAD_SIZE:
         raise Quarantine(f"payload too large: {len(payload)} bytes, over {MAX_PAYLOAD_SIZE}")
     if meta is not None and len(meta) > MAX_META_SIZE:
@@ -95,32 +107,18 @@ def _message_row(
         canonical = route.pubsub_topic if route is not None else mapping.default_pubsub_topic
         if canonical != pubsub_topic:
             dedup_key = deterministic_hash(canonical, payload, content_topic, meta_bytes, timestamp)
-    return {
-        "dedup_key": dedup_key,
-        "message_hash": message_hash,
-        "pubsub_topic": pubsub_topic,
-        "content_topic": content_topic,
-        "payload": payload,
-        "version": version,
-        "timestamp": timestamp,
-        "meta": meta,
-        "envelope": envelope,
-        "db_key": db_key,
-        "community": route.community if route is not None else None,
-        "channel": route.channel if route is not None else None,
-        "week": week_of(timestamp),
-        "source": raw["source"],
-        "kind": raw["kind"],
-        "location": raw["location"],
-        "rank": raw["rank"],
-        "from_v2": envelope is None,
-        "quarantined": False,
-        "reason": None,
-        "data": None,
-    }
+    return (
+        dedup_key, message_hash, pubsub_topic, content_topic, payload, version, timestamp, meta,
+        envelope, db_key,
+        route.community if route is not None else None,
+        route.channel if route is not None else None,
+        week_of(timestamp), raw["source"], raw["kind"], raw["location"], raw["rank"],
+        envelope is None,  # from_v2
+        False, None, None,  # quarantined, reason, data
+    )  # fmt: skip
 
 
-def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> Row:
     data = raw["data"]
     envelope = Envelope.decode(data)
     message = envelope_to_waku_message(envelope)
@@ -140,17 +138,17 @@ def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _check_claim(raw: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+def _check_claim(raw: dict[str, Any], row: Row) -> Row:
     claimed = raw.get("claimed_hash")
-    if claimed and bytes(claimed) != row["message_hash"]:
+    if claimed and bytes(claimed) != row[_MESSAGE_HASH]:
         raise Quarantine(
             f"message hash mismatch: the source says 0x{bytes(claimed).hex()}, "
-            f"the message hashes to 0x{row['message_hash'].hex()}"
+            f"the message hashes to 0x{row[_MESSAGE_HASH].hex()}"
         )
     return row
 
 
-def _decode_v2_json(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+def _decode_v2_json(raw: dict[str, Any], mapping: TopicMapping) -> Row:
     from waku_legacy.store.rest_json import parse_hash, parse_message
 
     try:
@@ -181,7 +179,7 @@ def _decode_v2_json(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any
     return _check_claim(raw, row)
 
 
-def _decode_v2_proto(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
+def _decode_v2_proto(raw: dict[str, Any], mapping: TopicMapping) -> Row:
     from waku_legacy.proto import waku_message_pb2
     from waku_legacy.proto.codec import parse_message
 
@@ -214,6 +212,11 @@ _DECODERS = {
 
 def decode_record(raw: dict[str, Any], mapping: TopicMapping) -> dict[str, Any]:
     """One RAW record (a dict of its columns) -> one MESSAGE row (a dict)."""
+    return dict(zip(_NAMES, _decode_values(raw, mapping), strict=True))
+
+
+def _decode_values(raw: dict[str, Any], mapping: TopicMapping) -> Row:
+    """:func:`decode_record`'s row as a tuple in MESSAGE_SCHEMA order."""
     if raw.get("error"):
         return _quarantine(raw, raw["error"])
     if raw.get("data") is None:
@@ -241,12 +244,10 @@ def decode_batch(batch: pa.RecordBatch, mapping: TopicMapping) -> pa.RecordBatch
 def decode_columns(columns: Sequence[Sequence[Any]], mapping: TopicMapping) -> pa.RecordBatch:
     """RAW records as Python column lists (in RAW_SCHEMA order) -> a MESSAGE record batch:
     what a source reader decoding in its own worker uses, without building RAW Arrow."""
-    out: dict[str, list[Any]] = {name: [] for name in _NAMES}
-    appenders = [(name, out[name].append) for name in _NAMES]
-    for values in zip(*columns, strict=True):
-        row = decode_record(dict(zip(_RAW_NAMES, values, strict=True)), mapping)
-        for name, append in appenders:
-            append(row[name])
+    rows = [_decode_values(dict(zip(_RAW_NAMES, values, strict=True)), mapping)
+            for values in zip(*columns, strict=True)]  # fmt: skip
+    columns_out = list(zip(*rows, strict=True)) if rows else [()] * len(_NAMES)
     return pa.RecordBatch.from_arrays(
-        [pa.array(out[f.name], f.type) for f in MESSAGE_SCHEMA], schema=MESSAGE_SCHEMA
+        [pa.array(c, f.type) for c, f in zip(columns_out, MESSAGE_SCHEMA, strict=True)],
+        schema=MESSAGE_SCHEMA,
     )

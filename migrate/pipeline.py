@@ -34,7 +34,7 @@ from waku_legacy.migrate.steps import MigrationError, spark_failure, timed_step
 
 if TYPE_CHECKING:
     from coincurve import PrivateKey
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from waku_legacy.migrate.sources import Task
 
@@ -188,21 +188,24 @@ def _read_decode_dedup(run: _Run) -> list[Task]:
 
 def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
     """Step 2: counts per source, community and week, and the shard mapping's."""
-    from pyspark.sql import functions as F
-
     # the rows step 1 wrote, which this step reads
     with run.progress.spark_step(run.spark, "count", records_total=run.progress.last_records):
-        counts = (
-            messages.groupBy("source", "community", "week", "quarantined", "duplicate")
+        # One pass over the messages: both counts come from the same groups (a few per
+        # source, week and topic), summed on the driver; a second aggregation cost another
+        # scan of every Parquet file.
+        groups = (
+            messages.groupBy("source", "community", "week", "quarantined", "duplicate",
+                             "pubsub_topic", "channel")
             .count()
             .collect()
-        )
-        mapping_counts = (
-            messages.filter(~F.col("quarantined") & ~F.col("duplicate"))
-            .groupBy("pubsub_topic", "community", "channel")
-            .count()
-            .collect()
-        )
+        )  # fmt: skip
+    counts: dict[tuple[Any, ...], int] = defaultdict(int)
+    per_topic: dict[tuple[Any, ...], int] = defaultdict(int)
+    for g in groups:
+        n = g["count"]
+        counts[g["source"], g["community"], g["week"], g["quarantined"], g["duplicate"]] += n
+        if not g["quarantined"] and not g["duplicate"]:
+            per_topic[g["pubsub_topic"], g["community"], g["channel"]] += n
     tasks_per_source: dict[str, int] = defaultdict(int)
     for task in tasks:
         tasks_per_source[task["source"]] += 1
@@ -210,23 +213,22 @@ def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
         s.name: SourceReport(s.name, str(s.kind), s.location, tasks_per_source[s.name])
         for s in run.config.sources
     }
-    for row in counts:
-        source = sources[row["source"]]
-        key = (row["week"], row["source"], row["community"] or "")
+    for (source_name, community, week_name, quarantined, duplicate), n in counts.items():
+        source = sources[source_name]
+        key = (week_name, source_name, community or "")
         week = run.weeks.setdefault(key, WeekRow(*key))
-        n = row["count"]
         source.records += n
-        if row["quarantined"]:
+        if quarantined:
             source.quarantined += n
             week.quarantined += n
-        elif row["duplicate"]:
+        elif duplicate:
             source.duplicates += n
             week.duplicates += n
         else:
             source.messages += n
             week.messages += n
     run.report.sources = list(sources.values())
-    run.report.mapping = _mapping_rows(run.mapping, mapping_counts)
+    run.report.mapping = _mapping_rows(run.mapping, per_topic)
 
 
 def _decoded_rows(run: _Run) -> int:
@@ -234,19 +236,22 @@ def _decoded_rows(run: _Run) -> int:
     return sum(s.records for s in run.report.sources)
 
 
-def _mapping_rows(mapping: TopicMapping, counts: list[Row]) -> list[dict[str, Any]]:
-    """The report's shard mapping: kept messages per pubsub topic, community and channel."""
+def _mapping_rows(
+    mapping: TopicMapping, counts: dict[tuple[Any, ...], int]
+) -> list[dict[str, Any]]:
+    """The report's shard mapping: kept messages per pubsub topic, community and channel
+    (``counts``: (pubsub topic, community, channel) -> messages)."""
     routes = {(r.community, r.channel): ct for ct, r in mapping.routes.items()}
     return sorted(
         (
             {
-                "pubsub_topic": r["pubsub_topic"],
-                "community": r["community"] or "",
-                "channel": r["channel"] or "",
-                "content_topic": routes.get((r["community"], r["channel"]), "*"),
-                "messages": r["count"],
+                "pubsub_topic": pubsub_topic,
+                "community": community or "",
+                "channel": channel or "",
+                "content_topic": routes.get((community, channel), "*"),
+                "messages": n,
             }
-            for r in counts
+            for (pubsub_topic, community, channel), n in counts.items()
         ),
         key=lambda m: (m["community"] == "", m["community"], m["channel"], m["pubsub_topic"]),
     )
