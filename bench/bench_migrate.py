@@ -814,6 +814,17 @@ def _child(
 STORE_DB = f"waku_legacy_bench_store_{os.getpid()}"
 
 
+def _drop_store_and_server(store_admin: str | None, embedded: Any) -> None:
+    """The bench's own PostgreSQL store database dropped, a throwaway server stopped."""
+    if store_admin:
+        import psycopg
+
+        with psycopg.connect(store_admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {STORE_DB} WITH (FORCE)")
+    if embedded is not None:
+        embedded.cleanup()
+
+
 def _database_dsn(admin_dsn: str, name: str) -> str:
     """``admin_dsn`` pointing at database ``name`` (host, port and query kept: the embedded
     server's DSN names its socket directory in the query)."""
@@ -1018,13 +1029,7 @@ def scaling(args: argparse.Namespace) -> int:
                 # the executors are the workers' children, not the driver's
                 runs[-1]["cpu_s"] = round(runs[-1]["cpu_s"] + cluster.cpu_s() - cluster_cpu, 2)
     finally:
-        if store_admin:
-            import psycopg
-
-            with psycopg.connect(store_admin, autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {STORE_DB} WITH (FORCE)")
-        if embedded is not None:
-            embedded.cleanup()
+        _drop_store_and_server(store_admin, embedded)
     result = scaling_result(args.n, runs)
     result["store"] = args.store
     if args.json:
@@ -1173,13 +1178,7 @@ def main() -> int:
                 result[name] = None if skip[name] else _child(name, args, dsn, Path(tmp) / name,
                                                                store_admin)  # fmt: skip
     finally:
-        if store_admin:
-            import psycopg
-
-            with psycopg.connect(store_admin, autocommit=True) as conn:
-                conn.execute(f"DROP DATABASE IF EXISTS {STORE_DB} WITH (FORCE)")
-        if embedded is not None:
-            embedded.cleanup()
+        _drop_store_and_server(store_admin, embedded)
     ran = [result[k] for k in PHASES if result[k] is not None]
     result["same_output"] = all(
         (r["messages"], r["store_digest"], r["archive_digest"])
