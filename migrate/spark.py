@@ -6,8 +6,10 @@ Spark must bind to loopback when no address is given, and the UI stays off.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,6 +85,30 @@ def spark_session(
         _log_file = str(log_file)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    if log_file is not None:
+        with _jvm_stderr_to(Path(log_file)):
+            session = builder.getOrCreate()
+    else:
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+@contextlib.contextmanager
+def _jvm_stderr_to(log_file: Path) -> Iterator[None]:
+    """The JVM that ``getOrCreate`` may launch inherits ``log_file`` as its stderr, and so do
+    the Python workers it starts: what they print as they stop (a worker's BrokenPipeError
+    traceback when the driver ends a failed run) goes to the log, not around the one line
+    an operator reads. Our own stderr is back as soon as the session exists."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    target = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved = os.dup(2)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
