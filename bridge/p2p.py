@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from waku_legacy.bridge.config import Libp2pConfig
 from waku_legacy.bridge.logs import fields, keep_library_logs_routed
@@ -29,6 +29,10 @@ from waku_legacy.p2p.listener import (
     Refusal,
     RequestHandler,
 )
+
+if TYPE_CHECKING:
+    from waku_legacy.store.legacy_query import LegacyCursorCache
+    from waku_legacy.store.protocol.handlers import StoreAnswer
 
 __all__ = ["listener_limits", "start_p2p_listener", "store_protocols"]
 
@@ -62,7 +66,7 @@ def listener_limits(config: Libp2pConfig) -> ListenerLimits:
 
 
 def store_protocols(
-    stores: ThreadLocalStore, cursor_cache: Any
+    stores: ThreadLocalStore, cursor_cache: LegacyCursorCache | None
 ) -> dict[str, tuple[RequestHandler, Refusal | None, Continues | None]]:
     """Store v3 and the legacy store, answered by the shared store protocol code (an answer
     that carries an error is logged here, on the worker thread). A store v3 page's next page
@@ -78,7 +82,7 @@ def store_protocols(
     )
     from waku_legacy.store.protocol.store_v3 import request_cursor
 
-    def logged(protocol: str, answer: Any) -> bytes:
+    def logged(protocol: str, answer: StoreAnswer) -> bytes:
         if answer.error is not None:
             # an outage is logged once by the store's health, not once per query
             quiet = isinstance(answer.error, StoreUnavailable)
@@ -115,7 +119,11 @@ def store_protocols(
 
 
 async def start_p2p_listener(
-    config: Libp2pConfig, stores: ThreadLocalStore, cursor_cache: Any, *, exclusive: bool = False
+    config: Libp2pConfig,
+    stores: ThreadLocalStore,
+    cursor_cache: LegacyCursorCache | None,
+    *,
+    exclusive: bool = False,
 ) -> P2PListener:
     """Load (or create) the key, start listening, log the multiaddrs. ``exclusive``: first
     refuse ports another process listens on (py-libp2p would share them through
