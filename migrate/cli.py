@@ -361,13 +361,6 @@ def _audit_repair(
     return document
 
 
-def write_demo_config(path: Path, data: dict[str, Any]) -> None:
-    """A TOML file for ``data`` (tables and arrays of tables of plain values)."""
-    from waku_legacy.config.toml_text import toml_document
-
-    path.write_text(toml_document(data), encoding="utf-8")
-
-
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """--json, --master and --quiet of every command that runs the migration."""
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.migrate.test_pipeline import _archive_files, _reference_archives
-from waku_legacy.migrate.cli import write_demo_config
+from waku_legacy.config.toml_text import toml_document
 from waku_legacy.migrate.sample import (
     SampleSpec,
     generate_envelopes,
@@ -71,7 +71,7 @@ def test_pipeline_runs_unchanged_on_a_standalone_cluster(standalone: str, tmp_pa
     now = spec.start + 16 * DAY
     out = tmp_path / "out"
     config = tmp_path / "cluster.toml"
-    write_demo_config(config, {
+    config.write_text(toml_document({
         "spark": {"master": "local[1]", "shuffle_partitions": 2},
         "source": [{"kind": "mailserver-leveldb", "path": str(m)} for m in mailservers],
         "community": [{"id": str(c.id), "channels": list(c.channels), "shard": c.shard}
@@ -79,7 +79,7 @@ def test_pipeline_runs_unchanged_on_a_standalone_cluster(standalone: str, tmp_pa
         "pipeline": {"now": now},
         "output": {"store": f"sqlite:///{out}/store.sqlite3", "archive_dir": str(out / "archives"),
                    "torrent_dir": str(out / "torrents")},
-    })  # fmt: skip
+    }))  # fmt: skip
     # The same config; only the master differs (--master overrides it), plus executor sizing.
     text = config.read_text().replace(
         "[spark]\n",
