@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from waku_legacy.store.types import (
     CursorNotFound,
@@ -34,6 +34,7 @@ COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, 
 HASH_ONLY_COLUMNS = "messageHash, timestamp, pubsubTopic"
 _TIMESTAMP_AT = COLUMNS.split(", ").index("timestamp")
 
+T = TypeVar("T")
 Row = Sequence[Any]
 # Runs one statement with its parameters and returns every row.
 Fetch = Callable[[str, Sequence[object]], Sequence[Row]]
@@ -77,24 +78,23 @@ class SqlMessageStore(MessageStore):
         self._end_read()
         return rows
 
-    def query(self, query: StoreQuery) -> QueryPage:
+    def _page_read(self, select: Callable[[Dialect, Fetch, StoreQuery], T], query: StoreQuery) -> T:
+        """``select`` run as one read (ended also when the cursor is not found)."""
         try:
-            page = select_page(self.dialect, self._fetch, query)
+            result = select(self.dialect, self._fetch, query)
         except CursorNotFound:
             self._end_read()
             raise
         self._end_read()
-        return page
+        return result
+
+    def query(self, query: StoreQuery) -> QueryPage:
+        return self._page_read(select_page, query)
 
     def query_wire(self, query: StoreQuery) -> WirePage:
         if not query.include_data:  # hash-only rows are not WireMessages: the objects' fields
             return super().query_wire(query)
-        try:
-            rows = select_rows(self.dialect, self._fetch, query)
-        except CursorNotFound:
-            self._end_read()
-            raise
-        self._end_read()
+        rows = self._page_read(select_rows, query)
         wire = self.dialect.wire
         page = (
             cast(list[WireMessage], rows[: query.limit])
