@@ -36,6 +36,7 @@ from waku_legacy.store import (
     StoreQuery,
     StoreUnavailable,
     V1EnvelopeQuery,
+    WirePage,
     open_store,
 )
 
@@ -121,6 +122,9 @@ class ThreadLocalStore(MessageStore):
 
     def query(self, query: StoreQuery) -> QueryPage:
         return self.get().query(query)
+
+    def query_wire(self, query: StoreQuery) -> WirePage:
+        return self.get().query_wire(query)
 
     def get_message(self, message_hash: bytes) -> StoredMessage | None:
         return self.get().get_message(message_hash)

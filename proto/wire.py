@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from waku_legacy.errors import DecodeError
 
 __all__ = [
+    "CONTINUED_PAIRS",
+    "SMALL_VARINTS",
     "WireField",
     "encode_varint",
     "iter_fields",
@@ -33,7 +35,7 @@ SMALL_VARINTS: tuple[bytes, ...] = tuple(
     bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(1 << 14)
 )
 #: 14 bits as two varint bytes that both say "more follows"
-_CONTINUED_PAIRS: tuple[bytes, ...] = tuple(
+CONTINUED_PAIRS: tuple[bytes, ...] = tuple(
     bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(1 << 14)
 )
 
@@ -55,7 +57,7 @@ def encode_varint(value: int) -> bytes:
     # 8x faster than a byte at a time)
     parts = []
     while value >= 16384:
-        parts.append(_CONTINUED_PAIRS[value & 0x3FFF])
+        parts.append(CONTINUED_PAIRS[value & 0x3FFF])
         value >>= 14
     parts.append(SMALL_VARINTS[value])
     return b"".join(parts)

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from waku_legacy.store.reconnect import Reconnect
 from waku_legacy.store.sql import COLUMNS, Dialect, Row, SqlMessageStore
-from waku_legacy.store.types import StoredMessage, StoreError, StoreUnavailable
+from waku_legacy.store.types import StoredMessage, StoreError, StoreUnavailable, WireMessage
 
 __all__ = ["SCHEMA", "PostgresMessageStore", "is_connection_error"]
 
@@ -86,6 +86,14 @@ def _row_to_message(row: Row) -> StoredMessage:
     )
 
 
+def _row_to_wire(row: Row) -> WireMessage:
+    h, pubsub, content, payload, version, timestamp, meta = row
+    return (
+        bytes.fromhex(h), pubsub, content, bytes.fromhex(payload or ""), int(version),
+        int(timestamp), None if meta is None else bytes.fromhex(meta),
+    )  # fmt: skip
+
+
 def _hex(message_hash: bytes) -> str:
     return bytes(message_hash).hex()  # nwaku's column: lowercase hex without 0x
 
@@ -106,6 +114,7 @@ POSTGRES = Dialect(
     row_hash=str,  # hex text sorts as the bytes do
     message=_row_to_message,
     hash_only=_hash_only_message,
+    wire=_row_to_wire,
     hash_bytes=bytes.fromhex,
     in_list=_any_of,
     key_slice="substring(dbKey from 37 for 4)",

@@ -28,6 +28,7 @@ from waku_legacy.store.types import (
     MessageStore,
     QueryPage,
     StoreQuery,
+    WirePage,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "StoreQueryErrorKind",
     "clamp_page_size",
     "run_query",
+    "run_wire_query",
 ]
 
 MAX_CONTENT_TOPICS = 10  # nwaku waku_archive/archive.nim MaxContentTopicsPerQuery
@@ -88,5 +90,18 @@ def run_query(
     check_query(query, topics_always_capped=topics_always_capped)
     try:
         return store.query(query)
+    except CursorNotFound:
+        raise StoreQueryError(StoreQueryErrorKind.DRIVER_ERROR, CURSOR_NOT_FOUND) from None
+
+
+def run_wire_query(
+    store: MessageStore, query: StoreQuery, *, topics_always_capped: bool = False
+) -> WirePage:
+    """:func:`run_query` with the messages as the store's wire rows
+    (:meth:`~waku_legacy.store.types.MessageStore.query_wire`: what a protobuf answer is
+    written from, with no object per message)."""
+    check_query(query, topics_always_capped=topics_always_capped)
+    try:
+        return store.query_wire(query)
     except CursorNotFound:
         raise StoreQueryError(StoreQueryErrorKind.DRIVER_ERROR, CURSOR_NOT_FOUND) from None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from waku_legacy.store.types import (
     CursorNotFound,
@@ -23,6 +23,8 @@ from waku_legacy.store.types import (
     StoredMessage,
     StoreQuery,
     V1EnvelopeQuery,
+    WireMessage,
+    WirePage,
 )
 
 __all__ = ["COLUMNS", "Dialect", "Fetch", "SqlMessageStore", "select_page", "v1_envelopes_select"]
@@ -32,6 +34,7 @@ COLUMNS = "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, 
 HASH_ONLY_COLUMNS = "messageHash, timestamp, pubsubTopic"
 _TIMESTAMP_AT = COLUMNS.split(", ").index("timestamp")
 
+T = TypeVar("T")
 Row = Sequence[Any]
 # Runs one statement with its parameters and returns every row.
 Fetch = Callable[[str, Sequence[object]], Sequence[Row]]
@@ -50,6 +53,8 @@ class Dialect:
     hash_bytes: Callable[[Any], bytes]  # a row's hash column as the hash
     message: Callable[[Row], StoredMessage]  # a row of COLUMNS
     hash_only: Callable[[Row], StoredMessage]  # a row of HASH_ONLY_COLUMNS, includeData off
+    # a row of COLUMNS as a WireMessage (None: the row is one as it is read)
+    wire: Callable[[Row], WireMessage] | None
     in_list: Callable[[str, Sequence[object]], tuple[str, list[object]]]  # column IN values
     key_slice: str  # the 4-byte topic inside a v1 DB key (bytes 37..40)
     max_in_list: int | None  # the most values one list parameter takes (None: no limit)
@@ -73,14 +78,33 @@ class SqlMessageStore(MessageStore):
         self._end_read()
         return rows
 
-    def query(self, query: StoreQuery) -> QueryPage:
+    def _page_read(self, select: Callable[[Dialect, Fetch, StoreQuery], T], query: StoreQuery) -> T:
+        """``select`` run as one read (ended also when the cursor is not found)."""
         try:
-            page = select_page(self.dialect, self._fetch, query)
+            result = select(self.dialect, self._fetch, query)
         except CursorNotFound:
             self._end_read()
             raise
         self._end_read()
-        return page
+        return result
+
+    def query(self, query: StoreQuery) -> QueryPage:
+        return self._page_read(select_page, query)
+
+    def query_wire(self, query: StoreQuery) -> WirePage:
+        if not query.include_data:  # hash-only rows are not WireMessages: the objects' fields
+            return super().query_wire(query)
+        rows = self._page_read(select_rows, query)
+        wire = self.dialect.wire
+        page = (
+            cast(list[WireMessage], rows[: query.limit])
+            if wire is None
+            else [wire(r) for r in rows[: query.limit]]
+        )
+        cursor = bytes(page[-1][0]) if len(rows) > query.limit else None
+        if not query.ascending:
+            page.reverse()
+        return WirePage(page, cursor)
 
     def get_message(self, message_hash: bytes) -> StoredMessage | None:
         d = self.dialect
@@ -150,6 +174,15 @@ def select_page(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> QueryPage:
     ``message_hash``, ``pubsub_topic`` and ``timestamp`` are meaningful in the returned
     rows. Raises :class:`InvalidQuery` and
     :class:`CursorNotFound`."""
+    rows = select_rows(dialect, fetch, query)
+    message = dialect.message if query.include_data else dialect.hash_only
+    return page_of_rows(rows, limit=query.limit, ascending=query.ascending, message=message)
+
+
+def select_rows(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> list[Row]:
+    """The rows of :func:`select_page`, in query order, at most one more than a page (it
+    tells whether a next page exists): of ``COLUMNS`` with ``include_data``, else of
+    ``HASH_ONLY_COLUMNS``."""
     query.check()
     where, args = _filters(dialect, fetch, query)
     order = "ASC" if query.ascending else "DESC"
@@ -184,8 +217,7 @@ def select_page(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> QueryPage:
                 for r in fetch(f"SELECT {COLUMNS} FROM {dialect.messages} WHERE {clause}", values)
             }
             rows = [found[row_hash(r[0])] for r in rows if row_hash(r[0]) in found]
-    message = dialect.message if query.include_data else dialect.hash_only
-    return page_of_rows(rows, limit=query.limit, ascending=query.ascending, message=message)
+    return rows
 
 
 def _filters(dialect: Dialect, fetch: Fetch, query: StoreQuery) -> tuple[list[str], list[object]]:

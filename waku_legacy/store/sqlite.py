@@ -108,6 +108,8 @@ SQLITE = Dialect(
     row_hash=bytes,
     message=_row_to_message,
     hash_only=_hash_only_message,
+    # the rows as sqlite3 reads them: BLOBs are bytes (topics their UTF-8), INTEGERs ints
+    wire=None,
     hash_bytes=bytes,
     in_list=_in_list,
     key_slice="substr(dbKey, 37, 4)",

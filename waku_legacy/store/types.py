@@ -22,6 +22,8 @@ __all__ = [
     "StoreUnavailable",
     "StoredMessage",
     "V1EnvelopeQuery",
+    "WireMessage",
+    "WirePage",
 ]
 
 DEFAULT_PAGE_SIZE = 20
@@ -89,6 +91,22 @@ class QueryPage:
     last message of the page in query order, set only when more messages follow."""
 
     messages: list[StoredMessage] = field(default_factory=list)
+    cursor: bytes | None = None
+
+
+#: A message as a store protocol answer writes it, in :class:`StoredMessage`'s first seven
+#: fields' order: (hash, pubsub topic, content topic, payload, version, timestamp, meta).
+#: The topics may be their stored UTF-8 bytes (not decoded: the protobuf answer writes
+#: bytes) and the payload None (an SQL NULL); an SQL backend hands its rows over as they
+#: are read, without an object per message.
+WireMessage = tuple[bytes, str | bytes, str | bytes, bytes | None, int, int, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class WirePage:
+    """:class:`QueryPage` with each message a :data:`WireMessage`."""
+
+    messages: Sequence[WireMessage] = ()
     cursor: bytes | None = None
 
 
@@ -181,6 +199,12 @@ class MessageStore(abc.ABC):
     def query(self, query: StoreQuery) -> QueryPage:
         """One page of ``query`` (see :class:`StoreQuery`); raises :class:`CursorNotFound`
         for a cursor that is no stored message."""
+
+    def query_wire(self, query: StoreQuery) -> WirePage:
+        """:meth:`query`'s page with each message a :data:`WireMessage` (for the store
+        protocol's answer; a backend overrides it to skip building per-message objects)."""
+        page = self.query(query)
+        return WirePage([m[:7] for m in page.messages], page.cursor)
 
     def newest(self, content_topic: str, limit: int) -> list[StoredMessage]:
         """The newest ``limit`` messages of ``content_topic`` (for layers that read the

@@ -23,7 +23,7 @@ from waku_legacy.store.legacy_query import LegacyCursorCache, LegacyCursorNotFou
 from waku_legacy.store.protocol import legacy, store_v3
 from waku_legacy.store.protocol.legacy import HistoryError, LegacyRefused
 from waku_legacy.store.protocol.store_v3 import StatusCode, StoreRequestRefused
-from waku_legacy.store.query import StoreQueryError, run_query
+from waku_legacy.store.query import StoreQueryError, run_query, run_wire_query
 from waku_legacy.store.types import InvalidQuery, MessageStore, StoreError
 
 __all__ = [
@@ -87,22 +87,28 @@ def serve_store_v3(request: bytes, store: MessageStore) -> StoreAnswer:
     rid = decoded.request_id
     query = decoded.query
     try:
-        page = run_query(store, query, topics_always_capped=True)
+        # a page with data is written from the store's rows as they are read (no message
+        # objects, topics not decoded); a hash-only page from its few fields
+        page = (
+            run_wire_query(store, query, topics_always_capped=True)
+            if query.include_data
+            else run_query(store, query, topics_always_capped=True)
+        )
+        body = store_v3.encode_response(
+            rid, StatusCode.SUCCESS, "OK", page.messages,
+            include_data=query.include_data, cursor=page.cursor,
+        )  # fmt: skip
     except StoreQueryError as exc:  # nwaku toStoreResult: 300 "BAD_RESPONSE: archive error: …"
         return _v3_refusal(rid, StatusCode.BAD_RESPONSE, f"BAD_RESPONSE: archive error: {exc}", exc)
     except InvalidQuery as exc:  # a topic or hash no store can hold
         return _v3_refusal(rid, StatusCode.BAD_REQUEST, f"BAD_REQUEST: {exc}", exc)
     except StoreError as exc:
         return _v3_refusal(rid, StatusCode.SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE", exc)
-    except Exception as exc:
+    except Exception as exc:  # a bug, or a row no message can be written from
         return _v3_refusal(
             rid, StatusCode.SERVICE_UNAVAILABLE, "SERVICE_UNAVAILABLE", _internal(exc)
         )
-    body = store_v3.encode_response(
-        rid, StatusCode.SUCCESS, "OK", page.messages,
-        include_data=query.include_data, cursor=page.cursor,
-    )  # fmt: skip
-    last = page.messages[-1].message_hash if page.messages else None
+    last = page.messages[-1][0] if page.messages else None
     return StoreAnswer(body, StatusCode.SUCCESS, rid, len(page.messages), next_cursor=last)
 
 

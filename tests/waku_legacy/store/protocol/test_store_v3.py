@@ -565,6 +565,62 @@ def test_hand_written_messages_parse_as_the_published_proto(m: StoredMessage) ->
     assert w.first(raw, 1) == m.payload and w.first(raw, 2) == m.content_topic.encode()
 
 
+EDGE_MESSAGES = [
+    StoredMessage(b"\x01" * 32, "/p", "/a/1/b/c", b"x" * 300, 0, 0),
+    StoredMessage(b"\x02" * 32, "/p", "/a/1/b/c", b"", 1, -1_000, b"m" * 64),
+    StoredMessage(b"\x03" * 32, "/p", "", b"y", (1 << 32) - 1, (1 << 63) - 1),
+    StoredMessage(b"\x04" * 32, "/p", "t" * 20000, b"z" * 70000, 2, -(1 << 63)),
+    StoredMessage(b"\x05" * 32, "", "/a/1/b/c", b"w" * 15999, 1, T0),  # the inline path
+    StoredMessage(b"\x06" * 32, "/q", "/a/1/b/d", b"v" * 16000, 300, T0 + 1),
+    StoredMessage(b"\x07" * 32, "/q", "/a/1/b/d", b"u", 1, (1 << 55) - 1, b"m"),
+    StoredMessage(b"\x08" * 32, "/q", "/a/1/b/d", b"s", 1, 1 << 55),
+    StoredMessage(b"\x09" * 32, "/q", "/a/1/b/\u00e9", b"r", 1, (1 << 62) - 1),
+    StoredMessage(b"\x0a" * 32, "/q", "/a/1/b/e", b"q", 1, 1 << 62),
+]
+
+
+def test_page_entries_hold_the_hand_written_messages() -> None:
+    """Each entry of a page with data is {hash, the message as waku_message_bytes writes
+    it, the pubsub topic}, whether the page is written from StoredMessages or from a
+    store's wire rows (topics as UTF-8 bytes, a NULL payload), and the generated classes
+    read the same values back."""
+    from waku_legacy.proto import waku_message_pb2
+    from waku_legacy.store.protocol.store_v3 import encode_response, waku_message_bytes
+
+    body = encode_response("r", 200, "OK", EDGE_MESSAGES, include_data=True, cursor=b"c" * 32)
+    wire = [
+        (m.message_hash, m.pubsub_topic.encode(), m.content_topic.encode(), m.payload or None,
+         m.version, m.timestamp, m.meta)
+        for m in EDGE_MESSAGES
+    ]  # fmt: skip
+    assert encode_response("r", 200, "OK", wire, include_data=True, cursor=b"c" * 32) == body
+    entries = w.every(body, 20)
+    assert len(entries) == len(EDGE_MESSAGES)
+    for raw, m in zip(entries, EDGE_MESSAGES, strict=True):
+        assert w.first(raw, 1) == m.message_hash
+        assert w.first(raw, 2) == waku_message_bytes(m)
+        assert w.first(raw, 3) == m.pubsub_topic.encode()
+    resp = store_v3_pb2.StoreQueryResponse.FromString(body)
+    for got, m in zip(resp.messages, EDGE_MESSAGES, strict=True):
+        message = waku_message_pb2.WakuMessage.FromString(got.message.SerializeToString())
+        assert (got.message_hash, got.pubsub_topic, message.payload, message.content_topic,
+                message.version, message.timestamp, message.meta) == (
+            m.message_hash, m.pubsub_topic, m.payload, m.content_topic, m.version, m.timestamp,
+            m.meta or b"")  # fmt: skip
+
+
+def test_wire_topics_that_are_not_utf8_are_written_as_the_decoded_text() -> None:
+    """A stored topic whose bytes are not UTF-8 (a file another writer filled) is written
+    as the store's StoredMessage would hold it: U+FFFD for each bad sequence."""
+    from waku_legacy.store.protocol.store_v3 import encode_response
+
+    bad = (b"\x0b" * 32, b"/p\xff", b"/a/\xc3", b"x", 1, T0, None)
+    decoded = StoredMessage(bad[0], "/p\ufffd", "/a/\ufffd", b"x", 1, T0)
+    assert encode_response("r", 200, "OK", [bad], include_data=True) == encode_response(
+        "r", 200, "OK", [decoded], include_data=True
+    )
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -573,8 +629,11 @@ def test_hand_written_messages_parse_as_the_published_proto(m: StoredMessage) ->
         w.field_bytes(1, "r3") + w.field_bytes(51, b"\x07" * 5),  # short: zero-padded
         w.field_bytes(1, "r4") + w.field_bytes(51, b"\x01" * 40),  # long: cut to 32
         # the last of two cursors, as the parser keeps it, around other fields
-        w.field_bytes(51, b"\x02" * 32) + w.field_bytes(1, "r5") + w.field_bytes(11, "/a/1/b/p")
-        + w.field_bytes(51, b"\x03" * 32) + w.field_varint(53, 20),
+        w.field_bytes(51, b"\x02" * 32)
+        + w.field_bytes(1, "r5")
+        + w.field_bytes(11, "/a/1/b/p")
+        + w.field_bytes(51, b"\x03" * 32)
+        + w.field_varint(53, 20),
     ],
 )
 def test_request_cursor_reads_what_decode_request_reads(body: bytes) -> None:
