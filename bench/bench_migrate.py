@@ -328,12 +328,11 @@ def _timed_decode(mapping: Any, spent: dict[str, Any]) -> Any:
 
 
 def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
-    """Where the first step's time goes: the same read, decode and dedup run as separate
-    jobs (each ending in Spark's no-op sink), with the Python time inside the tasks summed
+    """Where the first step's time goes: the same read, decode and sort by hash run as
+    separate jobs (each ending in Spark's no-op sink), with the Python time inside the tasks summed
     over the cores by accumulators. Wall seconds per job and Python seconds per part."""
     from waku_legacy.identity.topic_mapping import TopicMapping
-    from waku_legacy.migrate.dedup import deduplicate
-    from waku_legacy.migrate.pipeline import message_partitions
+    from waku_legacy.migrate.pipeline import message_files
     from waku_legacy.migrate.records import MESSAGE_SCHEMA, RAW_SCHEMA, spark_ddl
     from waku_legacy.migrate.sources import plan_source
 
@@ -346,11 +345,10 @@ def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
                                               "python_to_arrow")}  # fmt: skip
     raw = ids.mapInArrow(_timed_read(tasks, None, spent), spark_ddl(RAW_SCHEMA))
     decoded = ids.mapInArrow(_timed_read(tasks, mapping, spent), spark_ddl(MESSAGE_SCHEMA))
-    partitions = message_partitions(config, spark)
-    deduplicated = deduplicate(decoded.repartition(partitions, "dedup_key"))
+    sorted_files = message_files(decoded)
     out: dict[str, float] = {}
-    for name, frame in (("read", raw), ("read_decode", decoded), ("read_decode_dedup",
-                                                                   deduplicated)):  # fmt: skip
+    for name, frame in (("read", raw), ("read_decode", decoded), ("read_decode_sort",
+                                                                   sorted_files)):  # fmt: skip
         for acc in spent.values():
             acc.value = 0.0
         started = time.monotonic()
@@ -416,10 +414,12 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     seconds = time.monotonic() - started
     cpu_s = tree_cpu_s(os.getpid()) - cpu_started
     if args.stages:  # the driver's store step without SQLite: the Parquet read and merge
-        from waku_legacy.migrate.sinks import iter_kept_sorted
+        from waku_legacy.migrate.dedup import DUPLICATES_DIR, MESSAGES_DIR
+        from waku_legacy.migrate.sinks import iter_kept_batches
 
+        work = Path(config.output.work_dir)
         read_started = time.monotonic()
-        for _ in iter_kept_sorted(Path(config.output.work_dir) / "messages"):
+        for _ in iter_kept_batches(work / MESSAGES_DIR, work / DUPLICATES_DIR):
             pass
         breakdown["store.parquet_read_merge"] = round(time.monotonic() - read_started, 2)
     result = {
@@ -1073,7 +1073,7 @@ def scaling_result(n: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 STEP_BOUNDS = {
-    "read_decode_dedup": "the executors' read and decode, then the shuffle, sort and Parquet write",
+    "read_decode_dedup": "the executors' read, decode, sort and Parquet write; the key-only dedup",
     "read_decode_decrypt": "every process's read, decode and decryption",
     "count": "one aggregation over the Parquet files",
     "store": "the store's writer: SQLite's one writer on the driver (PostgreSQL: the server)",

@@ -697,7 +697,7 @@ def link_clock_evidence(
 ) -> ClockEvidence:
     """The archive-link clocks ``community`` already used, from the migrated messages.
 
-    Reads the run's decoded messages (``<work dir>/messages``: every source, store-rest
+    Reads the run's decoded messages (step 1's output in the work dir: every source, store-rest
     nodes included) on the community's own chat and its two archive-link chats, and the
     output store's (``store_url``) newest on those topics, and hands them to
     :mod:`waku_legacy.archive.clock` (signatures checked there).
@@ -710,13 +710,13 @@ def link_clock_evidence(
         read_evidence,
         read_store_evidence,
     )
+    from waku_legacy.migrate.dedup import MESSAGES_DIR, read_messages
 
     evidence = ClockEvidence()
-    path = Path(work_dir) / "messages"
-    if path.exists():
+    if (Path(work_dir) / MESSAGES_DIR).exists():
         topics = list(evidence_topics(community.id))
         rows = (
-            spark.read.parquet(str(path))
+            read_messages(spark, work_dir)
             .filter(
                 ~F.col("quarantined") & ~F.col("duplicate") & F.col("content_topic").isin(topics)
             )

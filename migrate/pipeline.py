@@ -2,9 +2,10 @@
 
 Every stage is a DataFrame -> DataFrame transform whose per-record logic lives in plain
 functions (:mod:`.decode`, :mod:`.archives`) applied to Arrow batches with ``mapInArrow``;
-nothing is collected on the driver except counts and per-window metadata. The deduplicated
-messages are written once as Parquet in the work directory (one pass over the sources) and
-everything after reads that.
+nothing is collected on the driver except counts and per-window metadata. The decoded
+messages are written once as Parquet in the work directory (one pass over the sources, no
+shuffle), the copies that are duplicates found from their keys alone (:mod:`.dedup`), and
+everything after reads those.
 
 Rerunning is safe at any point: store inserts are idempotent, the archive store repairs an
 interrupted append and skips windows already archived, and the work directory is rewritten.
@@ -65,19 +66,13 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def deduplicate_decoded(decoded: DataFrame, partitions: int) -> DataFrame:
-    """MESSAGE rows -> the same with a ``duplicate`` flag (the pipeline's core transform), in
-    exactly ``partitions`` partitions (by dedup key)."""
-    from waku_legacy.migrate.dedup import deduplicate
-
-    # An explicit count (adaptive execution does not change it): the driver merges one file
-    # per partition, so this bounds its memory whatever the data size.
-    return deduplicate(decoded.repartition(partitions, "dedup_key"))
-
-
-def message_partitions(config: MigrateConfig, spark: SparkSession) -> int:
-    wanted = config.spark.shuffle_partitions or 2 * spark.sparkContext.defaultParallelism
-    return max(1, min(wanted, MAX_MESSAGE_FILES))
+def message_files(decoded: DataFrame) -> DataFrame:
+    """Decoded MESSAGE rows -> the same rows as step 1 writes them: each read task's rows
+    sorted by message hash, in at most MAX_MESSAGE_FILES partitions (no shuffle: the driver
+    merges one file per partition, so this bounds its memory whatever the data size)."""
+    if decoded.rdd.getNumPartitions() > MAX_MESSAGE_FILES:
+        decoded = decoded.coalesce(MAX_MESSAGE_FILES)
+    return decoded.sortWithinPartitions("message_hash")
 
 
 @dataclass(slots=True)
@@ -97,7 +92,15 @@ class _Run:
 
     @property
     def messages_dir(self) -> Path:
-        return self.work / "messages"
+        from waku_legacy.migrate.dedup import MESSAGES_DIR
+
+        return self.work / MESSAGES_DIR
+
+    @property
+    def duplicates_dir(self) -> Path:
+        from waku_legacy.migrate.dedup import DUPLICATES_DIR
+
+        return self.work / DUPLICATES_DIR
 
     def step(self, name: str, doing: str) -> AbstractContextManager[None]:
         """Time the block as ``timing[name]``; a failure says ``<doing> failed: …``."""
@@ -130,9 +133,13 @@ def run_migration(
 
     with run.step("read_decode_dedup", "reading and decoding the sources"):
         tasks = _read_decode_dedup(run)
-    messages = spark.read.parquet(str(run.messages_dir))
+    from waku_legacy.migrate.dedup import mark_duplicates
+
+    decoded = spark.read.parquet(str(run.messages_dir))
+    duplicates = spark.read.parquet(str(run.duplicates_dir))
+    messages = mark_duplicates(decoded, duplicates)
     with run.step("count", "counting the messages"):
-        _count(run, messages, tasks)
+        _count(run, decoded, duplicates, tasks)
     with run.step("quarantine", "writing the quarantine"):
         _quarantine(run, messages)
     _store_beside_archives(run, messages, keys, archives, store_batch_size)
@@ -165,7 +172,9 @@ def _prepare(
 
 def _read_decode_dedup(run: _Run) -> list[Task]:
     """Step 1: read, decode, deduplicate: one pass over the sources, written once as Parquet
-    in the work directory. Returns the read tasks."""
+    in the work directory, then the copies to drop found from the keys of what was written.
+    Returns the read tasks."""
+    from waku_legacy.migrate.dedup import duplicate_copies
     from waku_legacy.migrate.sources import read_sources
 
     spark = run.spark
@@ -174,38 +183,50 @@ def _read_decode_dedup(run: _Run) -> list[Task]:
         spark, run.config.sources, work_dir=str(run.work), mapping=run.mapping
     )
     with run.progress.spark_step(spark, "read, decode, deduplicate"):
-        ranked = deduplicate_decoded(decoded, message_partitions(run.config, spark))
         # Small row groups: the driver streams these files back (store write) and holds
         # one decoded row group per file at a time, so this bounds its memory.
         (
-            ranked.sortWithinPartitions("message_hash")
+            message_files(decoded)
             .write.mode("overwrite")
             .option("parquet.block.size", str(PARQUET_ROW_GROUP_BYTES))
             .parquet(str(run.messages_dir))
         )
+        # Only the key columns are read back and shuffled; the copies to drop, in hash
+        # order (the driver's store stream skips them as it merges).
+        keys = spark.read.parquet(str(run.messages_dir))
+        (
+            duplicate_copies(keys)
+            .orderBy("message_hash", "source", "location")
+            .write.mode("overwrite")
+            .parquet(str(run.duplicates_dir))
+        )
     return tasks
 
 
-def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
-    """Step 2: counts per source, community and week, and the shard mapping's."""
+def _count(run: _Run, decoded: DataFrame, duplicates: DataFrame, tasks: list[Task]) -> None:
+    """Step 2: counts per source, community and week, and the shard mapping's, from every
+    decoded row less the duplicate copies (no join: the copies carry their groups)."""
+    group = ["source", "community", "week", "pubsub_topic", "channel"]
     # the rows step 1 wrote, which this step reads
     with run.progress.spark_step(run.spark, "count", records_total=run.progress.last_records):
         # One pass over the messages: both counts come from the same groups (a few per
         # source, week and topic), summed on the driver; a second aggregation cost another
-        # scan of every Parquet file.
-        groups = (
-            messages.groupBy("source", "community", "week", "quarantined", "duplicate",
-                             "pubsub_topic", "channel")
-            .count()
-            .collect()
-        )  # fmt: skip
-    counts: dict[tuple[Any, ...], int] = defaultdict(int)
+        # scan of every Parquet file. The copies are few rows of their own.
+        groups = decoded.groupBy(*group, "quarantined").count().collect()
+        copies = duplicates.groupBy(*group).count().collect()
+    summed: dict[tuple[Any, ...], int] = defaultdict(int)
     per_topic: dict[tuple[Any, ...], int] = defaultdict(int)
     for g in groups:
         n = g["count"]
-        counts[g["source"], g["community"], g["week"], g["quarantined"], g["duplicate"]] += n
-        if not g["quarantined"] and not g["duplicate"]:
+        summed[g["source"], g["community"], g["week"], g["quarantined"], False] += n
+        if not g["quarantined"]:
             per_topic[g["pubsub_topic"], g["community"], g["channel"]] += n
+    for g in copies:  # never quarantined: moved from the kept messages to the duplicates
+        n = g["count"]
+        summed[g["source"], g["community"], g["week"], False, False] -= n
+        summed[g["source"], g["community"], g["week"], False, True] += n
+        per_topic[g["pubsub_topic"], g["community"], g["channel"]] -= n
+    counts = {k: n for k, n in summed.items() if n}
     tasks_per_source: dict[str, int] = defaultdict(int)
     for task in tasks:
         tasks_per_source[task["source"]] += 1
@@ -228,7 +249,7 @@ def _count(run: _Run, messages: DataFrame, tasks: list[Task]) -> None:
             source.messages += n
             week.messages += n
     run.report.sources = list(sources.values())
-    run.report.mapping = _mapping_rows(run.mapping, per_topic)
+    run.report.mapping = _mapping_rows(run.mapping, {k: n for k, n in per_topic.items() if n})
 
 
 def _decoded_rows(run: _Run) -> int:
@@ -314,7 +335,11 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
     """Step 4: the kept messages into the v2 store (none configured: nothing)."""
     from pyspark.sql import functions as F
 
-    from waku_legacy.migrate.sinks import iter_kept_sorted, write_postgres_store, write_sqlite_store
+    from waku_legacy.migrate.sinks import (
+        iter_kept_batches,
+        write_postgres_store,
+        write_sqlite_store,
+    )
     from waku_legacy.store import is_postgres_url, open_store
 
     url = run.config.output.store
@@ -330,14 +355,17 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
         except Exception as exc:
             raise spark_failure("writing the PostgreSQL store", exc) from exc
     else:
+        from waku_legacy.store.sqlite import SqliteMessageStore
+
         kept_total = sum(s.messages for s in run.report.sources)
         with (
             open_store(url) as store,
             run.progress.bar("store", total=kept_total, unit="msg") as bar,
         ):
+            assert isinstance(store, SqliteMessageStore)  # every URL but PostgreSQL's
             inserted = write_sqlite_store(
-                store, iter_kept_sorted(run.messages_dir), batch_size=batch_size,
-                fault=run.fault, progress=bar.update,
+                store, iter_kept_batches(run.messages_dir, run.duplicates_dir),
+                batch_size=batch_size, fault=run.fault, progress=bar.update,
             )  # fmt: skip
     with open_store(url) as store:
         run.report.store = {

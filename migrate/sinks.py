@@ -1,40 +1,43 @@
 """Where migrated messages go: the v2 store, the quarantine.
 
-SQLite is a single-writer file, so the driver writes it, streaming: the deduplicated
-messages were written by the executors as a fixed number of Parquet files (at most
+SQLite is a single-writer file, so the driver writes it, streaming: the decoded messages
+were written by the executors as a bounded number of Parquet files (at most
 :data:`~waku_legacy.migrate.pipeline.MAX_MESSAGE_FILES`), each sorted by message hash, with
-small row groups; the driver merges them (k-way, one row group per file in memory at a time,
+small row groups, and the copies to drop (:mod:`.dedup`) as hash-sorted files of their own;
+the driver merges them (k-way on Arrow batches, one row group per file in memory at a time,
 so its memory does not grow with the number of messages) into one stream in hash order, which
 is also the cheapest order for SQLite's primary-key B-tree (several times faster than
-interleaved sorted runs), and inserts it in batches (one transaction each;
-``store:batch:<n>`` fault point after each commit).
+interleaved sorted runs), leaves the copies out, and inserts it in batches (one transaction
+each; ``store:batch:<n>`` fault point after each commit), the rows made from the Arrow
+columns as the store's own ``insert_messages`` makes them.
 PostgreSQL accepts parallel writers, so each executor writes its own partition (binary COPY
 into a staging table, then one INSERT ... ON CONFLICT DO NOTHING: ``waku_legacy.store.pg_load``).
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from waku_legacy.faults import FaultHook, no_fault
+from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS
 from waku_legacy.store.pg_load import STORE_COLUMNS as LOAD_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from waku_legacy.store.types import MessageStore
+    from waku_legacy.store.sqlite import SqliteMessageStore
 
 __all__ = [
     "STORE_COLUMNS",
-    "iter_kept_sorted",
+    "iter_kept_batches",
     "write_postgres_store",
     "write_quarantine",
     "write_sqlite_store",
@@ -44,43 +47,148 @@ STORE_COLUMNS = list(LOAD_COLUMNS)  # the store rows' columns, in this order
 READ_BATCH = 4096
 
 
-def _kept_rows(path: Path) -> Iterator[tuple[Any, ...]]:
+def _kept_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The file's ``columns`` of its rows that are not quarantined, a batch at a time."""
     # pre_buffer=False: with pre-buffering a reader keeps every row group it read cached
     # until it is closed, so its memory grows with the file; without, one row group.
     parquet = pq.ParquetFile(path, pre_buffer=False)
-    columns = [*STORE_COLUMNS, "quarantined", "duplicate"]
-    for batch in parquet.iter_batches(batch_size=READ_BATCH, columns=columns, use_threads=False):
-        keep = pc.and_(pc.invert(batch.column("quarantined")), pc.invert(batch.column("duplicate")))
-        kept = batch.filter(keep)
+    wanted = [*columns, "quarantined"]
+    for batch in parquet.iter_batches(batch_size=READ_BATCH, columns=wanted, use_threads=False):
+        kept = batch.filter(pc.invert(batch.column("quarantined")))
         if kept.num_rows:
-            yield from zip(*(kept.column(c).to_pylist() for c in STORE_COLUMNS), strict=True)
+            yield kept.select(columns)
 
 
-def iter_kept_sorted(messages_dir: str | Path) -> Iterator[tuple[Any, ...]]:
-    """Store rows (STORE_COLUMNS order) of the kept messages, in message-hash order."""
+def _merged(streams: list[Iterator[pa.RecordBatch]]) -> Iterator[pa.Table]:
+    """Hash-sorted batch ``streams`` (message_hash first) merged into hash-sorted tables,
+    vectorized: each round takes from every stream's current batch the rows up to the
+    smallest last hash among them (the whole batch of the stream that has it) and sorts
+    them together. Equal hashes keep the streams' order (a stable sort), as a row-wise
+    merge does. Memory: one batch per stream."""
+    heads = [(b, s) for s in streams if (b := next(s, None)) is not None]
+    while heads:
+        bound = min(b.column(0)[-1].as_py() for b, _ in heads)
+        parts, rest = [], []
+        for batch, stream in heads:
+            hashes = batch.column(0)
+            if hashes[0].as_py() <= bound:
+                taken = pc.sum(pc.less_equal(hashes, pa.scalar(bound, pa.binary()))).as_py()
+                parts.append(batch.slice(0, taken))
+                batch = batch.slice(taken)
+            if not batch.num_rows:
+                batch = next(stream, None)
+            if batch is not None:
+                rest.append((batch, stream))
+        heads = rest
+        table = pa.Table.from_batches(parts)
+        if len(parts) > 1:
+            table = table.take(pc.sort_indices(table, [("message_hash", "ascending")]))
+        yield table
+
+
+def _duplicates(directory: Path) -> Iterator[tuple[bytes, str, str]]:
+    """The copies to drop (:func:`~waku_legacy.migrate.dedup.duplicate_copies`), in hash
+    order (the files of a sorted write, in name order)."""
+    for path in sorted(directory.glob("part-*.parquet")):
+        parquet = pq.ParquetFile(path, pre_buffer=False)
+        for batch in parquet.iter_batches(
+            batch_size=READ_BATCH, columns=list(DUPLICATE_COLUMNS), use_threads=False
+        ):
+            columns = [batch.column(c).to_pylist() for c in DUPLICATE_COLUMNS]
+            yield from zip(*columns, strict=True)
+
+
+def _without_duplicates(
+    tables: Iterator[pa.Table], duplicates: Iterator[tuple[bytes, str, str]]
+) -> Iterator[pa.Table]:
+    """Hash-ordered ``tables`` (store columns, source, location) without the ``duplicates``
+    (hash-ordered too), so this holds only the copies to drop of one table's hashes."""
+    pending = next(duplicates, None)
+    here: list[tuple[bytes, str, str]] = []
+    for table in tables:
+        last = table.column(0)[-1].as_py()
+        while pending is not None and pending[0] <= last:
+            here.append(pending)
+            pending = next(duplicates, None)
+        if here:
+            hashes = pa.array([d[0] for d in here], pa.binary())
+            found = pc.indices_nonzero(pc.is_in(table.column(0), value_set=hashes))
+            drop = set(here)
+            identity = zip(*(table.column(c).take(found).to_pylist() for c in DUPLICATE_COLUMNS),
+                           strict=True)  # fmt: skip
+            dropped = [i for i, key in zip(found.to_pylist(), identity, strict=True) if key in drop]
+            if dropped:
+                keep = np.ones(table.num_rows, dtype=bool)
+                keep[dropped] = False
+                table = table.filter(pa.array(keep))
+            # a hash equal to the last one may continue in the next table
+            here = [d for d in here if d[0] == last]
+        yield table.select(STORE_COLUMNS)
+
+
+def iter_kept_batches(messages_dir: str | Path, duplicates_dir: str | Path) -> Iterator[pa.Table]:
+    """The kept messages' store columns (STORE_COLUMNS), in message-hash order, as Arrow
+    tables: step 1's hash-sorted files merged, the quarantined rows and the duplicate copies
+    (``duplicates_dir``) left out."""
     files = sorted(Path(messages_dir).glob("part-*.parquet"))
-    return heapq.merge(*(_kept_rows(f) for f in files), key=lambda row: row[0])
+    duplicates = _duplicates(Path(duplicates_dir))
+    first = next(duplicates, None)
+    if first is None:  # nothing to drop: no identity columns needed
+        return _merged([_kept_batches(f, STORE_COLUMNS) for f in files])
+    columns = [*STORE_COLUMNS, "source", "location"]
+    merged = _merged([_kept_batches(f, columns) for f in files])
+    return _without_duplicates(merged, itertools.chain([first], duplicates))
+
+
+def _chunks(tables: Iterator[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """``tables`` cut into tables of ``rows`` rows (the last one shorter)."""
+    held: list[pa.Table] = []
+    count = 0
+    for table in tables:
+        held.append(table)
+        count += table.num_rows
+        while count >= rows:
+            joined = pa.concat_tables(held)
+            yield joined.slice(0, rows)
+            held, count = [joined.slice(rows)], count - rows
+    if count:
+        yield pa.concat_tables(held)
+
+
+def _store_parameters(chunk: pa.Table) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A chunk of store rows as the SQLite store's ``Message`` and ``v1_envelopes`` rows
+    (topics as their UTF-8 bytes, what the store makes of a StoredMessage's text)."""
+    columns = []
+    for name in STORE_COLUMNS[:7]:
+        column = chunk.column(name)
+        if pa.types.is_string(column.type):
+            column = column.cast(pa.binary())
+        columns.append(column.to_pylist())
+    messages = list(zip(*columns, strict=True))
+    v1 = chunk.filter(pc.is_valid(chunk.column("envelope")))
+    columns = [v1.column(c).to_pylist() for c in (STORE_COLUMNS[0], *STORE_COLUMNS[7:])]
+    envelopes = list(zip(*columns, strict=True))
+    return messages, envelopes
 
 
 def write_sqlite_store(
-    store: MessageStore,
-    rows: Iterator[tuple[Any, ...]],
+    store: SqliteMessageStore,
+    tables: Iterator[pa.Table],
     *,
     batch_size: int = 20_000,
     fault: FaultHook = no_fault,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Insert ``rows`` in batches; returns how many were new."""
+    """Insert the store rows of ``tables`` (STORE_COLUMNS) in transactions of
+    ``batch_size`` rows; returns how many were new."""
     inserted = 0
     with store.bulk_load():
-        for number in itertools.count():
-            chunk = list(itertools.islice(rows, batch_size))
-            if not chunk:
-                break
-            inserted += store.insert_messages(chunk, batch_size=batch_size)
+        for number, chunk in enumerate(_chunks(tables, batch_size)):
+            messages, envelopes = _store_parameters(chunk)
+            inserted += store.insert_rows(messages, envelopes)
             fault(f"store:batch:{number}")
             if progress is not None:
-                progress(len(chunk))
+                progress(chunk.num_rows)
     return inserted
 
 

@@ -256,6 +256,15 @@ class SqliteMessageStore(SqlMessageStore):
             inserted += self._write_batch(messages, envelopes)
         return inserted
 
+    def insert_rows(
+        self, messages: list[tuple[Any, ...]], envelopes: list[tuple[Any, ...]]
+    ) -> int:
+        """One transaction of rows already in the tables' column types, what
+        :meth:`insert_messages` makes of its rows: ``messages`` as (hash, pubsub topic and
+        content topic as UTF-8 bytes, payload, version, timestamp, meta), ``envelopes`` as
+        (hash, envelope, DB key). Idempotent; returns how many messages were new."""
+        return self._write_batch(messages, envelopes)
+
     def _write_batch(
         self, messages: list[tuple[Any, ...]], envelopes: list[tuple[Any, ...]]
     ) -> int:
