@@ -101,7 +101,7 @@ def write_postgres_store(kept: DataFrame, url: str, *, fault: FaultHook = no_fau
     # A retried task's rows were copied twice into a first load: finish_load removes the
     # repeats and says how many of the writers' "new" they were.
     repeated = finish_load(url)
-    return sum(r["inserted"] for r in result) - repeated
+    return int(sum(r["inserted"] for r in result)) - repeated
 
 
 def write_quarantine(messages: DataFrame, directory: str) -> dict[str, int]:

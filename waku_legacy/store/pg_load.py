@@ -154,11 +154,16 @@ def prepare_load(url: str) -> bool:
                 found = conn.execute(
                     " UNION ALL ".join(f"(SELECT 1 FROM {t} LIMIT 1)" for t in _TABLES)
                 ).fetchone()
-                if found is None:
-                    _create_bare_tables(conn)
+                first = found is None
+                if first:
+                    try:
+                        with conn.transaction():
+                            _create_bare_tables(conn)
+                    except psycopg.errors.InsufficientPrivilege:
+                        first = False  # no right to make a schema: staged, slower, the same
         except psycopg.Error as exc:
             raise StoreError(f"preparing the PostgreSQL store load failed: {exc}") from exc
-    return found is None
+    return first
 
 
 def _create_bare_tables(conn: psycopg.Connection[Any]) -> None:
