@@ -77,7 +77,7 @@ _TABLES = ("messages", "messages_lookup", "v1_envelopes")
 # prepare_load before it drops them (so they are rebuilt exactly as the schema makes them).
 _KEYS = f"{LOAD_SCHEMA}.load_keys"
 _BUILD_CONNECTIONS = 2  # index builds at once (each also uses the server's parallel workers)
-_MAINTENANCE_MEM = "512MB"  # per build: the 1M-row sorts stay in memory
+_MAINTENANCE_MEM = "512MB"  # per build connection (the default 64 MB sorts 1M keys on disk)
 
 _STAGE = "waku_store_stage"
 _CREATE_STAGE = (

@@ -166,14 +166,22 @@ def _load_schema_tables(url: str) -> dict[str, int]:
         }
 
 
-def test_first_load_is_invisible_to_the_store_until_finished(two_databases) -> None:
-    loaded, reference = two_databases
-    rows = make_rows(600)
+def _unfinished_first_load(
+    loaded: str, reference: str, rows: list[tuple[Any, ...]], copied: list[tuple[Any, ...]]
+) -> None:
+    """``rows`` into ``reference`` by the store's own inserts; ``copied`` into a first load of
+    ``loaded``, not finished."""
     with open_store(reference) as store:
         store.insert_messages(rows)
     assert prepare_load(loaded) is True
     with connect_loader(loaded) as conn:
-        load_rows(conn, rows, batch_size=250, first_load=True)
+        load_rows(conn, copied, batch_size=250, first_load=True)
+
+
+def test_first_load_is_invisible_to_the_store_until_finished(two_databases) -> None:
+    loaded, reference = two_databases
+    rows = make_rows(600)
+    _unfinished_first_load(loaded, reference, rows, rows)
     # Loaded but not finished: the store (what the bridge opens) is empty and whole, its
     # keys and indexes all there; the rows wait, unindexed, in the load schema.
     with open_store(loaded) as store:
@@ -201,11 +209,7 @@ def test_first_load_is_invisible_to_the_store_until_finished(two_databases) -> N
 def test_rows_the_bridge_writes_during_a_first_load_are_kept(two_databases) -> None:
     loaded, reference = two_databases
     rows = make_rows(700)
-    with open_store(reference) as store:
-        store.insert_messages(rows)
-    assert prepare_load(loaded) is True
-    with connect_loader(loaded) as conn:
-        load_rows(conn, rows[:650], batch_size=300, first_load=True)
+    _unfinished_first_load(loaded, reference, rows, rows[:650])
     with open_store(loaded) as store:  # live messages, one also in the load
         assert store.insert_messages(rows[649:]) == 51
     assert finish_load(loaded) == 1  # the store already held one of the load's messages
