@@ -10,8 +10,10 @@ is also the cheapest order for SQLite's primary-key B-tree (several times faster
 interleaved sorted runs), leaves the copies out, and inserts it in batches (one transaction
 each; ``store:batch:<n>`` fault point after each commit), the rows made from the Arrow
 columns as the store's own ``insert_messages`` makes them.
-PostgreSQL accepts parallel writers, so each executor writes its own partition (binary COPY
-into a staging table, then one INSERT ... ON CONFLICT DO NOTHING: ``waku_legacy.store.pg_load``).
+PostgreSQL accepts parallel writers, so each executor writes its own partition with binary
+COPY (``waku_legacy.store.pg_load``: into an empty store, bare tables whose indexes are built
+once at the end and which then replace the empty ones; otherwise staged, then INSERT ... ON
+CONFLICT DO NOTHING).
 """
 
 from __future__ import annotations
@@ -204,8 +206,10 @@ def write_postgres_store(kept: DataFrame, url: str, *, fault: FaultHook = no_fau
 
     first_load = prepare_load(url)
     result = kept.select(*STORE_COLUMNS).mapInArrow(write, "inserted BIGINT").collect()
-    finish_load(url)
-    return sum(r["inserted"] for r in result)
+    # A retried task's rows were copied twice into a first load: finish_load removes the
+    # repeats and says how many of the writers' "new" they were.
+    repeated = finish_load(url)
+    return int(sum(r["inserted"] for r in result)) - repeated
 
 
 def write_quarantine(messages: DataFrame, directory: str) -> dict[str, int]:

@@ -1,37 +1,46 @@
 """Bulk load of the v2 store on PostgreSQL (nwaku's schema, :mod:`waku_legacy.store.postgres`),
 for parallel writers (one per Spark partition, or per process).
 
-Each writer opens its own connection (:func:`connect_loader`) and calls :func:`load_rows`:
-rows go by binary ``COPY`` into a session-private staging table, then one
-``INSERT … SELECT … ON CONFLICT DO NOTHING`` per real table (``messages``,
-``messages_lookup``, ``v1_envelopes``), one transaction per batch, with
-``synchronous_commit`` off for that transaction only. Hex encoding of hashes, payloads and
-meta (nwaku's columns) is done by the server (``encode(…, 'hex')``) from the staged
-``bytea``, so the client sends raw bytes and does no per-value formatting.
+The driver calls :func:`prepare_load`, then each writer opens its own connection
+(:func:`connect_loader`) and calls :func:`load_rows` (or :func:`load_arrow`), then the driver
+calls :func:`finish_load`. Two ways in, chosen by :func:`prepare_load`:
 
-The staging table is ``TEMP``: like an ``UNLOGGED`` table it writes no WAL, and unlike one
-it is private to its session (parallel writers never share it) and disappears with the
-session, so a writer killed with ``kill -9`` mid-``COPY`` leaves nothing behind: its open
-transaction is rolled back by the server, every earlier batch is committed whole, and a
-rerun inserts exactly the missing rows (``ON CONFLICT DO NOTHING`` on nwaku's primary
-keys). ``synchronous_commit = off`` can lose the last commits only if the *server* crashes;
-a rerun writes them again.
+- **First load** (the store's three tables empty): the rows go by binary ``COPY`` into bare
+  copies of the tables in a schema of their own, ``waku_store_load``, with no index at all,
+  not even the primary keys (a random-order B-tree insert per row and per key costs several
+  times the sort that builds the same index afterwards). :func:`finish_load` then builds the
+  keys by sort (``CREATE UNIQUE INDEX``; rows a second writer or a retried Spark task sent
+  twice are deleted first, keeping one, if a key's build meets them), every other index of
+  the schema, from two connections at once, ``ANALYZE``, and then, in one transaction, moves
+  the finished tables in place of the store's empty ones (``ALTER TABLE … SET SCHEMA``). A
+  reader of the store (the bridge) sees the empty store until that commit and the whole
+  store after it, never a table without its keys. A run killed before the commit leaves
+  the store empty; the rerun's :func:`prepare_load` drops the unfinished schema and loads
+  again from the start.
+- **Into a store that holds rows** (a rerun after a finished load, a second source): each
+  batch goes by binary ``COPY`` into a session-private ``TEMP`` staging table (no WAL, gone
+  with its session when a writer is killed), then one ``INSERT … SELECT … ON CONFLICT DO
+  NOTHING`` per real table, the hex of nwaku's columns made by the server
+  (``encode(…, 'hex')``). Idempotent: a rerun inserts exactly the missing rows.
 
-Around a load, the driver calls :func:`prepare_load` (tables created; when ``messages`` is
-empty, the secondary indexes are dropped so the first load maintains only the primary keys)
-and :func:`finish_load` (every index of the schema created again, ``ANALYZE``). A run killed
-between the two leaves the indexes missing, which the rerun's :func:`finish_load` (or any
-:class:`~waku_legacy.store.postgres.PostgresMessageStore` opening the store) builds.
+Each batch is one transaction with ``synchronous_commit`` off (a *server* crash can lose
+the last commits; a rerun writes them again); a writer killed with ``kill -9`` mid-``COPY``
+loses only its open transaction. One load at a time per store: a second run's
+:func:`prepare_load` drops a first load's unfinished schema under it (its writers then fail).
 
 Fault points (:mod:`waku_legacy.faults`): ``store:copy:<n>`` inside the ``COPY`` of batch
-``n`` (half of its rows sent), ``store:batch:<n>`` after batch ``n`` is committed.
+``n`` (half of its rows sent), ``store:batch:<n>`` after batch ``n`` is committed;
+in :func:`finish_load` of a first load ``store:index:<name>`` before each index is built and
+``store:swap`` inside the transaction that moves the tables in, before its commit.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOAD_BATCH",
+    "LOAD_SCHEMA",
     "STORE_COLUMNS",
     "connect_loader",
     "finish_load",
@@ -61,6 +71,13 @@ STORE_COLUMNS = (
 )  # fmt: skip
 _STAGE_TYPES = ("bytea", "text", "text", "bytea", "int4", "int8", "bytea", "bytea", "bytea")
 LOAD_BATCH = 50_000  # rows per transaction (about 40 MB staged at ~800 bytes a row)
+LOAD_SCHEMA = "waku_store_load"  # a first load's tables until they are finished
+_TABLES = ("messages", "messages_lookup", "v1_envelopes")
+# Each table's keys, as "CREATE UNIQUE INDEX" statements and constraint kinds, recorded by
+# prepare_load before it drops them (so they are rebuilt exactly as the schema makes them).
+_KEYS = f"{LOAD_SCHEMA}.load_keys"
+_BUILD_CONNECTIONS = 2  # index builds at once (each also uses the server's parallel workers)
+_MAINTENANCE_MEM = "512MB"  # per build connection (the default 64 MB sorts 1M keys on disk)
 
 _STAGE = "waku_store_stage"
 _CREATE_STAGE = (
@@ -80,18 +97,29 @@ _INSERTS = (
     " ORDER BY h ON CONFLICT DO NOTHING",
 )
 _COPY_MESSAGES = (
-    "COPY messages (messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta)"
-    " FROM STDIN (FORMAT BINARY)"
+    f"COPY {LOAD_SCHEMA}.messages (messageHash, pubsubTopic, contentTopic, payload, version,"
+    " timestamp, meta) FROM STDIN (FORMAT BINARY)"
 )
-_COPY_LOOKUP = "COPY messages_lookup (timestamp, messageHash) FROM STDIN (FORMAT BINARY)"
-_COPY_ENVELOPES = "COPY v1_envelopes (messageHash, envelope, dbKey) FROM STDIN (FORMAT BINARY)"
-_INDEX_NAME = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+) ")
+_COPY_LOOKUP = (
+    f"COPY {LOAD_SCHEMA}.messages_lookup (timestamp, messageHash) FROM STDIN (FORMAT BINARY)"
+)
+_COPY_ENVELOPES = (
+    f"COPY {LOAD_SCHEMA}.v1_envelopes (messageHash, envelope, dbKey) FROM STDIN (FORMAT BINARY)"
+)
+# Rows a key's build found twice (two writers, a retried task): all but the first copied in
+# (lowest ctid) deleted, per key column list. v1_envelopes by hash first: a dbKey names one
+# envelope and so one message hash, so its repeats are repeats of the whole row.
+_DEDUP = {
+    "messages": ("messageHash, timestamp",),
+    "messages_lookup": ("messageHash, timestamp",),
+    "v1_envelopes": ("messageHash", "dbKey"),
+}
+_INDEX_NAME = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+) ON (\w+) ")
 _LOCK = "SELECT pg_advisory_xact_lock(7377656)"  # the store's schema lock (postgres.py)
 
 
 def secondary_indexes() -> list[str]:
-    """The schema's indexes beyond the primary keys and unique constraints (those stay:
-    ``ON CONFLICT`` needs them)."""
+    """The schema's indexes beyond the primary keys and unique constraints."""
     return [m.group(1) for s in SCHEMA if (m := _INDEX_NAME.match(s))]
 
 
@@ -110,8 +138,9 @@ def connect_loader(url: str, *, connect_timeout: int = 10) -> psycopg.Connection
 
 
 def prepare_load(url: str) -> bool:
-    """Before the writers start: the tables exist; if ``messages`` is empty, its secondary
-    indexes are dropped (built by :func:`finish_load`). Returns whether it was empty."""
+    """Before the writers start: the store's tables exist; if all three are empty, a first
+    load's bare tables are made afresh in :data:`LOAD_SCHEMA` (an unfinished one of a killed
+    run dropped). Returns whether it is a first load (pass it to the writers)."""
     import psycopg
 
     with connect_loader(url) as conn:
@@ -121,30 +150,182 @@ def prepare_load(url: str) -> bool:
                 for statement in SCHEMA:
                     if statement.startswith("CREATE TABLE"):
                         conn.execute(statement)
-                empty = conn.execute("SELECT NOT EXISTS (SELECT 1 FROM messages)").fetchone()
-                if empty and empty[0]:
-                    for name in secondary_indexes():
-                        conn.execute(f"DROP INDEX IF EXISTS {name}")
+                conn.execute(f"DROP SCHEMA IF EXISTS {LOAD_SCHEMA} CASCADE")
+                found = conn.execute(
+                    " UNION ALL ".join(f"(SELECT 1 FROM {t} LIMIT 1)" for t in _TABLES)
+                ).fetchone()
+                first = found is None
+                if first:
+                    try:
+                        with conn.transaction():
+                            _create_bare_tables(conn)
+                    except psycopg.errors.InsufficientPrivilege:
+                        first = False  # no right to make a schema: staged, slower, the same
         except psycopg.Error as exc:
             raise StoreError(f"preparing the PostgreSQL store load failed: {exc}") from exc
-    return bool(empty and empty[0])
+    return first
 
 
-def finish_load(url: str) -> None:
-    """After the writers: every index of the schema present, the planner's statistics fresh."""
+def _create_bare_tables(conn: psycopg.Connection[Any]) -> None:
+    """The schema's tables in :data:`LOAD_SCHEMA` (same columns, NOT NULL kept), their keys
+    recorded in ``load_keys`` and dropped (in the caller's transaction)."""
+    conn.execute(f"CREATE SCHEMA {LOAD_SCHEMA}")
+    conn.execute(f"SET LOCAL search_path = {LOAD_SCHEMA}")
+    for statement in SCHEMA:
+        if statement.startswith("CREATE TABLE"):
+            conn.execute(statement)
+    conn.execute(
+        f"CREATE TABLE {_KEYS} AS SELECT c.conrelid::regclass::text AS tablename, c.conname,"
+        " c.contype, pg_get_indexdef(c.conindid) AS indexdef FROM pg_constraint c"
+        f" WHERE c.connamespace = '{LOAD_SCHEMA}'::regnamespace AND c.contype IN ('p', 'u')"
+    )
+    for table, name in conn.execute(f"SELECT tablename, conname FROM {_KEYS}").fetchall():
+        conn.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
+
+
+def finish_load(url: str, *, fault: FaultHook = no_fault) -> int:
+    """After the writers: every index of the schema present, the planner's statistics fresh;
+    a first load's tables finished and moved into the store (see the module's text).
+    Returns how many messages the writers counted as new that the store did not take (rows
+    sent twice in a first load; 0 otherwise)."""
     import psycopg
 
-    with connect_loader(url) as conn:
-        try:
+    try:
+        with connect_loader(url) as conn:
+            conn.autocommit = True
+            loading = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (_KEYS,)).fetchone()
+            if loading and loading[0]:
+                return _finish_first_load(conn, url, fault)
             with conn.transaction():
                 conn.execute(_LOCK)
-                conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
+                conn.execute(f"SET LOCAL maintenance_work_mem = '{_MAINTENANCE_MEM}'")
                 for statement in SCHEMA:
                     conn.execute(statement)
-            conn.autocommit = True
-            conn.execute("ANALYZE messages, messages_lookup, v1_envelopes")
-        except psycopg.Error as exc:
-            raise StoreError(f"finishing the PostgreSQL store load failed: {exc}") from exc
+            conn.execute("ANALYZE " + ", ".join(_TABLES))
+            return 0
+    except psycopg.Error as exc:
+        raise StoreError(f"finishing the PostgreSQL store load failed: {exc}") from exc
+
+
+def _finish_first_load(conn: psycopg.Connection[Any], url: str, fault: FaultHook) -> int:
+    keys = conn.execute(
+        f"SELECT tablename, conname, contype, indexdef FROM {_KEYS} ORDER BY tablename, conname"
+    ).fetchall()
+    # One list for both connections: the keys first (the messages table's first), then the
+    # other indexes, the widest first. A repeat a key's build meets is deleted whenever it
+    # is met; an index of that table built before then just holds the deleted rows as dead.
+    builds = [(t, n, d, True) for t, n, _, d in sorted(keys, key=lambda k: k[0] != "messages")]
+    others = [(m.group(2), m.group(1), s, False) for s in SCHEMA if (m := _INDEX_NAME.match(s))]
+    builds += sorted(others, key=lambda o: -len(o[2]))
+    removed = _build_all(url, builds, fault)
+    conn.execute(f"SET search_path = {LOAD_SCHEMA}")
+    with conn.transaction():
+        for table, name, kind, _ in keys:
+            constraint = "PRIMARY KEY" if kind == "p" else "UNIQUE"
+            conn.execute(
+                f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {constraint} USING INDEX "{name}"'
+            )
+    conn.execute("ANALYZE " + ", ".join(_TABLES))
+    conn.execute("RESET search_path")
+    target = conn.execute("SELECT current_schema()").fetchone()
+    assert target is not None
+    with conn.transaction():
+        conn.execute(_LOCK)
+        conn.execute(f"LOCK TABLE {', '.join(_TABLES)} IN ACCESS EXCLUSIVE MODE")
+        found = conn.execute(
+            " UNION ALL ".join(f"(SELECT 1 FROM {t} LIMIT 1)" for t in _TABLES)
+        ).fetchone()
+        if found is None:  # still empty: the finished tables take the empty ones' place
+            conn.execute(f"DROP TABLE {', '.join(_TABLES)}")
+            for table in _TABLES:
+                conn.execute(f'ALTER TABLE {LOAD_SCHEMA}.{table} SET SCHEMA "{target[0]}"')
+        else:  # someone wrote meanwhile (the bridge): merged as a rerun would be
+            removed += _merge_into_store(conn)
+        conn.execute(f"DROP SCHEMA {LOAD_SCHEMA} CASCADE")
+        fault("store:swap")
+    return removed
+
+
+def _merge_into_store(conn: psycopg.Connection[Any]) -> int:
+    """The finished first load's rows inserted into the store's non-empty tables
+    (``ON CONFLICT DO NOTHING``); returns its messages the store already held."""
+    columns = {
+        "messages": "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta",
+        "messages_lookup": "timestamp, messageHash",
+        "v1_envelopes": "messageHash, envelope, dbKey",
+    }
+    already = 0
+    for table in _TABLES:
+        cur = conn.execute(
+            f"INSERT INTO {table} ({columns[table]}) SELECT {columns[table]}"
+            f" FROM {LOAD_SCHEMA}.{table} ORDER BY messageHash ON CONFLICT DO NOTHING"
+        )
+        if table == "messages":
+            total = conn.execute(f"SELECT count(*) FROM {LOAD_SCHEMA}.messages").fetchone()
+            already = (total[0] if total else 0) - max(cur.rowcount, 0)
+    return already
+
+
+def _build_all(url: str, builds: list[tuple[str, str, str, bool]], fault: FaultHook) -> int:
+    """Run the index ``builds`` ((table, name, statement, unique)) in :data:`LOAD_SCHEMA`
+    from up to :data:`_BUILD_CONNECTIONS` connections at once, each taking the next from
+    the list; a unique build that meets repeated rows deletes them and builds again.
+    Returns the ``messages`` rows deleted so."""
+    import psycopg
+
+    work: queue.SimpleQueue[tuple[str, str, str, bool]] = queue.SimpleQueue()
+    for build in builds:
+        work.put(build)
+    errors: list[BaseException] = []
+    removed = [0]
+    table_locks = {t: threading.Lock() for t in _TABLES}
+
+    def builder() -> None:
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"SET search_path = {LOAD_SCHEMA}")
+                conn.execute(f"SET maintenance_work_mem = '{_MAINTENANCE_MEM}'")
+                while not errors:
+                    try:
+                        table, name, statement, unique = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    fault(f"store:index:{name}")
+                    try:
+                        conn.execute(statement)
+                    except psycopg.errors.UniqueViolation:
+                        if not unique:
+                            raise
+                        with table_locks[table]:  # one de-duplication per table at a time
+                            deleted = _deduplicate(conn, table)
+                        if table == "messages":
+                            removed[0] += deleted
+                        conn.execute(statement)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=builder, daemon=True)
+               for _ in range(min(_BUILD_CONNECTIONS, len(builds)))]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return removed[0]
+
+
+def _deduplicate(conn: psycopg.Connection[Any], table: str) -> int:
+    """Rows of ``table`` repeating an earlier one's key deleted (the lowest ctid kept, as
+    ``ON CONFLICT DO NOTHING`` keeps the first); returns how many."""
+    deleted = 0
+    for columns in _DEDUP[table]:
+        match = " AND ".join(f"a.{c} = b.{c}" for c in columns.split(", "))
+        cur = conn.execute(
+            f"DELETE FROM {table} a USING {table} b WHERE {match} AND a.ctid > b.ctid"
+        )
+        deleted += max(cur.rowcount, 0)
+    return deleted
 
 
 def load_rows(
@@ -159,32 +340,28 @@ def load_rows(
     and ``db_key`` may be None) in batches of ``batch_size``; returns (rows sent, new
     messages).
 
-    ``first_load`` (what :func:`prepare_load` returned: the store was empty): each batch is
-    copied straight into the real tables, about twice as fast as staging it, since nothing
-    can conflict but another writer's copy of the same message; a batch that does conflict
-    is rolled back and staged, and so is every later batch."""
+    ``first_load`` (what :func:`prepare_load` returned): each batch is copied straight into
+    the first load's bare tables, every row counted as new (repeats are removed, and
+    reported, by :func:`finish_load`); otherwise staged and inserted."""
     import psycopg
 
     sent = new = 0
     iterator = iter(rows)
     half = max(1, batch_size // 2)
     try:
-        conn.execute(_CREATE_STAGE)
-        conn.commit()
+        if not first_load:
+            conn.execute(_CREATE_STAGE)
+            conn.commit()
         for number in itertools.count():
             batch = list(itertools.islice(iterator, batch_size))
             if not batch:
                 break
             midway = functools.partial(fault, f"store:copy:{number}")
-            if first_load:
-                try:
-                    with conn.transaction(), conn.cursor() as cur:
-                        _copy_into_tables(cur, batch, midway, half)
+            with conn.transaction(), conn.cursor() as cur:
+                if first_load:
+                    _copy_into_tables(cur, batch, midway, half)
                     new += len(batch)
-                except psycopg.errors.UniqueViolation:
-                    first_load = False
-            if not first_load:
-                with conn.transaction(), conn.cursor() as cur:
+                else:
                     new += _stage_and_insert(cur, batch, midway, half)
             sent += len(batch)
             fault(f"store:batch:{number}")
@@ -214,8 +391,8 @@ def _stage_and_insert(
 def _copy_into_tables(
     cur: psycopg.Cursor[Any], batch: list[tuple[Any, ...]], midway: Callable[[], None], half: int
 ) -> None:
-    """One batch copied straight into the three tables (in the caller's transaction),
-    hashes, payloads and meta as nwaku's lowercase hex."""
+    """One batch copied straight into the first load's three bare tables (in the caller's
+    transaction), hashes, payloads and meta as nwaku's lowercase hex."""
     cur.execute("SET LOCAL synchronous_commit = off")
     with cur.copy(_COPY_MESSAGES) as copy:
         copy.set_types(["varchar", "varchar", "varchar", "varchar", "int4", "int8", "varchar"])

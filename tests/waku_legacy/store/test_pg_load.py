@@ -1,6 +1,8 @@
 """The PostgreSQL store's bulk load (waku_legacy.store.pg_load, the migration's sink): the
-same rows and schema as the store's own inserts, idempotent reruns, and a writer killed with
-SIGKILL in the middle of a COPY followed by a rerun gives the rows of an uninterrupted run."""
+same rows and schema as the store's own inserts, idempotent reruns, a first load invisible to
+the store's readers until it is whole, and a load killed with SIGKILL anywhere (mid-COPY,
+after a commit, during the index builds, in the swap) followed by a rerun gives the rows and
+indexes of an uninterrupted run."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from tests.helpers import fresh_database
 from waku_legacy.faults import ENV_VAR
 from waku_legacy.store import open_store
 from waku_legacy.store.pg_load import (
+    LOAD_SCHEMA,
     connect_loader,
     finish_load,
     load_rows,
@@ -74,12 +77,34 @@ def _indexes(url: str) -> list[tuple[str, str]]:
     return [(name, definition) for name, definition in rows]
 
 
+def _catalog(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The store's tables as the catalog describes them: columns, constraints, indexes, and
+    the schemas that exist (no load schema left behind)."""
+    with psycopg.connect(url) as conn:
+        return {
+            "columns": conn.execute(
+                "SELECT table_name, column_name, ordinal_position, data_type, is_nullable, "
+                "column_default FROM information_schema.columns WHERE table_schema = 'public' "
+                "ORDER BY table_name, ordinal_position"
+            ).fetchall(),
+            "constraints": conn.execute(
+                "SELECT conrelid::regclass::text, conname, contype, pg_get_constraintdef(oid) "
+                "FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2"
+            ).fetchall(),
+            "indexes": _indexes(url),
+            "schemas": conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' "
+                "AND nspname <> 'information_schema' ORDER BY 1"
+            ).fetchall(),
+        }
+
+
 def _load(url: str, rows: list[tuple[Any, ...]], batch_size: int) -> tuple[int, int]:
+    """(rows sent, new messages) as the migration's sink counts them."""
     first_load = prepare_load(url)
     with connect_loader(url) as conn:
-        result = load_rows(conn, rows, batch_size=batch_size, first_load=first_load)
-    finish_load(url)
-    return result
+        sent, new = load_rows(conn, rows, batch_size=batch_size, first_load=first_load)
+    return sent, new - finish_load(url)
 
 
 @pytest.fixture()
@@ -96,7 +121,8 @@ def test_load_equals_the_stores_inserts_and_reruns_add_nothing(two_databases) ->
         assert store.insert_messages(rows) == len(rows)
     assert _load(loaded, rows, batch_size=300) == (len(rows), len(rows))
     assert _tables(loaded) == _tables(reference)
-    assert _indexes(loaded) == _indexes(reference)  # the schema, indexes included, unchanged
+    # the schema, keys and indexes included, exactly as the store makes it; no load schema
+    assert _catalog(loaded) == _catalog(reference)
     assert {name for name, _ in _indexes(loaded)} >= set(secondary_indexes())
 
     # A rerun, and a load into a store that already holds some rows: nothing new, no index
@@ -106,42 +132,89 @@ def test_load_equals_the_stores_inserts_and_reruns_add_nothing(two_databases) ->
     with open_store(reference) as store:
         store.insert_messages(make_rows(1_010)[1_000:])
     assert _tables(loaded) == _tables(reference)
-    assert _indexes(loaded) == _indexes(reference)
+    assert _catalog(loaded) == _catalog(reference)
     with open_store(loaded) as store:
         assert store.count() == 1_010
         assert store.get_envelope(rows[0][0]) == rows[0][7]
         assert store.get_message(rows[3][0]).payload == rows[3][3]
 
 
-def test_first_load_copies_straight_in_and_stages_a_batch_that_conflicts(two_databases) -> None:
+def test_first_load_keeps_one_of_rows_two_writers_sent(two_databases) -> None:
     loaded, reference = two_databases
     rows = make_rows(900)
     with open_store(reference) as store:
         store.insert_messages(rows)
     assert prepare_load(loaded) is True
     with connect_loader(loaded) as one, connect_loader(loaded) as other:
-        # Two writers of a first load whose rows overlap (and a batch repeating a row):
-        # the conflicting batches are rolled back and staged, nothing is lost or doubled.
+        # Two writers of a first load whose rows overlap (and a batch repeating a row, as a
+        # retried Spark task would): the keys' builds meet the repeats and keep one of each.
         assert load_rows(one, rows[:500], batch_size=200, first_load=True) == (500, 500)
         sent, new = load_rows(
             other, rows[100:200] + rows[450:] + rows[899:], batch_size=200, first_load=True
         )
-    finish_load(loaded)
-    assert (sent, new) == (551, 400)
+    assert (sent, new) == (551, 551)
+    assert finish_load(loaded) == 151  # the writers' "new" that were repeats
     assert _tables(loaded) == _tables(reference)
-    assert _indexes(loaded) == _indexes(reference)
+    assert _catalog(loaded) == _catalog(reference)
 
 
-def test_first_load_drops_secondary_indexes_until_it_is_finished(postgres_dsn: str) -> None:
-    with fresh_database(postgres_dsn, "pgload_idx_") as url:
-        assert prepare_load(url) is True
-        names = {name for name, _ in _indexes(url)}
-        assert not names & set(secondary_indexes())
-        with connect_loader(url) as conn:
-            load_rows(conn, make_rows(10))
-        assert prepare_load(url) is False  # not empty any more: nothing dropped again
-        finish_load(url)
-        assert {name for name, _ in _indexes(url)} >= set(secondary_indexes())
+def _load_schema_tables(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        return {
+            table: conn.execute(f"SELECT count(*) FROM {LOAD_SCHEMA}.{table}").fetchone()[0]
+            for table in ("messages", "messages_lookup", "v1_envelopes")
+        }
+
+
+def _unfinished_first_load(
+    loaded: str, reference: str, rows: list[tuple[Any, ...]], copied: list[tuple[Any, ...]]
+) -> None:
+    """``rows`` into ``reference`` by the store's own inserts; ``copied`` into a first load of
+    ``loaded``, not finished."""
+    with open_store(reference) as store:
+        store.insert_messages(rows)
+    assert prepare_load(loaded) is True
+    with connect_loader(loaded) as conn:
+        load_rows(conn, copied, batch_size=250, first_load=True)
+
+
+def test_first_load_is_invisible_to_the_store_until_finished(two_databases) -> None:
+    loaded, reference = two_databases
+    rows = make_rows(600)
+    _unfinished_first_load(loaded, reference, rows, rows)
+    # Loaded but not finished: the store (what the bridge opens) is empty and whole, its
+    # keys and indexes all there; the rows wait, unindexed, in the load schema.
+    with open_store(loaded) as store:
+        assert store.count() == 0
+    empty = _catalog(loaded)
+    assert empty["indexes"] == _indexes(reference)
+    assert empty["constraints"] == _catalog(reference)["constraints"]
+    assert _load_schema_tables(loaded) == {
+        "messages": 600, "messages_lookup": 600, "v1_envelopes": 600 - 86,
+    }  # fmt: skip
+    with psycopg.connect(loaded) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = %s", (LOAD_SCHEMA,)
+        ).fetchone() == (0,)
+    assert prepare_load(loaded) is True  # still empty: a rerun would start the load afresh
+    assert _load_schema_tables(loaded) == {"messages": 0, "messages_lookup": 0, "v1_envelopes": 0}
+    with connect_loader(loaded) as conn:
+        load_rows(conn, rows, batch_size=250, first_load=True)
+    assert finish_load(loaded) == 0
+    assert _tables(loaded) == _tables(reference)
+    assert _catalog(loaded) == _catalog(reference)
+    assert prepare_load(loaded) is False  # not empty any more: the next load is staged
+
+
+def test_rows_the_bridge_writes_during_a_first_load_are_kept(two_databases) -> None:
+    loaded, reference = two_databases
+    rows = make_rows(700)
+    _unfinished_first_load(loaded, reference, rows, rows[:650])
+    with open_store(loaded) as store:  # live messages, one also in the load
+        assert store.insert_messages(rows[649:]) == 51
+    assert finish_load(loaded) == 1  # the store already held one of the load's messages
+    assert _tables(loaded) == _tables(reference)
+    assert _catalog(loaded) == _catalog(reference)
 
 
 _CHILD = """
@@ -149,57 +222,91 @@ import sys
 from tests.waku_legacy.store.test_pg_load import make_rows
 from waku_legacy.faults import fault_from_env
 from waku_legacy.store.pg_load import connect_loader, finish_load, load_rows, prepare_load
-url = sys.argv[1]
+url, n = sys.argv[1], int(sys.argv[2])
+fault = fault_from_env()
 first_load = prepare_load(url)
 with connect_loader(url) as conn:
-    rows = make_rows(2_000)
-    load_rows(conn, rows, batch_size=400, fault=fault_from_env(), first_load=first_load)
-finish_load(url)
+    rows = make_rows(n)
+    load_rows(conn, rows, batch_size=400, fault=fault, first_load=first_load)
+finish_load(url, fault=fault)
 """
 
 
-def _child(url: str, fault: str | None) -> subprocess.CompletedProcess[str]:
+def _child(url: str, fault: str | None, n: int = 2_000) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
     if fault:
         env[ENV_VAR] = fault
     return subprocess.run(
-        [sys.executable, "-c", _CHILD, url], cwd=ROOT, env=env, capture_output=True,
+        [sys.executable, "-c", _CHILD, url, str(n)], cwd=ROOT, env=env, capture_output=True,
         text=True, timeout=120,
     )  # fmt: skip
+
+
+def _store_count(url: str) -> int:
+    with open_store(url) as store:
+        return store.count()
 
 
 def test_kill_9_mid_copy_then_rerun_gives_the_uninterrupted_rows(two_databases) -> None:
     killed, clean = two_databases
     done = _child(clean, None)
     assert done.returncode == 0, done.stderr
-    # SIGKILL half-way through the COPY of the third batch (two batches committed; a first
-    # load, so the COPY goes straight into the tables; the rerun stages its batches).
+    # SIGKILL half-way through the COPY of the third batch of a first load (two batches
+    # committed into the load schema): the store itself stays empty and whole.
     crashed = _child(killed, "store:copy:2")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    partial = _tables(killed)
-    assert len(partial["messages"]) == 800  # batches 0 and 1, nothing of batch 2
-    assert len(partial["messages_lookup"]) == 800
+    assert _load_schema_tables(killed)["messages"] == 800  # batches 0 and 1, none of batch 2
+    assert _store_count(killed) == 0
+    assert _indexes(killed) == _indexes(clean)
+    rerun = _child(killed, None)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _tables(killed) == _tables(clean)
+    assert len(_tables(killed)["messages"]) == 2_000
+    assert _catalog(killed) == _catalog(clean)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "store:batch:0",  # after the first batch's commit
+        "store:index:messageindex",  # before the first key's build
+        "store:index:idx_content_pubsub_time",  # with the keys built, among the others
+        "store:swap",  # in the transaction that moves the tables in, before its commit
+    ],
+)
+def test_kill_9_in_a_first_load_then_rerun_gives_the_uninterrupted_rows(
+    two_databases, fault: str
+) -> None:
+    killed, clean = two_databases
+    assert _child(clean, None).returncode == 0
+    crashed = _child(killed, fault)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert _store_count(killed) == 0  # never a store without its keys: empty until the swap
+    assert _indexes(killed) == _indexes(clean)
+    rerun = _child(killed, None)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _tables(killed) == _tables(clean)
+    assert _catalog(killed) == _catalog(clean)
+
+
+def test_kill_9_mid_copy_into_a_filled_store_then_rerun_gives_the_uninterrupted_rows(
+    two_databases,
+) -> None:
+    killed, clean = two_databases
+    for url in (killed, clean):  # a finished first load, then a second, larger one
+        assert _child(url, None, n=1_000).returncode == 0
+    assert _child(clean, None).returncode == 0
+    crashed = _child(killed, "store:copy:3")  # staged: batches 0-2 inserted, 3 half-copied
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert _store_count(killed) == 1_200
     with psycopg.connect(killed) as conn:  # the killed session's staging table is gone
         stale = conn.execute(
             "SELECT count(*) FROM pg_class WHERE relname = 'waku_store_stage'"
         ).fetchone()
     assert stale == (0,)
-    rerun = _child(killed, None)
-    assert rerun.returncode == 0, rerun.stderr
-    assert _tables(killed) == _tables(clean)
-    assert len(_tables(killed)["messages"]) == 2_000
-    assert _indexes(killed) == _indexes(clean)
-
-
-def test_kill_9_after_a_commit_then_rerun_gives_the_uninterrupted_rows(two_databases) -> None:
-    killed, clean = two_databases
-    assert _child(clean, None).returncode == 0
-    crashed = _child(killed, "store:batch:0")
-    assert crashed.returncode == -signal.SIGKILL
-    assert len(_tables(killed)["messages"]) == 400
     assert _child(killed, None).returncode == 0
     assert _tables(killed) == _tables(clean)
-    assert _indexes(killed) == _indexes(clean)
+    assert _catalog(killed) == _catalog(clean)
 
 
 @pytest.mark.spark
@@ -212,12 +319,13 @@ def test_spark_sink_writes_every_partition_and_reruns_add_nothing(spark, two_dat
         "message_hash BINARY, pubsub_topic STRING, content_topic STRING, payload BINARY, "
         "version INT, timestamp BIGINT, meta BINARY, envelope BINARY, db_key BINARY"
     )
-    frame = spark.createDataFrame(rows, ddl).repartition(4)
+    # 100 rows twice, in other partitions (as two sources or a retried task would send them)
+    frame = spark.createDataFrame(rows + rows[:100], ddl).repartition(4)
     assert frame.rdd.getNumPartitions() == 4
     assert write_postgres_store(frame, loaded) == len(rows)
     with open_store(reference) as store:
         store.insert_messages(rows)
     assert _tables(loaded) == _tables(reference)
-    assert _indexes(loaded) == _indexes(reference)
+    assert _catalog(loaded) == _catalog(reference)
     assert write_postgres_store(frame, loaded) == 0
     assert _tables(loaded) == _tables(reference)
