@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from tests.helpers import fresh_database
+from tests.waku_legacy.store.support import expected_hashes
 from waku_legacy.store import (
     CursorNotFound,
     StoredMessage,
@@ -66,21 +67,7 @@ def store_url(request, tmp_path: Path):
         yield url
 
 
-def _model(rows, *, pubsub=None, topics=(), start=None, end=None, hashes=(), ascending=True):
-    sel = [
-        r
-        for r in rows
-        if (pubsub is None or r.pubsub_topic == pubsub)
-        and (not topics or r.content_topic in topics)
-        and (not hashes or r.message_hash in hashes)
-        and (start is None or r.timestamp >= start)
-        and (end is None or r.timestamp <= end)
-    ]
-    sel.sort(key=lambda r: (r.timestamp, r.message_hash), reverse=not ascending)
-    return [r.message_hash for r in sel]
-
-
-def test_insert_is_idempotent_and_pages_match_the_model(store_url: str) -> None:
+def test_insert_is_idempotent_and_pages_match_theexpected_hashes(store_url: str) -> None:
     rows = _rows(300)
     with open_store(store_url) as store:
         assert store.insert_messages(rows, batch_size=64) == 300
@@ -123,7 +110,7 @@ def test_insert_is_idempotent_and_pages_match_the_model(store_url: str) -> None:
                     cursor = page.cursor
                     if cursor is None:
                         break
-                want = _model(rows, ascending=ascending, **case)
+                want = expected_hashes(rows, ascending=ascending, **case)
                 assert seen == want, case
 
 
@@ -136,7 +123,7 @@ def test_rows_round_trip_and_envelopes(store_url: str) -> None:
             assert got == r._replace(envelope=None, db_key=None)
             assert store.get_envelope(r.message_hash) == r.envelope
         page = store.query(StoreQuery(include_data=False, limit=5))
-        assert [m.message_hash for m in page.messages] == _model(rows)[:5]
+        assert [m.message_hash for m in page.messages] == expected_hashes(rows)[:5]
         # The batched lookup agrees with the one-by-one lookup, over more hashes than one
         # SQL IN list takes, with repeats and unknown hashes in the request.
         unknown = [(i << 8 | 0xEE).to_bytes(32, "big") for i in range(600)]
@@ -280,7 +267,7 @@ def test_bulk_load_defers_indexes_and_restores_them(tmp_path: Path) -> None:
         with store.bulk_load():  # not empty any more: indexes stay
             store.insert_messages(rows)
         page = store.query(StoreQuery(content_topics=[TOPICS[0]], limit=500))
-        assert [m.message_hash for m in page.messages] == _model(rows, topics=[TOPICS[0]])
+        assert [m.message_hash for m in page.messages] == expected_hashes(rows, topics=[TOPICS[0]])
     with sqlite3.connect(path) as db:
         after = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert {"i_ts", "i_query", "i_v1_dbkey"} <= after

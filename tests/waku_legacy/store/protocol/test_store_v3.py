@@ -24,6 +24,7 @@ import pytest
 
 from tests import pb_wire as w
 from tests.helpers import filled_store
+from tests.waku_legacy.store.support import expected_hashes
 from waku_legacy.bridge.store_rest_server import parse_v3_query, run_v3_query
 from waku_legacy.proto import store_v3_pb2
 from waku_legacy.store import MessageStore, StoredMessage, StoreError, StoreQuery, open_store
@@ -145,20 +146,6 @@ def read_response(body: bytes) -> Response:
     )
 
 
-def model(rows=ROWS, *, pubsub=None, topics=(), start=None, end=None, hashes=(), asc=True):
-    sel = [
-        r
-        for r in rows
-        if (pubsub is None or r.pubsub_topic == pubsub)
-        and (not topics or r.content_topic in topics)
-        and (not hashes or r.message_hash in hashes)
-        and (start is None or r.timestamp >= start)
-        and (end is None or r.timestamp <= end)
-    ]
-    sel.sort(key=lambda r: (r.timestamp, r.message_hash), reverse=not asc)
-    return [r.message_hash for r in sel]
-
-
 def page_through(store: MessageStore, **kw: Any) -> tuple[list[bytes], int]:
     """Every hash a paged protocol query returns, in the order a client sees them (pages
     in query order, each page chronological), and the number of pages."""
@@ -248,9 +235,9 @@ def test_paging_returns_every_message_once_in_order_like_rest(
     store: MessageStore, case: dict[str, Any], forward: bool, include_data: bool
 ) -> None:
     seen, pages = page_through(store, include_data=include_data, forward=forward, limit=17, **case)
-    want = model(
-        pubsub=case.get("pubsub"), topics=case.get("topics", ()), start=case.get("start"),
-        end=case.get("end"), asc=forward,
+    want = expected_hashes(
+        ROWS, pubsub=case.get("pubsub"), topics=case.get("topics", ()), start=case.get("start"),
+        end=case.get("end"), ascending=forward,
     )  # fmt: skip
     assert seen == want
     assert len(set(seen)) == len(seen) > 0
@@ -275,7 +262,8 @@ def test_pages_are_chronological_and_carry_whole_messages(store: MessageStore) -
         (r.timestamp, r.message_hash) for r in got
     )
     # BACKWARD by default: the newest 50, shown oldest first
-    assert [r.message_hash for r in got] == list(reversed(model(pubsub=PUBSUB[0], asc=False)[:50]))
+    newest = expected_hashes(ROWS, pubsub=PUBSUB[0], ascending=False)[:50]
+    assert [r.message_hash for r in got] == list(reversed(newest))
     for e in resp.entries:
         r = by_hash[e.message_hash]
         assert e.pubsub_topic == r.pubsub_topic
@@ -355,7 +343,7 @@ def test_time_bounds_are_inclusive(store: MessageStore) -> None:
     ts = sorted({r.timestamp for r in ROWS})
     start, end = ts[3], ts[8]
     seen, _ = page_through(store, start=start, end=end, forward=True, limit=100)
-    assert seen == model(start=start, end=end)
+    assert seen == expected_hashes(ROWS, start=start, end=end)
     assert {r.timestamp for r in ROWS if r.message_hash in seen} >= {start, end}
 
 
@@ -433,7 +421,7 @@ def test_over_1000_hashes_are_refused_with_a_reason(store: MessageStore) -> None
     # 1000 hashes (every stored one among them) are looked up at once, paged as usual
     asked = tuple(unknown[: 1000 - len(ROWS)] + [r.message_hash for r in ROWS])
     seen, pages = page_through(store, hashes=asked, forward=True, limit=100)
-    assert seen == model() and pages == 3
+    assert seen == expected_hashes(ROWS) and pages == 3
 
 
 def test_a_topic_no_store_can_hold_is_a_bad_request(store: MessageStore) -> None:
@@ -496,8 +484,8 @@ def test_generated_classes_read_our_responses(store: MessageStore) -> None:
     body = answer_store_v3(hand_request("g", include_data=True, forward=True, limit=5), store)
     resp = store_v3_pb2.StoreQueryResponse.FromString(body)
     assert (resp.request_id, resp.status_code, resp.status_desc) == ("g", 200, "OK")
-    assert [m.message_hash for m in resp.messages] == model()[:5]
-    assert resp.pagination_cursor == model()[4]
+    assert [m.message_hash for m in resp.messages] == expected_hashes(ROWS)[:5]
+    assert resp.pagination_cursor == expected_hashes(ROWS)[4]
     assert all(m.HasField("message") and m.pubsub_topic for m in resp.messages)
 
 
@@ -523,7 +511,9 @@ def test_paging_the_way_js_waku_does_stops_at_an_empty_page(
         hashes = [e.message_hash for e in resp.entries]
         seen += hashes if forward else list(reversed(hashes))
         cursor = hashes[-1] if forward else hashes[0]
-    assert seen == model(pubsub=PUBSUB[1], topics=(TOPICS[1], TOPICS[3]), asc=forward)
+    assert seen == expected_hashes(
+        ROWS, pubsub=PUBSUB[1], topics=(TOPICS[1], TOPICS[3]), ascending=forward
+    )
 
 
 def test_one_stream_sans_io_frames_in_and_out(store: MessageStore) -> None:
@@ -540,7 +530,8 @@ def test_one_stream_sans_io_frames_in_and_out(store: MessageStore) -> None:
     client = FrameReader(4 * 1024 * 1024)
     (reply,) = client.feed(encode_frame(answer_store_v3(frames[0], store)))
     resp = read_response(reply)
-    assert resp.request_id == b"s" and [e.message_hash for e in resp.entries] == model()[:7]
+    assert resp.request_id == b"s"
+    assert [e.message_hash for e in resp.entries] == expected_hashes(ROWS)[:7]
 
 
 @pytest.mark.parametrize(
