@@ -24,7 +24,8 @@ import pytest
 
 from tests import pb_wire as w
 from tests.helpers import filled_store
-from tests.waku_legacy.store.protocol.test_store_v3 import PUBSUB, ROWS, TOPICS, FailingStore, model
+from tests.waku_legacy.store.protocol.test_store_v3 import PUBSUB, ROWS, TOPICS, FailingStore
+from tests.waku_legacy.store.support import expected_hashes
 from waku_legacy.bridge.store_rest_server import parse_legacy_query, run_legacy_query
 from waku_legacy.proto import store_v2beta4_pb2
 from waku_legacy.store import MessageStore, StoreError
@@ -180,9 +181,9 @@ def test_paging_returns_every_message_once_in_order_like_rest(
 ) -> None:
     cache = LegacyCursorCache() if cached else None  # without it: the bounded scan
     seen, pages = page_through(store, cache, page_size=13, forward=forward, **case)
-    want = model(
-        pubsub=case.get("pubsub"), topics=case.get("topics", ()), start=case.get("start"),
-        end=case.get("end"), asc=forward,
+    want = expected_hashes(
+        ROWS, pubsub=case.get("pubsub"), topics=case.get("topics", ()), start=case.get("start"),
+        end=case.get("end"), ascending=forward,
     )  # fmt: skip
     assert seen == want and len(want) > 0
     assert pages == -(-len(want) // 13)
@@ -218,7 +219,8 @@ def test_paging_returns_every_message_once_in_order_like_rest(
 
 def test_default_is_backward_twenty_in_chronological_order(store: MessageStore) -> None:
     reply = read_reply(answer_legacy_store(hand_rpc(), store, LegacyCursorCache()))
-    assert [hash_of(m) for m in reply.messages] == list(reversed(model(asc=False)[:20]))
+    newest = expected_hashes(ROWS, ascending=False)[:20]
+    assert [hash_of(m) for m in reply.messages] == list(reversed(newest))
     assert reply.cursor is not None and reply.error == 0
 
 
