@@ -96,15 +96,14 @@ class SqlMessageStore(MessageStore):
             return super().query_wire(query)
         rows = self._page_read(select_rows, query)
         wire = self.dialect.wire
-        page = (
+        page, last = chronological_page(
             cast(list[WireMessage], rows[: query.limit])
             if wire is None
-            else [wire(r) for r in rows[: query.limit]]
+            else [wire(r) for r in rows[: query.limit]],
+            more=len(rows) > query.limit,
+            ascending=query.ascending,
         )
-        cursor = bytes(page[-1][0]) if len(rows) > query.limit else None
-        if not query.ascending:
-            page.reverse()
-        return WirePage(page, cursor)
+        return WirePage(page, None if last is None else bytes(last[0]))
 
     def get_message(self, message_hash: bytes) -> StoredMessage | None:
         d = self.dialect
@@ -269,11 +268,20 @@ def page_of_rows(
 ) -> QueryPage:
     """The page of ``limit + 1``-or-fewer rows in query order: messages chronological, the
     cursor the last one's hash when more follow (nwaku's paging)."""
-    page = [message(r) for r in rows[:limit]]
-    next_cursor = page[-1].message_hash if len(rows) > limit else None
+    page, last = chronological_page(
+        [message(r) for r in rows[:limit]], more=len(rows) > limit, ascending=ascending
+    )
+    return QueryPage(page, None if last is None else last.message_hash)
+
+
+def chronological_page(page: list[T], *, more: bool, ascending: bool) -> tuple[list[T], T | None]:
+    """A page's messages in query order (``more``: further ones follow) -> the same list in
+    chronological order, and its last message in query order when more follow, whose hash
+    is nwaku's cursor: the paging rule of :func:`page_of_rows` and ``query_wire`` alike."""
+    last = page[-1] if more else None
     if not ascending:
         page.reverse()
-    return QueryPage(page, next_cursor)
+    return page, last
 
 
 def v1_envelopes_select(dialect: Dialect, query: V1EnvelopeQuery) -> tuple[str, list[object]]:
