@@ -96,16 +96,17 @@ _INSERTS = (
     f" SELECT encode(h, 'hex'), envelope, dbkey FROM {_STAGE} WHERE envelope IS NOT NULL"
     " ORDER BY h ON CONFLICT DO NOTHING",
 )
-_COPY_MESSAGES = (
-    f"COPY {LOAD_SCHEMA}.messages (messageHash, pubsubTopic, contentTopic, payload, version,"
-    " timestamp, meta) FROM STDIN (FORMAT BINARY)"
+# The columns a load writes, per table: the COPYs of a first load and its merge name them
+_COLUMNS = {
+    "messages": "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta",
+    "messages_lookup": "timestamp, messageHash",
+    "v1_envelopes": "messageHash, envelope, dbKey",
+}
+_COPY_MESSAGES, _COPY_LOOKUP, _COPY_ENVELOPES = (
+    f"COPY {LOAD_SCHEMA}.{t} ({_COLUMNS[t]}) FROM STDIN (FORMAT BINARY)" for t in _TABLES
 )
-_COPY_LOOKUP = (
-    f"COPY {LOAD_SCHEMA}.messages_lookup (timestamp, messageHash) FROM STDIN (FORMAT BINARY)"
-)
-_COPY_ENVELOPES = (
-    f"COPY {LOAD_SCHEMA}.v1_envelopes (messageHash, envelope, dbKey) FROM STDIN (FORMAT BINARY)"
-)
+# one row when any of the store's tables holds one (they are empty: a first load)
+_ANY_ROW = " UNION ALL ".join(f"(SELECT 1 FROM {t} LIMIT 1)" for t in _TABLES)
 # Rows a key's build found twice (two writers, a retried task): all but the first copied in
 # (lowest ctid) deleted, per key column list. v1_envelopes by hash first: a dbKey names one
 # envelope and so one message hash, so its repeats are repeats of the whole row.
@@ -151,9 +152,7 @@ def prepare_load(url: str) -> bool:
                     if statement.startswith("CREATE TABLE"):
                         conn.execute(statement)
                 conn.execute(f"DROP SCHEMA IF EXISTS {LOAD_SCHEMA} CASCADE")
-                found = conn.execute(
-                    " UNION ALL ".join(f"(SELECT 1 FROM {t} LIMIT 1)" for t in _TABLES)
-                ).fetchone()
+                found = conn.execute(_ANY_ROW).fetchone()
                 first = found is None
                 if first:
                     try:
@@ -232,9 +231,7 @@ def _finish_first_load(conn: psycopg.Connection[Any], url: str, fault: FaultHook
     with conn.transaction():
         conn.execute(_LOCK)
         conn.execute(f"LOCK TABLE {', '.join(_TABLES)} IN ACCESS EXCLUSIVE MODE")
-        found = conn.execute(
-            " UNION ALL ".join(f"(SELECT 1 FROM {t} LIMIT 1)" for t in _TABLES)
-        ).fetchone()
+        found = conn.execute(_ANY_ROW).fetchone()
         if found is None:  # still empty: the finished tables take the empty ones' place
             conn.execute(f"DROP TABLE {', '.join(_TABLES)}")
             for table in _TABLES:
@@ -249,15 +246,10 @@ def _finish_first_load(conn: psycopg.Connection[Any], url: str, fault: FaultHook
 def _merge_into_store(conn: psycopg.Connection[Any]) -> int:
     """The finished first load's rows inserted into the store's non-empty tables
     (``ON CONFLICT DO NOTHING``); returns its messages the store already held."""
-    columns = {
-        "messages": "messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta",
-        "messages_lookup": "timestamp, messageHash",
-        "v1_envelopes": "messageHash, envelope, dbKey",
-    }
     already = 0
     for table in _TABLES:
         cur = conn.execute(
-            f"INSERT INTO {table} ({columns[table]}) SELECT {columns[table]}"
+            f"INSERT INTO {table} ({_COLUMNS[table]}) SELECT {_COLUMNS[table]}"
             f" FROM {LOAD_SCHEMA}.{table} ORDER BY messageHash ON CONFLICT DO NOTHING"
         )
         if table == "messages":
