@@ -52,7 +52,13 @@ def test_window_updates_of_one_stream_are_summed_into_the_first() -> None:
 
 
 @pytest.fixture
-def listener() -> Iterator[P2PListener]:
+def listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[P2PListener]:
+    # A burst is sent when its trio loop idles, or HOLD_SECONDS (1 ms) after its first
+    # frame if the loop is still busy then. Another thread holding the GIL (the listener's
+    # own loop, or threads earlier tests left) can make the 1 ms pass before the loop gets
+    # to idle, which splits bursts by the clock rather than by the loop: these tests count
+    # writes per frame, so they hold bursts until the loop idles (the rule under test).
+    monkeypatch.setattr(host_module.WriteBurst, "HOLD_SECONDS", 0.5)
     started = listening()
     yield started
     assert started.stop_blocking()
