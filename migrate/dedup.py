@@ -6,77 +6,170 @@ comes first in the config, then the record's location. Every other copy is marke
 ``duplicate`` and counted against its own source. Quarantined records have a key of their
 own (derived from their provenance), so they are never anyone's duplicate.
 
-The decision needs only the keys: :func:`duplicate_copies` finds the copies to drop from the
-key columns alone (the payloads and envelope bytes never cross a shuffle), and
-:func:`mark_duplicates` flags them in the full rows. A record is identified by its source
-and location (unique per record: the provenance quarantine keys are derived from too).
+The decision needs only the keys (KEY_COLUMNS), and not the JVM: step 1's Python workers
+write each row's keys into one of ``buckets`` key files by its ``dedup_key``
+(:func:`key_buckets`; every copy of a message in the same bucket), and one Spark task per
+bucket (:func:`write_duplicate_files`) reads that bucket's files, finds the copies to drop
+(:func:`copies_to_drop`) and writes them, hash-sorted, as one file of the duplicates
+directory, and returns the bucket's counts per group (:func:`group_counts`) for the report.
+:func:`mark_duplicates` flags the copies in the full rows. A record is identified by its
+source and location (unique per record: the provenance quarantine keys are derived from
+too).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from waku_legacy.migrate.records import MESSAGE_SCHEMA
+from waku_legacy.migrate.work_files import empty_directory, write_parquet_file
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "CHANNELS_DIR",
+    "COPY_SCHEMA",
     "COUNT_COLUMNS",
+    "COUNT_SCHEMA",
     "DUPLICATES_DIR",
     "DUPLICATE_COLUMNS",
+    "GROUP_COLUMNS",
+    "KEYS_DIR",
     "KEY_COLUMNS",
+    "KEY_SCHEMA",
     "MESSAGES_DIR",
-    "deduplicate",
-    "duplicate_copies",
+    "copies_to_drop",
+    "group_counts",
+    "key_buckets",
+    "key_file",
     "mark_duplicates",
     "read_messages",
+    "write_duplicate_files",
 ]
 
-#: step 1's output in the work directory: every decoded row (without the flag), and the
-#: :func:`duplicate_copies` of them
+#: step 1's output in the work directory: every decoded row (without the flag), the
+#: community channels' rows again (what the archives read), their KEY_COLUMNS in bucket
+#: files, and the :func:`copies_to_drop` of each bucket
 MESSAGES_DIR = "messages"
+CHANNELS_DIR = "channels"
+KEYS_DIR = "keys"
 DUPLICATES_DIR = "duplicates"
 
-#: what :func:`duplicate_copies` returns of each copy to drop: which record it is (the
+#: what :func:`copies_to_drop` returns of each copy to drop: which record it is (the
 #: message hash first: the driver's store stream is in hash order, and so are these), then
 #: the groups it is counted in
 DUPLICATE_COLUMNS = ("message_hash", "source", "location")
 COUNT_COLUMNS = ("community", "week", "pubsub_topic", "channel")
 #: what it reads of each MESSAGE row
 KEY_COLUMNS = ("dedup_key", "from_v2", "rank", "quarantined", *DUPLICATE_COLUMNS, *COUNT_COLUMNS)
+KEY_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(c) for c in KEY_COLUMNS])
+COPY_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(c) for c in (*DUPLICATE_COLUMNS, *COUNT_COLUMNS)])
+#: the report's groups: every row counted once, a duplicate copy also with duplicate=True
+GROUP_COLUMNS = ("source", *COUNT_COLUMNS, "quarantined")
+COUNT_SCHEMA = pa.schema(
+    [*(MESSAGE_SCHEMA.field(c) for c in GROUP_COLUMNS), ("duplicate", pa.bool_()),
+     ("count", pa.int64())]
+)  # fmt: skip
+#: the copy kept of a key is the first in this order
+_KEEP_ORDER = [(c, "ascending") for c in ("dedup_key", "from_v2", "rank", "source", "location")]
 
 
-def deduplicate(messages: DataFrame) -> DataFrame:
-    """MESSAGE rows -> the same rows plus a boolean ``duplicate`` column."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    order = Window.partitionBy("dedup_key").orderBy(
-        F.col("from_v2").asc(), F.col("rank").asc(), F.col("source").asc(), F.col("location").asc()
-    )
-    return messages.withColumn(
-        "duplicate", (F.row_number().over(order) > 1) & ~F.col("quarantined")
-    )
+def key_buckets(dedup_keys: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
+    """The bucket (0 .. ``buckets`` - 1) of each key: its first two bytes modulo
+    ``buckets`` (the keys are SHA-256 hashes, so the buckets are even)."""
+    if isinstance(dedup_keys, pa.ChunkedArray):
+        dedup_keys = dedup_keys.combine_chunks()
+    prefix = pc.cast(pc.binary_slice(dedup_keys, 0, 2), pa.binary(2))
+    values = np.frombuffer(prefix.buffers()[1], dtype=">u2")
+    return values[prefix.offset : prefix.offset + len(prefix)] % buckets
 
 
-def duplicate_copies(messages: DataFrame) -> DataFrame:
-    """MESSAGE rows (at least KEY_COLUMNS) -> DUPLICATE_COLUMNS and COUNT_COLUMNS of every
-    copy that is a duplicate (:func:`deduplicate`'s choice). Only keys that occur more than
-    once go through the window; finding them is an aggregation of the 32-byte keys."""
-    from pyspark.sql import functions as F
+def key_file(keys_dir: Path, part: int, bucket: int) -> Path:
+    """The key file of step 1's partition ``part`` for ``bucket``."""
+    return keys_dir / f"part-{part:05d}-{bucket:05d}.parquet"
 
-    keys = messages.select(*KEY_COLUMNS)
-    repeated = keys.groupBy("dedup_key").count().filter(F.col("count") > 1).select("dedup_key")
-    candidates = keys.join(repeated, "dedup_key", "left_semi")
-    return (
-        deduplicate(candidates)
-        .filter(F.col("duplicate"))
-        .select(*DUPLICATE_COLUMNS, *COUNT_COLUMNS)
-    )
+
+def _bucket_files(keys_dir: Path, bucket: int) -> list[Path]:
+    return sorted(keys_dir.glob(f"part-*-{bucket:05d}.parquet"))
+
+
+def copies_to_drop(keys: pa.Table) -> pa.Table:
+    """KEY_COLUMNS rows (every copy of each of their keys among them) -> COPY_SCHEMA rows
+    of every copy that is not the one kept, in (message_hash, source, location) order.
+    Only keys that occur more than once are sorted."""
+    counts = keys.group_by("dedup_key").aggregate([([], "count_all")])
+    repeated = counts.filter(pc.greater(counts.column("count_all"), 1)).column("dedup_key")
+    if not len(repeated):
+        return COPY_SCHEMA.empty_table()
+    candidates = keys.filter(pc.is_in(keys.column("dedup_key"), value_set=repeated))
+    ordered = candidates.take(pc.sort_indices(candidates, _KEEP_ORDER))
+    key = ordered.column("dedup_key").combine_chunks()
+    later = np.zeros(len(key), dtype=bool)  # not the first row of its key
+    if len(key) > 1:
+        later[1:] = pc.equal(key.slice(1), key.slice(0, len(key) - 1)).to_numpy(
+            zero_copy_only=False
+        )
+    quarantined = ordered.column("quarantined").to_numpy(zero_copy_only=False)
+    copies = ordered.filter(pa.array(later & ~quarantined)).select(COPY_SCHEMA.names)
+    order = [(c, "ascending") for c in DUPLICATE_COLUMNS]
+    return copies.take(pc.sort_indices(copies, order)).cast(COPY_SCHEMA)
+
+
+def group_counts(keys: pa.Table, copies: pa.Table) -> pa.Table:
+    """COUNT_SCHEMA rows: the rows of ``keys`` per group (``duplicate`` False) and the
+    ``copies`` among them per group (``duplicate`` True, never quarantined)."""
+    every = keys.group_by(list(GROUP_COLUMNS)).aggregate([([], "count_all")])
+    copies = copies.append_column("quarantined", pa.repeat(False, copies.num_rows))
+    dropped = copies.group_by(list(GROUP_COLUMNS)).aggregate([([], "count_all")])
+    parts = []
+    for table, duplicate in ((every, False), (dropped, True)):
+        columns = [table.column(c) for c in GROUP_COLUMNS]
+        flag = pa.repeat(duplicate, table.num_rows)
+        parts.append(pa.table([*columns, flag, table.column("count_all")], schema=COUNT_SCHEMA))
+    return pa.concat_tables(parts)
+
+
+def dedup_bucket(keys_dir: Path, duplicates_dir: Path, bucket: int) -> pa.Table:
+    """One bucket's copies to drop written as ``part-<bucket>.parquet`` in
+    ``duplicates_dir`` (whole or not at all); returns its :func:`group_counts`."""
+    files = _bucket_files(keys_dir, bucket)
+    tables = [pq.read_table(f, schema=KEY_SCHEMA) for f in files]
+    keys = pa.concat_tables(tables) if tables else KEY_SCHEMA.empty_table()
+    copies = copies_to_drop(keys)
+    write_parquet_file(duplicates_dir / f"part-{bucket:05d}.parquet", copies)
+    return group_counts(keys, copies)
+
+
+def write_duplicate_files(
+    spark: SparkSession, keys_dir: Path, duplicates_dir: Path, buckets: int
+) -> list[dict[str, object]]:
+    """The copies to drop of every bucket, one Spark task each (:func:`dedup_bucket`),
+    written in ``duplicates_dir`` (emptied first); returns the counts per group (the
+    COUNT_SCHEMA rows of every bucket, as dicts)."""
+    from waku_legacy.migrate.records import spark_ddl
+
+    empty_directory(duplicates_dir)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for bucket in batch.column(0).to_pylist():
+                yield from dedup_bucket(keys_dir, duplicates_dir, bucket).to_batches()
+
+    ids = spark.range(0, buckets, 1, numPartitions=buckets)
+    rows = ids.mapInArrow(run, spark_ddl(COUNT_SCHEMA)).collect()
+    return [row.asDict() for row in rows]
 
 
 def mark_duplicates(messages: DataFrame, duplicates: DataFrame) -> DataFrame:
-    """MESSAGE rows and :func:`duplicate_copies` of them -> the rows plus a boolean
+    """MESSAGE rows and :func:`copies_to_drop` of them -> the rows plus a boolean
     ``duplicate`` column (a broadcast join while the copies are few)."""
     from pyspark.sql import functions as F
 

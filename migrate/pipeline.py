@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MigrationError", "run_migration", "start_spark"]
 
-PARQUET_ROW_GROUP_BYTES = 4 * 1024 * 1024
-MAX_MESSAGE_FILES = 64
-
 
 def start_spark(config: MigrateConfig) -> tuple[SparkSession, float]:
     """The SparkSession for ``config`` and how long the JVM took to start (seconds)."""
@@ -66,15 +63,6 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def message_files(decoded: DataFrame) -> DataFrame:
-    """Decoded MESSAGE rows -> the same rows as step 1 writes them: each read task's rows
-    sorted by message hash, in at most MAX_MESSAGE_FILES partitions (no shuffle: the driver
-    merges one file per partition, so this bounds its memory whatever the data size)."""
-    if decoded.rdd.getNumPartitions() > MAX_MESSAGE_FILES:
-        decoded = decoded.coalesce(MAX_MESSAGE_FILES)
-    return decoded.sortWithinPartitions("message_hash")
-
-
 @dataclass(slots=True)
 class _Run:
     """What the steps of one run share: their inputs, the report they fill, their timings."""
@@ -89,12 +77,26 @@ class _Run:
     report: RunReport
     timing: dict[str, float] = field(default_factory=dict)
     weeks: dict[tuple[str, str, str], WeekRow] = field(default_factory=dict)
+    #: the rows step 1 wrote again for the archives (community channels, not quarantined)
+    channel_rows: int = 0
 
     @property
     def messages_dir(self) -> Path:
         from waku_legacy.migrate.dedup import MESSAGES_DIR
 
         return self.work / MESSAGES_DIR
+
+    @property
+    def channels_dir(self) -> Path:
+        from waku_legacy.migrate.dedup import CHANNELS_DIR
+
+        return self.work / CHANNELS_DIR
+
+    @property
+    def keys_dir(self) -> Path:
+        from waku_legacy.migrate.dedup import KEYS_DIR
+
+        return self.work / KEYS_DIR
 
     @property
     def duplicates_dir(self) -> Path:
@@ -132,14 +134,14 @@ def run_migration(
     keys = {str(c.id): load_community_key(c) for c in config.communities}
 
     with run.step("read_decode_dedup", "reading and decoding the sources"):
-        tasks = _read_decode_dedup(run)
+        tasks, counts = _read_decode_dedup(run)
     from waku_legacy.migrate.dedup import mark_duplicates
 
     decoded = spark.read.parquet(str(run.messages_dir))
     duplicates = spark.read.parquet(str(run.duplicates_dir))
     messages = mark_duplicates(decoded, duplicates)
     with run.step("count", "counting the messages"):
-        _count(run, decoded, duplicates, tasks)
+        _count(run, counts, tasks)
     with run.step("quarantine", "writing the quarantine"):
         _quarantine(run, messages)
     _store_beside_archives(run, messages, keys, archives, store_batch_size)
@@ -170,63 +172,50 @@ def _prepare(
     )  # fmt: skip
 
 
-def _read_decode_dedup(run: _Run) -> list[Task]:
-    """Step 1: read, decode, deduplicate: one pass over the sources, written once as Parquet
-    in the work directory, then the copies to drop found from the keys of what was written.
-    Returns the read tasks."""
-    from waku_legacy.migrate.dedup import duplicate_copies
-    from waku_legacy.migrate.sources import read_sources
+def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
+    """Step 1: read, decode, deduplicate: one pass over the sources, each task's decoded
+    rows sorted and written as Parquet in the work directory by the Python worker that
+    decoded them, their keys in bucket files beside (:mod:`.message_files`; the rows never
+    enter the JVM), then each bucket's copies to drop found and written by a task of its
+    own (:mod:`.dedup`). Returns the read tasks and the rows' counts per group."""
+    from waku_legacy.migrate.dedup import write_duplicate_files
+    from waku_legacy.migrate.message_files import write_message_files
+    from waku_legacy.migrate.sources import plan_sources
 
     spark = run.spark
-    # Read and decoded in the same Python worker: the raw records never enter the JVM.
-    decoded, tasks = read_sources(
-        spark, run.config.sources, work_dir=str(run.work), mapping=run.mapping
-    )
-    with run.progress.spark_step(spark, "read, decode, deduplicate"):
-        # Small row groups: the driver streams these files back (store write) and holds
-        # one decoded row group per file at a time, so this bounds its memory.
-        (
-            message_files(decoded)
-            .write.mode("overwrite")
-            .option("parquet.block.size", str(PARQUET_ROW_GROUP_BYTES))
-            .parquet(str(run.messages_dir))
-        )
-        # Only the key columns are read back and shuffled; the copies to drop, in hash
-        # order (the driver's store stream skips them as it merges).
-        keys = spark.read.parquet(str(run.messages_dir))
-        (
-            duplicate_copies(keys)
-            .orderBy("message_hash", "source", "location")
-            .write.mode("overwrite")
-            .parquet(str(run.duplicates_dir))
-        )
-    return tasks
+    tasks = plan_sources(spark, run.config.sources, work_dir=str(run.work))
+    # the rows each write task wrote, as the tasks end (their stages count only a row each)
+    rows = spark.sparkContext.accumulator(0)
+    with run.progress.spark_step(
+        spark, "read, decode, deduplicate", records_from=lambda: rows.value
+    ):
+        started = time.monotonic()
+        buckets = write_message_files(
+            spark, tasks, run.mapping, run.messages_dir, run.keys_dir, run.channels_dir,
+            rows_written=rows,
+        )  # fmt: skip
+        run.timing["read_decode_dedup.files"] = time.monotonic() - started
+        counts = write_duplicate_files(spark, run.keys_dir, run.duplicates_dir, buckets)
+    return tasks, counts
 
 
-def _count(run: _Run, decoded: DataFrame, duplicates: DataFrame, tasks: list[Task]) -> None:
-    """Step 2: counts per source, community and week, and the shard mapping's, from every
-    decoded row less the duplicate copies (no join: the copies carry their groups)."""
-    group = ["source", "community", "week", "pubsub_topic", "channel"]
-    # the rows step 1 wrote, which this step reads
-    with run.progress.spark_step(run.spark, "count", records_total=run.progress.last_records):
-        # One pass over the messages: both counts come from the same groups (a few per
-        # source, week and topic), summed on the driver; a second aggregation cost another
-        # scan of every Parquet file. The copies are few rows of their own.
-        groups = decoded.groupBy(*group, "quarantined").count().collect()
-        copies = duplicates.groupBy(*group).count().collect()
+def _count(run: _Run, counts: list[dict[str, Any]], tasks: list[Task]) -> None:
+    """Step 2: counts per source, community and week, and the shard mapping's, from the
+    groups' counts step 1 returned (every row, and the duplicate copies among them)."""
     summed: dict[tuple[Any, ...], int] = defaultdict(int)
     per_topic: dict[tuple[Any, ...], int] = defaultdict(int)
-    for g in groups:
-        n = g["count"]
+    for g in counts:
+        n, topic = g["count"], (g["pubsub_topic"], g["community"], g["channel"])
+        if g["duplicate"]:  # never quarantined: moved from the kept messages to the duplicates
+            summed[g["source"], g["community"], g["week"], False, False] -= n
+            summed[g["source"], g["community"], g["week"], False, True] += n
+            per_topic[topic] -= n
+            continue
         summed[g["source"], g["community"], g["week"], g["quarantined"], False] += n
         if not g["quarantined"]:
-            per_topic[g["pubsub_topic"], g["community"], g["channel"]] += n
-    for g in copies:  # never quarantined: moved from the kept messages to the duplicates
-        n = g["count"]
-        summed[g["source"], g["community"], g["week"], False, False] -= n
-        summed[g["source"], g["community"], g["week"], False, True] += n
-        per_topic[g["pubsub_topic"], g["community"], g["channel"]] -= n
-    counts = {k: n for k, n in summed.items() if n}
+            per_topic[topic] += n
+            run.channel_rows += n if g["community"] is not None else 0
+    counts_by_group = {k: n for k, n in summed.items() if n}
     tasks_per_source: dict[str, int] = defaultdict(int)
     for task in tasks:
         tasks_per_source[task["source"]] += 1
@@ -234,7 +223,7 @@ def _count(run: _Run, decoded: DataFrame, duplicates: DataFrame, tasks: list[Tas
         s.name: SourceReport(s.name, str(s.kind), s.location, tasks_per_source[s.name])
         for s in run.config.sources
     }
-    for (source_name, community, week_name, quarantined, duplicate), n in counts.items():
+    for (source_name, community, week_name, quarantined, duplicate), n in counts_by_group.items():
         source = sources[source_name]
         key = (week_name, source_name, community or "")
         week = run.weeks.setdefault(key, WeekRow(*key))
@@ -325,7 +314,7 @@ def _store_beside_archives(
     try:
         with run.step("archives", "building the archives"):
             if archives:
-                _archives(run, messages, keys, store_written)
+                _archives(run, keys, store_written)
     finally:
         writer.join()
     store_written()
@@ -378,7 +367,6 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
 
 def _archives(
     run: _Run,
-    messages: DataFrame,
     keys: dict[str, PrivateKey | None],
     store_written: Callable[[], None],
 ) -> None:
@@ -387,15 +375,17 @@ def _archives(
     from pyspark.sql import functions as F
 
     from waku_legacy.migrate.archives import build_archives
+    from waku_legacy.migrate.dedup import mark_duplicates
 
     config = run.config
-    kept_channels = messages.filter(
-        ~F.col("quarantined") & ~F.col("duplicate") & F.col("community").isNotNull()
-    )
+    # step 1 wrote the channels' rows apart: the archives' Spark jobs read only those
+    channels = run.spark.read.parquet(str(run.channels_dir))
+    duplicates = run.spark.read.parquet(str(run.duplicates_dir))
+    kept_channels = mark_duplicates(channels, duplicates).filter(~F.col("duplicate"))
     for community in config.communities:
         try:
             with run.progress.spark_step(
-                run.spark, f"archives {str(community.id)[:10]}…", records_total=_decoded_rows(run)
+                run.spark, f"archives {str(community.id)[:10]}…", records_total=run.channel_rows
             ):
                 result = build_archives(
                     run.spark, kept_channels, community,

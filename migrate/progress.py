@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -30,17 +30,22 @@ POLL_SECONDS = 0.5
 class SparkProgress(ConsoleProgress):
     """The console progress, plus :meth:`spark_step` (a migration run's Spark steps)."""
 
-    #: the records the last Spark step handled (its busiest stage's), None before any
-    last_records: int | None = None
-
     @contextmanager
     def spark_step(
-        self, spark: SparkSession, step: str, *, records_total: int | None = None
+        self,
+        spark: SparkSession,
+        step: str,
+        *,
+        records_total: int | None = None,
+        records_from: Callable[[], int] | None = None,
     ) -> Iterator[None]:
         """Show the tasks (and records) of the Spark jobs run inside the block: tasks
         done/total (the total grows as the step's jobs start), and the records its stages
         handled against ``records_total`` when the caller knows it (``null`` otherwise: a
-        first read of legacy sources cannot count them before reading)."""
+        first read of legacy sources cannot count them before reading). ``records_from``
+        gives the records instead of the stages' counts (jobs whose Python workers write
+        their rows themselves, e.g. an accumulator's value: their stages count only the few
+        rows they return)."""
         if not self.enabled:
             yield
             return
@@ -52,19 +57,18 @@ class SparkProgress(ConsoleProgress):
             bar.extra["records"] = 0
             bar.extra["records_total"] = records_total
             thread = threading.Thread(
-                target=_poll_spark, args=(context, group, bar, stop), daemon=True
+                target=_poll_spark, args=(context, group, bar, stop, records_from), daemon=True
             )
             thread.start()
             try:
                 yield
                 stop.set()
                 thread.join(timeout=2)
-                _poll_once(context, group, bar, {})
+                _poll_once(context, group, bar, {}, records_from)
                 # the jobs are over: stages Spark skipped (their shuffle output reused)
                 # never complete their tasks, yet nothing of the step is left to do
                 if bar.total:
                     bar.update(bar.total - bar.done)
-                self.last_records = int(bar.extra["records"])
             finally:
                 stop.set()
                 thread.join(timeout=2)
@@ -73,14 +77,24 @@ class SparkProgress(ConsoleProgress):
                 context.setLocalProperty(group_key, None)  # type: ignore[arg-type]  # stub: str only
 
 
-def _poll_spark(context: Any, group: str, bar: ProgressStep, stop: threading.Event) -> None:
+def _poll_spark(
+    context: Any,
+    group: str,
+    bar: ProgressStep,
+    stop: threading.Event,
+    records_from: Callable[[], int] | None,
+) -> None:
     seen: dict[int, tuple[int, int, int]] = {}
     while not stop.wait(POLL_SECONDS):
-        _poll_once(context, group, bar, seen)
+        _poll_once(context, group, bar, seen, records_from)
 
 
 def _poll_once(
-    context: Any, group: str, bar: ProgressStep, seen: dict[int, tuple[int, int, int]]
+    context: Any,
+    group: str,
+    bar: ProgressStep,
+    seen: dict[int, tuple[int, int, int]],
+    records_from: Callable[[], int] | None = None,
 ) -> None:
     """Tasks done/total of the group's stages, and the records they produced."""
     try:
@@ -109,6 +123,9 @@ def _poll_once(
         bar.total = total
     # the most records one stage handled: the step's later stages see the same records
     # again (read -> shuffle -> write), a sum would count each record once per stage
-    bar.extra["records"] = max((r for _, _, r in seen.values()), default=0)
+    if records_from is not None:
+        bar.extra["records"] = records_from()
+    else:
+        bar.extra["records"] = max((r for _, _, r in seen.values()), default=0)
     if done > bar.done:
         bar.update(done - bar.done)

@@ -1,9 +1,9 @@
 """Where migrated messages go: the v2 store, the quarantine.
 
 SQLite is a single-writer file, so the driver writes it, streaming: the decoded messages
-were written by the executors as a bounded number of Parquet files (at most
-:data:`~waku_legacy.migrate.pipeline.MAX_MESSAGE_FILES`), each sorted by message hash, with
-small row groups, and the copies to drop (:mod:`.dedup`) as hash-sorted files of their own;
+were written by the executors' Python workers as a bounded number of Parquet files (at most
+:data:`~waku_legacy.migrate.message_files.MAX_MESSAGE_FILES`), each sorted by message hash,
+with small row groups, and the copies to drop (:mod:`.dedup`) as hash-sorted files of their own;
 the driver merges them (k-way on Arrow batches, one row group per file in memory at a time,
 so its memory does not grow with the number of messages) into one stream in hash order, which
 is also the cheapest order for SQLite's primary-key B-tree (several times faster than
@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS
+from waku_legacy.migrate.message_files import merge_by_hash
 from waku_legacy.store.pg_load import STORE_COLUMNS as LOAD_COLUMNS
 
 if TYPE_CHECKING:
@@ -61,43 +62,20 @@ def _kept_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
             yield kept.select(columns)
 
 
-def _merged(streams: list[Iterator[pa.RecordBatch]]) -> Iterator[pa.Table]:
-    """Hash-sorted batch ``streams`` (message_hash first) merged into hash-sorted tables,
-    vectorized: each round takes from every stream's current batch the rows up to the
-    smallest last hash among them (the whole batch of the stream that has it) and sorts
-    them together. Equal hashes keep the streams' order (a stable sort), as a row-wise
-    merge does. Memory: one batch per stream."""
-    heads = [(b, s) for s in streams if (b := next(s, None)) is not None]
-    while heads:
-        bound = min(b.column(0)[-1].as_py() for b, _ in heads)
-        parts, rest = [], []
-        for batch, stream in heads:
-            hashes = batch.column(0)
-            if hashes[0].as_py() <= bound:
-                taken = pc.sum(pc.less_equal(hashes, pa.scalar(bound, pa.binary()))).as_py()
-                parts.append(batch.slice(0, taken))
-                batch = batch.slice(taken)
-            if not batch.num_rows:
-                batch = next(stream, None)
-            if batch is not None:
-                rest.append((batch, stream))
-        heads = rest
-        table = pa.Table.from_batches(parts)
-        if len(parts) > 1:
-            table = table.take(pc.sort_indices(table, [("message_hash", "ascending")]))
-        yield table
-
-
 def _duplicates(directory: Path) -> Iterator[tuple[bytes, str, str]]:
-    """The copies to drop (:func:`~waku_legacy.migrate.dedup.duplicate_copies`), in hash
-    order (the files of a sorted write, in name order)."""
-    for path in sorted(directory.glob("part-*.parquet")):
+    """The copies to drop (:func:`~waku_legacy.migrate.dedup.copies_to_drop`), in hash
+    order: the buckets' files, each hash-sorted, merged."""
+
+    def batches(path: Path) -> Iterator[pa.RecordBatch]:
         parquet = pq.ParquetFile(path, pre_buffer=False)
-        for batch in parquet.iter_batches(
+        yield from parquet.iter_batches(
             batch_size=READ_BATCH, columns=list(DUPLICATE_COLUMNS), use_threads=False
-        ):
-            columns = [batch.column(c).to_pylist() for c in DUPLICATE_COLUMNS]
-            yield from zip(*columns, strict=True)
+        )
+
+    streams = [batches(p) for p in sorted(directory.glob("part-*.parquet"))]
+    for table in merge_by_hash(streams):
+        columns = [table.column(c).to_pylist() for c in DUPLICATE_COLUMNS]
+        yield from zip(*columns, strict=True)
 
 
 def _without_duplicates(
@@ -136,9 +114,9 @@ def iter_kept_batches(messages_dir: str | Path, duplicates_dir: str | Path) -> I
     duplicates = _duplicates(Path(duplicates_dir))
     first = next(duplicates, None)
     if first is None:  # nothing to drop: no identity columns needed
-        return _merged([_kept_batches(f, STORE_COLUMNS) for f in files])
+        return merge_by_hash([_kept_batches(f, STORE_COLUMNS) for f in files])
     columns = [*STORE_COLUMNS, "source", "location"]
-    merged = _merged([_kept_batches(f, columns) for f in files])
+    merged = merge_by_hash([_kept_batches(f, columns) for f in files])
     return _without_duplicates(merged, itertools.chain([first], duplicates))
 
 

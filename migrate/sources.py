@@ -56,6 +56,7 @@ __all__ = [
     "BATCH_ROWS",
     "SourceError",
     "plan_source",
+    "plan_sources",
     "read_sources",
     "read_task",
 ]
@@ -425,6 +426,22 @@ def read_task(task: Task, mapping: TopicMapping | None = None) -> Iterator[pa.Re
         yield last
 
 
+def plan_sources(
+    spark: SparkSession,
+    sources: list[SourceConfig] | tuple[SourceConfig, ...],
+    *,
+    work_dir: str,
+    parts: int | None = None,
+) -> list[Task]:
+    """The read tasks of every source, each split into about ``parts`` tasks (default: the
+    cluster's parallelism, at least 2)."""
+    default_parts = parts or max(2, spark.sparkContext.defaultParallelism)
+    tasks: list[Task] = []
+    for source in sources:
+        tasks.extend(plan_source(source, default_parts, work_dir))
+    return tasks
+
+
 def read_sources(
     spark: SparkSession,
     sources: list[SourceConfig] | tuple[SourceConfig, ...],
@@ -441,10 +458,7 @@ def read_sources(
     Arrow nor cross into the JVM and back."""
     from waku_legacy.migrate.records import MESSAGE_SCHEMA
 
-    default_parts = parts or max(2, spark.sparkContext.defaultParallelism)
-    tasks: list[Task] = []
-    for source in sources:
-        tasks.extend(plan_source(source, default_parts, work_dir))
+    tasks = plan_sources(spark, sources, work_dir=work_dir, parts=parts)
     schema = spark_ddl(RAW_SCHEMA if mapping is None else MESSAGE_SCHEMA)
     if not tasks:
         return spark.createDataFrame([], schema), tasks

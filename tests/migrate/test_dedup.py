@@ -1,18 +1,31 @@
-"""Deduplication on the keys alone (migrate/dedup.py): the copies :func:`duplicate_copies`
-drops and :func:`mark_duplicates` flags are exactly those the window over every full row
-(:func:`deduplicate`) marks, whatever the partitioning and input order."""
+"""Deduplication on the keys alone (migrate/dedup.py): the copies :func:`copies_to_drop`
+finds in each bucket of keys (pyarrow, in the Python workers), and :func:`mark_duplicates`
+flags, are exactly those a Spark window over every full row marks (the rule written
+independently here, as the pipeline ran it before), whatever the buckets and input order;
+the group counts are every row's."""
 
 from __future__ import annotations
 
 import hashlib
 import random
+from collections import Counter
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
-from waku_legacy.migrate.dedup import deduplicate, duplicate_copies, mark_duplicates
+from waku_legacy.migrate.dedup import (
+    DUPLICATE_COLUMNS,
+    GROUP_COLUMNS,
+    KEY_COLUMNS,
+    copies_to_drop,
+    group_counts,
+    key_buckets,
+    mark_duplicates,
+    write_duplicate_files,
+)
+from waku_legacy.migrate.message_files import write_message_file
 from waku_legacy.migrate.records import MESSAGE_SCHEMA, spark_ddl
-
-pytestmark = [pytest.mark.spark]
 
 
 def _rows(seed: int) -> list[dict]:
@@ -43,18 +56,46 @@ def _row(key, message_hash, source, rank, from_v2, location) -> dict:
     return row
 
 
-def _flags(frame) -> dict[tuple[str, str], bool]:
-    return {(r["source"], r["location"]): r["duplicate"] for r in frame.collect()}
+def _window_flags(spark, rows: list[dict]) -> dict[tuple[str, str], bool]:
+    """The rule as a Spark window over the full rows: per key, the first by (v1 first,
+    rank, source, location) is kept, every later copy flagged unless quarantined."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(rows, spark_ddl(MESSAGE_SCHEMA)).repartition(3)
+    order = Window.partitionBy("dedup_key").orderBy("from_v2", "rank", "source", "location")
+    flagged = frame.withColumn(
+        "duplicate", (F.row_number().over(order) > 1) & ~F.col("quarantined")
+    )
+    return {(r["source"], r["location"]): r["duplicate"] for r in flagged.collect()}
 
 
-@pytest.mark.parametrize("partitions", [1, 3, 7])
-def test_key_only_dedup_flags_what_the_window_over_full_rows_flags(spark, partitions) -> None:
-    rows = _rows(seed=partitions)
-    frame = spark.createDataFrame(rows, spark_ddl(MESSAGE_SCHEMA)).repartition(partitions)
-    expected = _flags(deduplicate(frame))
-    copies = duplicate_copies(frame)
-    assert _flags(mark_duplicates(frame, copies)) == expected
-    assert sum(expected.values()) == copies.count() > 0
+def _keys(rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist([{c: r[c] for c in KEY_COLUMNS} for r in rows])
+
+
+def _copies(rows: list[dict], buckets: int) -> pa.Table:
+    """copies_to_drop of each bucket of the rows' keys, together."""
+    keys = _keys(rows)
+    which = key_buckets(keys.column("dedup_key"), buckets)
+    return pa.concat_tables(
+        [copies_to_drop(keys.filter(pa.array(which == b))) for b in range(buckets)]
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("seed", [1, 3, 7])
+def test_copies_to_drop_are_what_the_window_flags(spark, seed) -> None:
+    rows = _rows(seed)
+    expected = _window_flags(spark, rows)
+    assert sum(expected.values()) > 0
+    for buckets in (1, 4):
+        copies = _copies(rows, buckets)
+        dropped = {(r["source"], r["location"]) for r in copies.to_pylist()}
+        assert dropped == {k for k, flagged in expected.items() if flagged}
+    whole = copies_to_drop(_keys(rows)).to_pylist()
+    identity = [tuple(r[c] for c in DUPLICATE_COLUMNS) for r in whole]
+    assert identity == sorted(identity)  # hash order, the driver's stream's
     # every repeated key keeps exactly one copy, the first by (v1 first, rank, location)
     kept = {}
     for r in rows:
@@ -65,12 +106,45 @@ def test_key_only_dedup_flags_what_the_window_over_full_rows_flags(spark, partit
         best = kept.get(r["dedup_key"])
         if best is not None:
             assert (best["from_v2"], best["rank"]) <= (r["from_v2"], r["rank"])
-    assert not any(expected[r["source"], r["location"]] for r in rows if r["quarantined"])
 
 
-def test_the_marked_rows_are_the_rows(spark) -> None:
+def test_no_repeated_key_drops_nothing() -> None:
+    rows = [r for r in _rows(5) if r["source"] == "ms1"]
+    assert copies_to_drop(_keys(rows)).num_rows == 0
+
+
+def test_group_counts_are_every_row_and_the_copies() -> None:
+    rows = _rows(9)
+    keys = _keys(rows)
+    copies = copies_to_drop(keys)
+    counts = group_counts(keys, copies).to_pylist()
+    every = Counter(tuple(r[c] for c in GROUP_COLUMNS) for r in rows)
+    assert {tuple(g[c] for c in GROUP_COLUMNS): g["count"]
+            for g in counts if not g["duplicate"]} == every  # fmt: skip
+    dropped = {(r["source"], r["location"]) for r in copies.to_pylist()}
+    expected = Counter(tuple(r[c] for c in GROUP_COLUMNS) for r in rows
+                       if (r["source"], r["location"]) in dropped)  # fmt: skip
+    assert {tuple(g[c] for c in GROUP_COLUMNS): g["count"]
+            for g in counts if g["duplicate"]} == expected  # fmt: skip
+
+
+@pytest.mark.spark
+def test_bucket_tasks_write_the_copies_and_mark_the_rows(spark, tmp_path: Path) -> None:
     rows = _rows(seed=11)
-    frame = spark.createDataFrame(rows, spark_ddl(MESSAGE_SCHEMA)).repartition(4)
-    marked = mark_duplicates(frame, duplicate_copies(frame))
+    keys_dir, dups = tmp_path / "keys", tmp_path / "duplicates"
+    keys_dir.mkdir()
+    buckets = 3
+    for part in range(2):  # two step-1 partitions, each with its bucket files
+        batch = pa.RecordBatch.from_pylist(rows[part::2], schema=MESSAGE_SCHEMA)
+        paths = [keys_dir / f"part-{part:05d}-{b:05d}.parquet" for b in range(buckets)]
+        write_message_file([batch], tmp_path / f"m{part}.parquet", paths)
+    counts = write_duplicate_files(spark, keys_dir, dups, buckets)
+    assert sum(g["count"] for g in counts if not g["duplicate"]) == len(rows)
+    assert sorted(p.name for p in dups.iterdir()) == [f"part-{b:05d}.parquet" for b in range(3)]
+    frame = spark.createDataFrame(rows, spark_ddl(MESSAGE_SCHEMA))
+    marked = mark_duplicates(frame, spark.read.parquet(str(dups)))
     assert marked.count() == len(rows)
     assert set(marked.columns) == {*MESSAGE_SCHEMA.names, "duplicate"}
+    flags = {(r["source"], r["location"]): r["duplicate"] for r in marked.collect()}
+    assert flags == _window_flags(spark, rows)
+    assert sum(g["count"] for g in counts if g["duplicate"]) == sum(flags.values())

@@ -256,7 +256,7 @@ def test_progress_of_every_step(baseline) -> None:
     lines = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()
              if line.startswith("{")]  # fmt: skip
     steps = {line["step"] for line in lines}
-    assert {"read, decode, deduplicate", "count", "quarantine", "store"} <= steps, steps
+    assert {"read, decode, deduplicate", "quarantine", "store"} <= steps, steps
     quarantine = [line for line in lines if line["step"] == "quarantine"]
     assert quarantine[-1]["finished"] and quarantine[-1]["done"] == quarantine[-1]["total"] > 0
     assert quarantine[-1]["records_total"] == report.totals["records"]

@@ -49,8 +49,9 @@ def _files(tmp_path: Path, duplicates: list[tuple[bytes, str, str]]) -> tuple[Pa
     dups.mkdir(parents=True)
     for i in range(3):
         _write(messages / f"part-{i:05d}.parquet", rows[i::3])
+    # one file per dedup bucket: each hash-sorted, interleaved with the others
     ordered = sorted(duplicates)
-    for i, chunk in enumerate((ordered[: len(ordered) // 2], ordered[len(ordered) // 2 :])):
+    for i, chunk in enumerate((ordered[0::3], ordered[1::3], ordered[2::3])):
         table = pa.table(
             {c: [d[k] for d in chunk] for k, c in enumerate(DUPLICATE_COLUMNS)},
             schema=pa.schema(
