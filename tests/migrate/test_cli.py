@@ -155,6 +155,43 @@ def test_kill_during_archiving_then_rerun(spark, demo: Path, tmp_path: Path) -> 
     shutil.rmtree(target / "archives")
 
 
+def test_a_failed_step1_write_leaves_no_file_and_a_rerun_completes(
+    spark, demo: Path, tmp_path: Path
+) -> None:
+    """Step 1's files are written by the Python workers: a task that fails as it finishes
+    its files (ENOSPC raised in the executor) leaves none of them, whole or partial, and the
+    next run gives the demo's store and archives."""
+    text = (demo / "migrate.toml").read_text()
+    target = tmp_path / "failed"
+    target.mkdir()
+    for name in ("store.sqlite3", "archives", "torrents", "report.json"):
+        text = text.replace(f'"{name}"', f'"{target / name}"')
+    config = target / "migrate.toml"
+    config.write_text(text.replace('master = "local[*]"', 'master = "local[1]"'))
+    env = {**os.environ, "WAKU_LEGACY_TASK_FAULT": "write:messages"}
+    failed = subprocess.run(
+        [sys.executable, "-m", "waku_legacy.cli", "migrate", "--config", str(config), "--quiet"],
+        env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert failed.returncode == 2, failed.stderr[-3000:]
+    assert "reading and decoding the sources failed" in failed.stderr
+    assert "No space left on device" in failed.stderr
+    work = target / ".migrate-work"  # the default: beside the archive folder
+    for folder in ("messages", "keys", "channels"):
+        assert list((work / folder).iterdir()) == [], folder  # no file, no temporary
+    assert not (target / "store.sqlite3").exists() or not sqlite3.connect(
+        target / "store.sqlite3"
+    ).execute("SELECT 1 FROM Message LIMIT 1").fetchall()
+    assert main(["migrate", "--config", str(config), "--quiet", "--json"]) == 0
+    assert _archive_files(target) == _archive_files(demo)
+    with (
+        sqlite3.connect(target / "store.sqlite3") as a,
+        sqlite3.connect(demo / "store.sqlite3") as b,
+    ):
+        query = "SELECT * FROM Message ORDER BY messageHash"
+        assert a.execute(query).fetchall() == b.execute(query).fetchall()
+
+
 def test_bad_config_and_sources_are_clear_errors(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[[source]]\nkind = "mailserver-leveldb"\n[output]\nstore=""\n'
