@@ -778,6 +778,9 @@ def _archive_digest(out: Path) -> str:
     return h.hexdigest()
 
 
+SETTLE_SECONDS = 3
+
+
 def _child(
     phase: str,
     args: argparse.Namespace,
@@ -802,6 +805,10 @@ def _child(
         cmd += ["--store-url", store_url]
     if args.progress and phase == "spark":
         cmd += ["--progress", args.progress]
+    # the previous contender's files (a ~1 GB store, run files) deleted and written back
+    # before this one starts, not during it
+    os.sync()
+    time.sleep(SETTLE_SECONDS)
     load = os.getloadavg()[0]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:

@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"
 
+#: In local mode the executors run in the driver's JVM, whose share of a migration is small
+#: and short (step 1's rows never enter it): C2's compiles of each new job's code cost more
+#: CPU than they save, and they compete with the driver's SQLite writer. C1 only: the 1M
+#: benchmark 7% faster with 10% less CPU, with either store (bench/README.md). Not applied
+#: when the configuration sets a tiered-compilation option itself, nor on a cluster.
+LOCAL_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+
 #: Where this process's Spark (driver and, in local mode, its executors) logs, once a
 #: session was built with ``log_file``; :func:`waku_legacy.migrate.steps.spark_failure`
 #: names it in its one line.
@@ -46,6 +53,16 @@ def _log4j_to_file(log_file: Path) -> str:
         "appender.file.layout.pattern = %d{yyyy-MM-dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
     )
     return f"-Dlog4j.configurationFile=file:{properties.resolve()}"
+
+
+def with_local_jit(master: str, conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with LOCAL_JIT_OPTION added to the driver's Java options in local mode,
+    unless they set a tiered-compilation option themselves."""
+    conf = dict(conf)
+    key = "spark.driver.extraJavaOptions"
+    if master.startswith("local") and "Tiered" not in conf.get(key, ""):
+        conf[key] = f"{conf.get(key, '')} {LOCAL_JIT_OPTION}".strip()
+    return conf
 
 
 def spark_session(
@@ -77,7 +94,7 @@ def spark_session(
     )
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    conf = dict(conf or {})
+    conf = with_local_jit(master, conf or {})
     if log_file is not None:
         option = _log4j_to_file(Path(log_file))
         for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
