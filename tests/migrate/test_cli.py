@@ -127,24 +127,27 @@ def test_export_finds_the_channels_from_the_community_description(
     assert ours and ours == {k: v for k, v in _archive_files(demo).items() if name in k}
 
 
-def test_kill_during_archiving_then_rerun(spark, demo: Path, tmp_path: Path) -> None:
+def _demo_config_in(demo: Path, target: Path) -> Path:
+    """The demo's migration config with its outputs in ``target``, on one task slot."""
     text = (demo / "migrate.toml").read_text()
-    target = tmp_path / "killed"
-    target.mkdir()
+    target.mkdir(exist_ok=True)
     for name in ("store.sqlite3", "archives", "torrents", "report.json"):
         text = text.replace(f'"{name}"', f'"{target / name}"')
-    text = text.replace('master = "local[*]"', 'master = "local[1]"')
     config = target / "migrate.toml"
-    config.write_text(text)
-    env = {**os.environ, "WAKU_LEGACY_FAULT": "archive:*:data:append:0:partial"}
-    killed = subprocess.run(
+    config.write_text(text.replace('master = "local[*]"', 'master = "local[1]"'))
+    return config
+
+
+def _migrate_with_fault(config: Path, variable: str, step: str) -> subprocess.CompletedProcess:
+    """``waku-legacy migrate`` in a process of its own, with the fault ``variable`` set."""
+    return subprocess.run(
         [sys.executable, "-m", "waku_legacy.cli", "migrate", "--config", str(config), "--quiet"],
-        env=env, capture_output=True, text=True, timeout=240,
+        env={**os.environ, variable: step}, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    data_files = list((target / "archives").glob("0x*/data"))
-    assert data_files and not list((target / "archives").glob("0x*/index"))  # torn first append
-    assert main(["migrate", "--config", str(config), "--quiet", "--json"]) == 0
+
+
+def _assert_same_output(target: Path, demo: Path) -> None:
+    """``target`` holds the demo run's archives and store rows."""
     assert _archive_files(target) == _archive_files(demo)
     with (
         sqlite3.connect(target / "store.sqlite3") as a,
@@ -152,6 +155,17 @@ def test_kill_during_archiving_then_rerun(spark, demo: Path, tmp_path: Path) -> 
     ):
         query = "SELECT * FROM Message ORDER BY messageHash"
         assert a.execute(query).fetchall() == b.execute(query).fetchall()
+
+
+def test_kill_during_archiving_then_rerun(spark, demo: Path, tmp_path: Path) -> None:
+    target = tmp_path / "killed"
+    config = _demo_config_in(demo, target)
+    killed = _migrate_with_fault(config, "WAKU_LEGACY_FAULT", "archive:*:data:append:0:partial")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    data_files = list((target / "archives").glob("0x*/data"))
+    assert data_files and not list((target / "archives").glob("0x*/index"))  # torn first append
+    assert main(["migrate", "--config", str(config), "--quiet", "--json"]) == 0
+    _assert_same_output(target, demo)
     shutil.rmtree(target / "archives")
 
 
@@ -161,35 +175,21 @@ def test_a_failed_step1_write_leaves_no_file_and_a_rerun_completes(
     """Step 1's files are written by the Python workers: a task that fails as it finishes
     its files (ENOSPC raised in the executor) leaves none of them, whole or partial, and the
     next run gives the demo's store and archives."""
-    text = (demo / "migrate.toml").read_text()
     target = tmp_path / "failed"
-    target.mkdir()
-    for name in ("store.sqlite3", "archives", "torrents", "report.json"):
-        text = text.replace(f'"{name}"', f'"{target / name}"')
-    config = target / "migrate.toml"
-    config.write_text(text.replace('master = "local[*]"', 'master = "local[1]"'))
-    env = {**os.environ, "WAKU_LEGACY_TASK_FAULT": "write:messages"}
-    failed = subprocess.run(
-        [sys.executable, "-m", "waku_legacy.cli", "migrate", "--config", str(config), "--quiet"],
-        env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    config = _demo_config_in(demo, target)
+    failed = _migrate_with_fault(config, "WAKU_LEGACY_TASK_FAULT", "write:messages")
     assert failed.returncode == 2, failed.stderr[-3000:]
     assert "reading and decoding the sources failed" in failed.stderr
     assert "No space left on device" in failed.stderr
     work = target / ".migrate-work"  # the default: beside the archive folder
     for folder in ("messages", "keys", "channels"):
         assert list((work / folder).iterdir()) == [], folder  # no file, no temporary
-    assert not (target / "store.sqlite3").exists() or not sqlite3.connect(
-        target / "store.sqlite3"
-    ).execute("SELECT 1 FROM Message LIMIT 1").fetchall()
+    store = target / "store.sqlite3"
+    if store.exists():  # the store step never began
+        with sqlite3.connect(store) as db:
+            assert db.execute("SELECT COUNT(*) FROM Message").fetchone() == (0,)
     assert main(["migrate", "--config", str(config), "--quiet", "--json"]) == 0
-    assert _archive_files(target) == _archive_files(demo)
-    with (
-        sqlite3.connect(target / "store.sqlite3") as a,
-        sqlite3.connect(demo / "store.sqlite3") as b,
-    ):
-        query = "SELECT * FROM Message ORDER BY messageHash"
-        assert a.execute(query).fetchall() == b.execute(query).fetchall()
+    _assert_same_output(target, demo)
 
 
 def test_bad_config_and_sources_are_clear_errors(tmp_path: Path, capsys) -> None:
@@ -211,16 +211,8 @@ def test_a_failed_spark_task_is_one_line_naming_the_step_and_the_log(
     """Issues 21 and 24: a task that hits ENOSPC (a fault raised in the executor) printed
     88 lines (Python tracebacks, Java frames) around the one clear error; now one line names
     the step and the cause, and the executor traces are in the log file it names."""
-    text = (demo / "migrate.toml").read_text()
-    for name in ("store.sqlite3", "archives", "torrents", "report.json", "quarantine", "work"):
-        text = text.replace(f'"{name}"', f'"{tmp_path / name}"')
-    config = tmp_path / "migrate.toml"
-    config.write_text(text.replace('master = "local[*]"', 'master = "local[1]"'))
-    env = {**os.environ, "WAKU_LEGACY_TASK_FAULT": "read:*"}
-    failed = subprocess.run(
-        [sys.executable, "-m", "waku_legacy.cli", "migrate", "--config", str(config), "--quiet"],
-        env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    config = _demo_config_in(demo, tmp_path)
+    failed = _migrate_with_fault(config, "WAKU_LEGACY_TASK_FAULT", "read:*")
     assert failed.returncode == 2, failed.stderr[-3000:]
     # nothing else: what the JVM and its Python workers print (the JVM's "Using incubator
     # modules" as it starts, a worker's BrokenPipeError as the failed run ends) is in the log
