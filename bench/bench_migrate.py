@@ -337,12 +337,11 @@ def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
     from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.migrate.message_files import write_message_files
     from waku_legacy.migrate.records import MESSAGE_SCHEMA, RAW_SCHEMA, spark_ddl
-    from waku_legacy.migrate.sources import plan_source
+    from waku_legacy.migrate.sources import plan_sources
 
     sc = spark.sparkContext
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
-    parts = max(2, sc.defaultParallelism)
-    tasks = [t for s in config.sources for t in plan_source(s, parts, config.output.work_dir)]
+    tasks = plan_sources(spark, config.sources, work_dir=config.output.work_dir)
     ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
     spent = {k: sc.accumulator(0.0) for k in ("read", "arrow_to_python", "decode_records",
                                               "python_to_arrow")}  # fmt: skip
@@ -360,7 +359,8 @@ def spark_breakdown(spark: Any, config: Any) -> dict[str, float]:
     Path(config.output.work_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=config.output.work_dir) as scratch:
         started = time.monotonic()
-        write_message_files(spark, tasks, mapping, Path(scratch) / "m", Path(scratch) / "k")
+        scratch_dirs = (Path(scratch) / name for name in ("messages", "keys", "channels"))
+        write_message_files(spark, tasks, mapping, *scratch_dirs)
         out["job.read_decode_sort_write"] = round(time.monotonic() - started, 2)
     return out
 
