@@ -1,11 +1,12 @@
 """Step 1's files: each Spark task's decoded rows sorted by message hash and written as
-Parquet by the Python worker that decoded them, with their key columns in a file beside.
+Parquet by the Python worker that decoded them, with their key columns in one file per
+dedup bucket and the community channels' rows again, beside.
 
 The JVM never holds a decoded row. It used to receive every row from the worker as Arrow,
 turn it into its own rows, sort them and write them again (one and a half times the
 decode's own time, for rows that never needed the JVM); here pyarrow sorts and writes each
-task's rows where they were decoded, and Spark reads back only the small key files
-(:data:`~waku_legacy.migrate.dedup.KEY_COLUMNS`) to find the duplicate copies.
+task's rows where they were decoded, and the duplicate copies are found from the small key
+files (:data:`~waku_legacy.migrate.dedup.KEY_COLUMNS`, :mod:`.dedup`).
 
 A task holds at most :data:`RUN_BYTES` of decoded rows: past that, its hash-sorted runs are
 spilled to local temporary files and merged into its one output file (one row group per run
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 from waku_legacy.faults import task_fault
 from waku_legacy.migrate.dedup import KEY_COLUMNS, KEY_SCHEMA, key_buckets, key_file
 from waku_legacy.migrate.records import MESSAGE_SCHEMA
-from waku_legacy.migrate.work_files import ParquetFileWriter, empty_directory
+from waku_legacy.migrate.work_files import ParquetFileWriter, empty_directory, parquet_batches
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
@@ -138,15 +139,10 @@ class _Runs:
             return
         if self.held:
             self._spill()
-        streams = [_batches(p) for p in self.sorted_files]
+        streams = [parquet_batches(p, MERGE_BATCH_ROWS) for p in self.sorted_files]
         yield from merge_by_hash(streams)
         for path in self.quarantined_files:
             yield pq.read_table(path)
-
-
-def _batches(path: Path) -> Iterator[pa.RecordBatch]:
-    parquet = pq.ParquetFile(path, pre_buffer=False)
-    yield from parquet.iter_batches(batch_size=MERGE_BATCH_ROWS, use_threads=False)
 
 
 def write_message_file(
@@ -164,11 +160,11 @@ def write_message_file(
     archives read those, a small share of the rows), every file written whole or not at
     all; returns the rows. Holds at most about ``run_bytes`` of
     rows (more are sorted in runs spilled to a temporary directory and merged)."""
-    writers = [ParquetFileWriter(messages_path, MESSAGE_SCHEMA)]
+    messages = ParquetFileWriter(messages_path, MESSAGE_SCHEMA)
     key_writers = [ParquetFileWriter(p, KEY_SCHEMA) for p in key_paths]
-    writers += key_writers
     channels = None if channels_path is None else ParquetFileWriter(channels_path, MESSAGE_SCHEMA)
-    writers += [] if channels is None else [channels]
+    # committed in reverse: the messages file last, its presence says the task is done
+    writers = [messages, *key_writers, *([channels] if channels is not None else [])]
     try:
         with tempfile.TemporaryDirectory(prefix="waku-legacy-runs-") as spill_dir:
             runs = _Runs(Path(spill_dir), run_bytes)
@@ -176,7 +172,7 @@ def write_message_file(
                 if batch.num_rows:
                     runs.add(batch)
             for table in runs.sorted_then_quarantined():
-                writers[0].write(table)
+                messages.write(table)
                 _write_keys(table.select(list(KEY_COLUMNS)), key_writers)
                 if channels is not None:
                     in_channel = pc.and_not(
@@ -184,13 +180,13 @@ def write_message_file(
                     )
                     channels.write(table.filter(in_channel))
         task_fault("write:messages")
-        for writer in reversed(writers):  # the messages last: its file says the task is done
+        for writer in reversed(writers):
             writer.commit()
     except BaseException:
         for writer in writers:
             writer.abort()
         raise
-    return writers[0].rows
+    return messages.rows
 
 
 def _write_keys(keys: pa.Table, writers: list[ParquetFileWriter]) -> None:

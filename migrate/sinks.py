@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS
 from waku_legacy.migrate.message_files import merge_by_hash
+from waku_legacy.migrate.work_files import parquet_batches
 from waku_legacy.store.pg_load import STORE_COLUMNS as LOAD_COLUMNS
 
 if TYPE_CHECKING:
@@ -52,11 +52,7 @@ READ_BATCH = 4096
 
 def _kept_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
     """The file's ``columns`` of its rows that are not quarantined, a batch at a time."""
-    # pre_buffer=False: with pre-buffering a reader keeps every row group it read cached
-    # until it is closed, so its memory grows with the file; without, one row group.
-    parquet = pq.ParquetFile(path, pre_buffer=False)
-    wanted = [*columns, "quarantined"]
-    for batch in parquet.iter_batches(batch_size=READ_BATCH, columns=wanted, use_threads=False):
+    for batch in parquet_batches(path, READ_BATCH, [*columns, "quarantined"]):
         kept = batch.filter(pc.invert(batch.column("quarantined")))
         if kept.num_rows:
             yield kept.select(columns)
@@ -65,14 +61,8 @@ def _kept_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
 def _duplicates(directory: Path) -> Iterator[tuple[bytes, str, str]]:
     """The copies to drop (:func:`~waku_legacy.migrate.dedup.copies_to_drop`), in hash
     order: the buckets' files, each hash-sorted, merged."""
-
-    def batches(path: Path) -> Iterator[pa.RecordBatch]:
-        parquet = pq.ParquetFile(path, pre_buffer=False)
-        yield from parquet.iter_batches(
-            batch_size=READ_BATCH, columns=list(DUPLICATE_COLUMNS), use_threads=False
-        )
-
-    streams = [batches(p) for p in sorted(directory.glob("part-*.parquet"))]
+    files = sorted(directory.glob("part-*.parquet"))
+    streams = [parquet_batches(p, READ_BATCH, list(DUPLICATE_COLUMNS)) for p in files]
     for table in merge_by_hash(streams):
         columns = [table.column(c).to_pylist() for c in DUPLICATE_COLUMNS]
         yield from zip(*columns, strict=True)

@@ -7,12 +7,19 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["ROW_GROUP_BYTES", "ParquetFileWriter", "empty_directory", "write_parquet_file"]
+__all__ = [
+    "ROW_GROUP_BYTES",
+    "ParquetFileWriter",
+    "empty_directory",
+    "parquet_batches",
+    "write_parquet_file",
+]
 
 #: small row groups: the driver streams step 1's files back holding one row group per file
 ROW_GROUP_BYTES = 4 * 1024 * 1024
@@ -65,3 +72,13 @@ def empty_directory(directory: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+def parquet_batches(
+    path: Path, batch_size: int, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The file's rows (``columns`` of them) a batch at a time, holding one row group."""
+    # pre_buffer=False: with pre-buffering a reader keeps every row group it read cached
+    # until it is closed, so its memory grows with the file; without, one row group.
+    parquet = pq.ParquetFile(path, pre_buffer=False)
+    yield from parquet.iter_batches(batch_size=batch_size, columns=columns, use_threads=False)
