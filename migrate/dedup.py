@@ -181,10 +181,12 @@ def mark_duplicates(messages: DataFrame, duplicates: DataFrame) -> DataFrame:
     )
 
 
-def read_messages(spark: SparkSession, work_dir: str | Path) -> DataFrame:
-    """Step 1's output in ``work_dir``: every decoded MESSAGE row with its ``duplicate``
-    flag."""
+def read_messages(
+    spark: SparkSession, work_dir: str | Path, rows_dir: str = MESSAGES_DIR
+) -> DataFrame:
+    """Step 1's output in ``work_dir``: every decoded MESSAGE row (``rows_dir``
+    CHANNELS_DIR: the community channels' rows only) with its ``duplicate`` flag."""
     work = Path(work_dir)
     return mark_duplicates(
-        spark.read.parquet(str(work / MESSAGES_DIR)), spark.read.parquet(str(work / DUPLICATES_DIR))
+        spark.read.parquet(str(work / rows_dir)), spark.read.parquet(str(work / DUPLICATES_DIR))
     )

@@ -29,6 +29,7 @@ from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.migrate.config import MigrateConfig
+from waku_legacy.migrate.dedup import CHANNELS_DIR, DUPLICATES_DIR, KEYS_DIR, MESSAGES_DIR
 from waku_legacy.migrate.progress import SparkProgress
 from waku_legacy.migrate.report import RunReport, SourceReport, WeekRow, write_report_json
 from waku_legacy.migrate.steps import MigrationError, spark_failure, timed_step
@@ -80,30 +81,6 @@ class _Run:
     #: the rows step 1 wrote again for the archives (community channels, not quarantined)
     channel_rows: int = 0
 
-    @property
-    def messages_dir(self) -> Path:
-        from waku_legacy.migrate.dedup import MESSAGES_DIR
-
-        return self.work / MESSAGES_DIR
-
-    @property
-    def channels_dir(self) -> Path:
-        from waku_legacy.migrate.dedup import CHANNELS_DIR
-
-        return self.work / CHANNELS_DIR
-
-    @property
-    def keys_dir(self) -> Path:
-        from waku_legacy.migrate.dedup import KEYS_DIR
-
-        return self.work / KEYS_DIR
-
-    @property
-    def duplicates_dir(self) -> Path:
-        from waku_legacy.migrate.dedup import DUPLICATES_DIR
-
-        return self.work / DUPLICATES_DIR
-
     def step(self, name: str, doing: str) -> AbstractContextManager[None]:
         """Time the block as ``timing[name]``; a failure says ``<doing> failed: …``."""
         return timed_step(self.timing, name, doing)
@@ -135,11 +112,9 @@ def run_migration(
 
     with run.step("read_decode_dedup", "reading and decoding the sources"):
         tasks, counts = _read_decode_dedup(run)
-    from waku_legacy.migrate.dedup import mark_duplicates
+    from waku_legacy.migrate.dedup import read_messages
 
-    decoded = spark.read.parquet(str(run.messages_dir))
-    duplicates = spark.read.parquet(str(run.duplicates_dir))
-    messages = mark_duplicates(decoded, duplicates)
+    messages = read_messages(spark, run.work)
     with run.step("count", "counting the messages"):
         _count(run, counts, tasks)
     with run.step("quarantine", "writing the quarantine"):
@@ -182,8 +157,8 @@ def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
     from waku_legacy.migrate.message_files import write_message_files
     from waku_legacy.migrate.sources import plan_sources
 
-    spark = run.spark
-    tasks = plan_sources(spark, run.config.sources, work_dir=str(run.work))
+    spark, work = run.spark, run.work
+    tasks = plan_sources(spark, run.config.sources, work_dir=str(work))
     # the rows each write task wrote, as the tasks end (their stages count only a row each)
     rows = spark.sparkContext.accumulator(0)
     with run.progress.spark_step(
@@ -191,11 +166,11 @@ def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
     ):
         started = time.monotonic()
         buckets = write_message_files(
-            spark, tasks, run.mapping, run.messages_dir, run.keys_dir, run.channels_dir,
+            spark, tasks, run.mapping, work / MESSAGES_DIR, work / KEYS_DIR, work / CHANNELS_DIR,
             rows_written=rows,
         )  # fmt: skip
         run.timing["read_decode_dedup.files"] = time.monotonic() - started
-        counts = write_duplicate_files(spark, run.keys_dir, run.duplicates_dir, buckets)
+        counts = write_duplicate_files(spark, work / KEYS_DIR, work / DUPLICATES_DIR, buckets)
     return tasks, counts
 
 
@@ -353,7 +328,7 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
         ):
             assert isinstance(store, SqliteMessageStore)  # every URL but PostgreSQL's
             inserted = write_sqlite_store(
-                store, iter_kept_batches(run.messages_dir, run.duplicates_dir),
+                store, iter_kept_batches(run.work / MESSAGES_DIR, run.work / DUPLICATES_DIR),
                 batch_size=batch_size, fault=run.fault, progress=bar.update,
             )  # fmt: skip
     with open_store(url) as store:
@@ -375,13 +350,12 @@ def _archives(
     from pyspark.sql import functions as F
 
     from waku_legacy.migrate.archives import build_archives
-    from waku_legacy.migrate.dedup import mark_duplicates
+    from waku_legacy.migrate.dedup import read_messages
 
     config = run.config
     # step 1 wrote the channels' rows apart: the archives' Spark jobs read only those
-    channels = run.spark.read.parquet(str(run.channels_dir))
-    duplicates = run.spark.read.parquet(str(run.duplicates_dir))
-    kept_channels = mark_duplicates(channels, duplicates).filter(~F.col("duplicate"))
+    channels = read_messages(run.spark, run.work, CHANNELS_DIR)
+    kept_channels = channels.filter(~F.col("duplicate"))
     for community in config.communities:
         try:
             with run.progress.spark_step(
