@@ -19,7 +19,7 @@ too).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,11 +46,14 @@ __all__ = [
     "KEY_COLUMNS",
     "KEY_SCHEMA",
     "MESSAGES_DIR",
+    "PART_COLUMN",
     "copies_to_drop",
     "group_counts",
     "key_buckets",
     "key_file",
     "mark_duplicates",
+    "message_file",
+    "part_of",
     "read_messages",
     "write_duplicate_files",
 ]
@@ -71,7 +74,13 @@ COUNT_COLUMNS = ("community", "week", "pubsub_topic", "channel")
 #: what it reads of each MESSAGE row
 KEY_COLUMNS = ("dedup_key", "from_v2", "rank", "quarantined", *DUPLICATE_COLUMNS, *COUNT_COLUMNS)
 KEY_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(c) for c in KEY_COLUMNS])
-COPY_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(c) for c in (*DUPLICATE_COLUMNS, *COUNT_COLUMNS)])
+#: which of step 1's files (its partition) a copy to drop is in: the PostgreSQL store is
+#: written by one task per file, each leaving out only the copies in its own file
+PART_COLUMN = "part"
+COPY_SCHEMA = pa.schema(
+    [*(MESSAGE_SCHEMA.field(c) for c in (*DUPLICATE_COLUMNS, *COUNT_COLUMNS)),
+     (PART_COLUMN, pa.int32())]
+)  # fmt: skip
 #: the report's groups: every row counted once, a duplicate copy also with duplicate=True
 GROUP_COLUMNS = ("source", *COUNT_COLUMNS, "quarantined")
 COUNT_SCHEMA = pa.schema(
@@ -92,19 +101,40 @@ def key_buckets(dedup_keys: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndar
     return values[prefix.offset : prefix.offset + len(prefix)] % buckets
 
 
+def message_file(directory: Path, part: int) -> Path:
+    """Step 1's file of partition ``part`` in ``directory`` (messages or channels)."""
+    return directory / f"part-{part:05d}.parquet"
+
+
 def key_file(keys_dir: Path, part: int, bucket: int) -> Path:
     """The key file of step 1's partition ``part`` for ``bucket``."""
     return keys_dir / f"part-{part:05d}-{bucket:05d}.parquet"
 
 
-def _bucket_files(keys_dir: Path, bucket: int) -> list[Path]:
-    return sorted(keys_dir.glob(f"part-*-{bucket:05d}.parquet"))
+def part_of(path: Path) -> int:
+    """The step-1 partition of a :func:`message_file` or :func:`key_file`."""
+    return int(path.name.split("-")[1].split(".")[0])
+
+
+def _bucket_keys(keys_dir: Path, bucket: int) -> pa.Table:
+    """Every key file of ``bucket``, their rows with the partition they came from."""
+    tables = []
+    for path in sorted(keys_dir.glob(f"part-*-{bucket:05d}.parquet")):
+        keys = pq.read_table(path, schema=KEY_SCHEMA)
+        tables.append(keys.append_column(PART_COLUMN, pa.repeat(part_of(path), keys.num_rows)
+                                         .cast(pa.int32())))  # fmt: skip
+    if not tables:
+        return KEY_SCHEMA.append(pa.field(PART_COLUMN, pa.int32())).empty_table()
+    return pa.concat_tables(tables)
 
 
 def copies_to_drop(keys: pa.Table) -> pa.Table:
     """KEY_COLUMNS rows (every copy of each of their keys among them) -> COPY_SCHEMA rows
     of every copy that is not the one kept, in (message_hash, source, location) order.
-    Only keys that occur more than once are sorted."""
+    Only keys that occur more than once are sorted. ``part`` is the rows' PART_COLUMN
+    when they have one (:func:`dedup_bucket`'s do), else null."""
+    if PART_COLUMN not in keys.column_names:
+        keys = keys.append_column(PART_COLUMN, pa.nulls(keys.num_rows, pa.int32()))
     counts = keys.group_by("dedup_key").aggregate([([], "count_all")])
     repeated = counts.filter(pc.greater(counts.column("count_all"), 1)).column("dedup_key")
     if not len(repeated):
@@ -140,9 +170,7 @@ def group_counts(keys: pa.Table, copies: pa.Table) -> pa.Table:
 def dedup_bucket(keys_dir: Path, duplicates_dir: Path, bucket: int) -> pa.Table:
     """One bucket's copies to drop written as ``part-<bucket>.parquet`` in
     ``duplicates_dir`` (whole or not at all); returns its :func:`group_counts`."""
-    files = _bucket_files(keys_dir, bucket)
-    tables = [pq.read_table(f, schema=KEY_SCHEMA) for f in files]
-    keys = pa.concat_tables(tables) if tables else KEY_SCHEMA.empty_table()
+    keys = _bucket_keys(keys_dir, bucket)
     copies = copies_to_drop(keys)
     write_parquet_file(duplicates_dir / f"part-{bucket:05d}.parquet", copies)
     return group_counts(keys, copies)
@@ -154,18 +182,14 @@ def write_duplicate_files(
     """The copies to drop of every bucket, one Spark task each (:func:`dedup_bucket`),
     written in ``duplicates_dir`` (emptied first); returns the counts per group (the
     COUNT_SCHEMA rows of every bucket, as dicts)."""
-    from waku_legacy.migrate.records import spark_ddl
-
     empty_directory(duplicates_dir)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for bucket in batch.column(0).to_pylist():
-                yield from dedup_bucket(keys_dir, duplicates_dir, bucket).to_batches()
+    def run(numbers: Iterable[int]) -> Iterator[dict[str, object]]:
+        for bucket in numbers:
+            yield from dedup_bucket(keys_dir, duplicates_dir, bucket).to_pylist()
 
-    ids = spark.range(0, buckets, 1, numPartitions=buckets)
-    rows = ids.mapInArrow(run, spark_ddl(COUNT_SCHEMA)).collect()
-    return [row.asDict() for row in rows]
+    # an RDD job: no SQL engine needed to hand numbers out and counts back
+    return spark.sparkContext.parallelize(range(buckets), buckets).mapPartitions(run).collect()
 
 
 def mark_duplicates(messages: DataFrame, duplicates: DataFrame) -> DataFrame:

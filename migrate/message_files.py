@@ -30,7 +30,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from waku_legacy.faults import task_fault
-from waku_legacy.migrate.dedup import KEY_COLUMNS, KEY_SCHEMA, key_buckets, key_file
+from waku_legacy.migrate.dedup import (
+    KEY_COLUMNS,
+    KEY_SCHEMA,
+    key_buckets,
+    key_file,
+    message_file,
+)
 from waku_legacy.migrate.records import MESSAGE_SCHEMA
 from waku_legacy.migrate.work_files import ParquetFileWriter, empty_directory, parquet_batches
 
@@ -218,8 +224,6 @@ def write_message_files(
     ``keys_dir`` (:func:`write_message_file`; as many buckets as partitions) and the
     channels' rows in ``channels_dir``; the directories are emptied first; each task adds
     its rows to ``rows_written``. Returns the number of buckets."""
-    from pyspark import TaskContext
-
     from waku_legacy.migrate.sources import read_task
 
     for directory in (messages_dir, keys_dir, channels_dir):
@@ -227,24 +231,27 @@ def write_message_files(
     files = max(1, min(len(tasks), MAX_MESSAGE_FILES))
 
     def write(batches: Iterable[pa.RecordBatch], part: int) -> int:
-        name = f"part-{part:05d}.parquet"
         keys = [key_file(keys_dir, part, bucket) for bucket in range(files)]
         return write_message_file(
-            batches, messages_dir / name, keys, channels_path=channels_dir / name
-        )
+            batches, message_file(messages_dir, part), keys,
+            channels_path=message_file(channels_dir, part),
+        )  # fmt: skip
 
-    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
-        task_ids = [i for batch in batches for i in batch.column(0).to_pylist()]
-        decoded = (b for i in task_ids for b in read_task(tasks[i], mapping))
+    def write_partition(part: int, task_ids: Iterable[int]) -> Iterator[int]:
+        decoded = (b for i in list(task_ids) for b in read_task(tasks[i], mapping))
         rows = write(decoded, part)
         if rows_written is not None:
             rows_written.add(rows)
-        yield pa.RecordBatch.from_pydict({"rows": [rows]}, pa.schema([("rows", pa.int64())]))
+        yield rows
 
-    ids = spark.range(0, len(tasks), 1, numPartitions=files)
-    ids.mapInArrow(write_partition, "rows BIGINT").collect()
+    # An RDD job, not a DataFrame one: the tasks take numbers and return counts, and the
+    # SQL engine's first use (planning, code generation, Arrow) costs a fresh JVM about two
+    # seconds more than the plain Python job, on the run's critical path.
+    # ``parallelize`` splits the numbers as ``spark.range`` does: partition i holds
+    # [i * n // files, (i + 1) * n // files).
+    spark.sparkContext.parallelize(range(len(tasks)), files).mapPartitionsWithIndex(
+        write_partition
+    ).collect()
     if not any(messages_dir.glob("part-*.parquet")):  # no task: readers need the schema
         write([], 0)
     return files

@@ -1,11 +1,13 @@
 """The migration run: sources -> decode -> dedup -> v2 store, quarantine, archives, report.
 
-Every stage is a DataFrame -> DataFrame transform whose per-record logic lives in plain
-functions (:mod:`.decode`, :mod:`.archives`) applied to Arrow batches with ``mapInArrow``;
-nothing is collected on the driver except counts and per-window metadata. The decoded
-messages are written once as Parquet in the work directory (one pass over the sources, no
-shuffle), the copies that are duplicates found from their keys alone (:mod:`.dedup`), and
-everything after reads those.
+The decoded messages are written once as Parquet in the work directory by the Python
+workers that read and decoded them (one pass over the sources, no shuffle), the copies that
+are duplicates found from their keys alone (:mod:`.dedup`), and everything after reads
+those. Steps over those files that need no query engine (step 1, the dedup, the PostgreSQL
+store) are Python tasks in RDD jobs that take file or task numbers and return counts; the
+archives and the quarantine are DataFrame transforms whose per-record logic lives in plain
+functions (:mod:`.archives`) applied to Arrow batches with ``mapInArrow``. Nothing is
+collected on the driver except counts and per-window metadata.
 
 Rerunning is safe at any point: store inserts are idempotent, the archive store repairs an
 interrupted append and skips windows already archived, and the work directory is rewritten.
@@ -36,7 +38,7 @@ from waku_legacy.migrate.steps import MigrationError, spark_failure, timed_step
 
 if TYPE_CHECKING:
     from coincurve import PrivateKey
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from waku_legacy.migrate.sources import Task
 
@@ -112,14 +114,11 @@ def run_migration(
 
     with run.step("read_decode_dedup", "reading and decoding the sources"):
         tasks, counts = _read_decode_dedup(run)
-    from waku_legacy.migrate.dedup import read_messages
-
-    messages = read_messages(spark, run.work)
     with run.step("count", "counting the messages"):
         _count(run, counts, tasks)
     with run.step("quarantine", "writing the quarantine"):
-        _quarantine(run, messages)
-    _store_beside_archives(run, messages, keys, archives, store_batch_size)
+        _quarantine(run)
+    _store_beside_archives(run, keys, archives, store_batch_size)
 
     run.report.weeks = sorted(run.weeks.values(), key=lambda w: (w.week, w.community, w.source))
     run.report.totals = _totals(run.report)
@@ -216,6 +215,11 @@ def _count(run: _Run, counts: list[dict[str, Any]], tasks: list[Task]) -> None:
     run.report.mapping = _mapping_rows(run.mapping, {k: n for k, n in per_topic.items() if n})
 
 
+def _kept_rows(run: _Run) -> int:
+    """The messages the store receives (neither quarantined nor a duplicate copy)."""
+    return sum(s.messages for s in run.report.sources)
+
+
 def _decoded_rows(run: _Run) -> int:
     """The rows of step 1's output (every decoded record): what the later Spark steps read."""
     return sum(s.records for s in run.report.sources)
@@ -242,8 +246,9 @@ def _mapping_rows(
     )
 
 
-def _quarantine(run: _Run, messages: DataFrame) -> None:
+def _quarantine(run: _Run) -> None:
     """Step 3: the quarantined records as JSON lines (the folder removed when none)."""
+    from waku_legacy.migrate.dedup import read_messages
     from waku_legacy.migrate.sinks import write_quarantine
 
     quarantined = sum(s.quarantined for s in run.report.sources)
@@ -251,7 +256,7 @@ def _quarantine(run: _Run, messages: DataFrame) -> None:
     if quarantined:
         # Spark jobs over every decoded row (a mailserver full of junk makes this long)
         with run.progress.spark_step(run.spark, "quarantine", records_total=_decoded_rows(run)):
-            reasons = write_quarantine(messages, quarantine_dir)
+            reasons = write_quarantine(read_messages(run.spark, run.work), quarantine_dir)
     else:
         shutil.rmtree(quarantine_dir, ignore_errors=True)
         reasons = {}
@@ -260,7 +265,6 @@ def _quarantine(run: _Run, messages: DataFrame) -> None:
 
 def _store_beside_archives(
     run: _Run,
-    messages: DataFrame,
     keys: dict[str, PrivateKey | None],
     archives: bool,
     batch_size: int,
@@ -273,8 +277,10 @@ def _store_beside_archives(
 
     def write_store() -> None:
         try:
+            cpu = time.thread_time()
             with run.step("store", "writing the store"):
-                _store(run, messages, batch_size)
+                _store(run, batch_size)
+            run.timing["store.thread_cpu"] = time.thread_time() - cpu
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
 
@@ -295,10 +301,8 @@ def _store_beside_archives(
     store_written()
 
 
-def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
+def _store(run: _Run, batch_size: int) -> None:
     """Step 4: the kept messages into the v2 store (none configured: nothing)."""
-    from pyspark.sql import functions as F
-
     from waku_legacy.migrate.sinks import (
         iter_kept_batches,
         write_postgres_store,
@@ -310,21 +314,24 @@ def _store(run: _Run, messages: DataFrame, batch_size: int) -> None:
     if not url:
         return
     if is_postgres_url(url):
-        kept = messages.filter(~F.col("quarantined") & ~F.col("duplicate"))
+        sent = run.spark.sparkContext.accumulator(0)  # rows each task sent, as it ends
         try:
             with run.progress.spark_step(
-                run.spark, "store (PostgreSQL)", records_total=_decoded_rows(run)
-            ):
-                inserted = write_postgres_store(kept, url)
+                run.spark, "store (PostgreSQL)", records_total=_kept_rows(run),
+                records_from=lambda: sent.value,
+            ):  # fmt: skip
+                inserted = write_postgres_store(
+                    run.spark, run.work / MESSAGES_DIR, run.work / DUPLICATES_DIR, url,
+                    rows_written=sent,
+                )  # fmt: skip
         except Exception as exc:
             raise spark_failure("writing the PostgreSQL store", exc) from exc
     else:
         from waku_legacy.store.sqlite import SqliteMessageStore
 
-        kept_total = sum(s.messages for s in run.report.sources)
         with (
             open_store(url) as store,
-            run.progress.bar("store", total=kept_total, unit="msg") as bar,
+            run.progress.bar("store", total=_kept_rows(run), unit="msg") as bar,
         ):
             assert isinstance(store, SqliteMessageStore)  # every URL but PostgreSQL's
             inserted = write_sqlite_store(

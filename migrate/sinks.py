@@ -10,36 +10,40 @@ is also the cheapest order for SQLite's primary-key B-tree (several times faster
 interleaved sorted runs), leaves the copies out, and inserts it in batches (one transaction
 each; ``store:batch:<n>`` fault point after each commit), the rows made from the Arrow
 columns as the store's own ``insert_messages`` makes them.
-PostgreSQL accepts parallel writers, so each executor writes its own partition with binary
-COPY (``waku_legacy.store.pg_load``: into an empty store, bare tables whose indexes are built
-once at the end and which then replace the empty ones; otherwise staged, then INSERT ... ON
+PostgreSQL accepts parallel writers, so a Spark task per step-1 file writes that file's kept
+rows (read with pyarrow, the copies to drop in that file left out) with binary COPY
+(``waku_legacy.store.pg_load``: into an empty store, bare tables whose indexes are built once
+at the end and which then replace the empty ones; otherwise staged, then INSERT ... ON
 CONFLICT DO NOTHING).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from waku_legacy.faults import FaultHook, no_fault
-from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS
+from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS, PART_COLUMN, part_of
 from waku_legacy.migrate.message_files import merge_by_hash
 from waku_legacy.migrate.work_files import parquet_batches
 from waku_legacy.store.pg_load import STORE_COLUMNS as LOAD_COLUMNS
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.accumulators import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
 
     from waku_legacy.store.sqlite import SqliteMessageStore
 
 __all__ = [
     "STORE_COLUMNS",
+    "iter_file_kept_batches",
     "iter_kept_batches",
     "write_postgres_store",
     "write_quarantine",
@@ -162,22 +166,68 @@ def write_sqlite_store(
     return inserted
 
 
-def write_postgres_store(kept: DataFrame, url: str, *, fault: FaultHook = no_fault) -> int:
-    """Each partition of ``kept`` (STORE_COLUMNS) written by its executor with binary COPY
-    (:mod:`waku_legacy.store.pg_load`), the indexes of a first load built after it; returns
-    the new rows. ``fault`` runs in the executors (a picklable hook, e.g. ``fault_from_env``)."""
+def _file_duplicates(duplicates_dir: Path, part: int) -> Iterator[tuple[bytes, str, str]]:
+    """The copies to drop that are in step 1's file ``part``, in hash order (every
+    bucket's file read for the rows of that part: memory for that file's copies only)."""
+    tables = [
+        pq.read_table(p, columns=list(DUPLICATE_COLUMNS), filters=[(PART_COLUMN, "=", part)])
+        for p in sorted(duplicates_dir.glob("part-*.parquet"))
+    ]
+    if not tables:
+        return iter(())
+    copies = pa.concat_tables(tables)
+    copies = copies.take(pc.sort_indices(copies, [(c, "ascending") for c in DUPLICATE_COLUMNS]))
+    return zip(*(copies.column(c).to_pylist() for c in DUPLICATE_COLUMNS), strict=True)
+
+
+def iter_file_kept_batches(messages_file: Path, duplicates_dir: Path) -> Iterator[pa.Table]:
+    """One of step 1's files' kept messages (STORE_COLUMNS, in hash order): its quarantined
+    rows and the duplicate copies in it left out."""
+    duplicates = _file_duplicates(Path(duplicates_dir), part_of(Path(messages_file)))
+    first = next(duplicates, None)
+    if first is None:
+        return (pa.Table.from_batches([b]) for b in _kept_batches(messages_file, STORE_COLUMNS))
+    batches = _kept_batches(messages_file, [*STORE_COLUMNS, "source", "location"])
+    tables = (pa.Table.from_batches([b]) for b in batches)
+    return _without_duplicates(tables, itertools.chain([first], duplicates))
+
+
+def write_postgres_store(
+    spark: SparkSession,
+    messages_dir: Path,
+    duplicates_dir: Path,
+    url: str,
+    *,
+    fault: FaultHook = no_fault,
+    rows_written: Accumulator[int] | None = None,
+) -> int:
+    """Step 1's files' kept messages, each file written by a Spark task of its own with
+    binary COPY (:mod:`waku_legacy.store.pg_load`; its rows read with pyarrow where the task
+    runs, never by the JVM), the indexes of a first load built after them; returns the new
+    rows. Each task adds the rows it sent to ``rows_written``. ``fault`` runs in the
+    executors (a picklable hook, e.g. ``fault_from_env``)."""
     from waku_legacy.store.pg_load import finish_load, load_arrow, prepare_load
 
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _, new = load_arrow(url, batches, fault=fault, first_load=first_load)
-        yield pa.RecordBatch.from_pydict({"inserted": [new]})
+    files = sorted(Path(messages_dir).glob("part-*.parquet"))
+
+    def load(numbers: Iterable[int]) -> Iterator[int]:
+        for number in numbers:
+            tables = iter_file_kept_batches(files[number], duplicates_dir)
+            sent, new = load_arrow(
+                url, (b for t in tables for b in t.to_batches()), fault=fault,
+                first_load=first_load,
+            )  # fmt: skip
+            if rows_written is not None:
+                rows_written.add(sent)
+            yield new
 
     first_load = prepare_load(url)
-    result = kept.select(*STORE_COLUMNS).mapInArrow(write, "inserted BIGINT").collect()
+    # an RDD job: the tasks take file numbers and return counts (no SQL engine needed)
+    numbers = spark.sparkContext.parallelize(range(len(files)), max(1, len(files)))
+    inserted: int = sum(numbers.mapPartitions(load).collect())
     # A retried task's rows were copied twice into a first load: finish_load removes the
     # repeats and says how many of the writers' "new" they were.
-    repeated = finish_load(url)
-    return int(sum(r["inserted"] for r in result)) - repeated
+    return inserted - finish_load(url)
 
 
 def write_quarantine(messages: DataFrame, directory: str) -> dict[str, int]:

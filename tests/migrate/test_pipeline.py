@@ -26,6 +26,7 @@ import psycopg
 import pytest
 
 from tests.conftest import database_of, dsn_for_database
+from tests.helpers import fresh_database
 from tests.waku_legacy.store.test_rest_client import NwakuRestServer, v2_messages
 from waku_legacy.archive.build import build_community_archives
 from waku_legacy.crypto.payload import decode_payload
@@ -147,7 +148,7 @@ def dataset(tmp_path_factory, postgres_dsn) -> Any:
         admin.execute(f"DROP DATABASE IF EXISTS {database_of(pg_dsn)} WITH (FORCE)")
 
 
-def _config(ds: Dataset, out: Path, *, sources=None, now: int = NOW) -> Any:
+def _config(ds: Dataset, out: Path, *, sources=None, now: int = NOW, store=None) -> Any:
     data = {
         "spark": {"master": "local[2]"},
         "source": sources or ds.sources,
@@ -156,7 +157,7 @@ def _config(ds: Dataset, out: Path, *, sources=None, now: int = NOW) -> Any:
             for c in ds.communities
         ],
         "pipeline": {"now": now},
-        "output": output_under(out),
+        "output": {**output_under(out), **({"store": store} if store else {})},
     }
     return parse_config(data, base_dir=out)
 
@@ -303,6 +304,45 @@ def test_end_to_end_matches_a_plain_python_run(baseline, dataset, tmp_path) -> N
         assert c["magnet_uri"].startswith("magnet:?xt=urn:btih:")
     shards = {m["pubsub_topic"] for m in report.mapping}
     assert {"/waku/2/rs/16/128", "/waku/2/rs/16/129", DEFAULT_TOPIC, "/waku/2/rs/16/64"} == shards
+
+
+def _postgres_store_rows(url: str) -> tuple[list[tuple], list[tuple]]:
+    """The PostgreSQL store's rows as the SQLite store holds them (hex back to bytes, topics
+    as UTF-8 bytes), in hash order."""
+    with psycopg.connect(url) as conn:
+        messages = conn.execute(
+            "SELECT messageHash, pubsubTopic, contentTopic, payload, version, timestamp, meta "
+            "FROM messages ORDER BY messageHash"
+        ).fetchall()
+        envelopes = conn.execute(
+            "SELECT messageHash, envelope, dbKey FROM v1_envelopes ORDER BY messageHash"
+        ).fetchall()
+
+    def unhex(value: str | None) -> bytes | None:
+        return None if value is None else bytes.fromhex(value)
+
+    return (
+        [(unhex(h), p.encode(), c.encode(), unhex(payload) or b"", v, t, unhex(meta))
+         for h, p, c, payload, v, t, meta in messages],
+        [(unhex(h), bytes(e), None if k is None else bytes(k)) for h, e, k in envelopes],
+    )  # fmt: skip
+
+
+def test_a_postgresql_store_holds_the_sqlite_stores_rows(
+    spark, baseline, dataset, postgres_dsn, tmp_path
+) -> None:
+    """The PostgreSQL store, written by a Spark task per step-1 file (each leaving out the
+    duplicate copies in its file: this dataset's sources overlap), holds exactly the rows
+    the SQLite store got; a rerun into it adds nothing."""
+    out, report = baseline
+    with fresh_database(postgres_dsn, "waku_legacy_migrate_store_") as url:
+        config = _config(dataset, tmp_path, store=url)
+        first = run_migration(config, spark=spark, archives=False)
+        assert first.store["inserted"] == report.store["inserted"] == first.store["total"]
+        messages, envelopes = _store_rows(out)
+        assert _postgres_store_rows(url) == (sorted(messages), sorted(envelopes))
+        again = run_migration(config, spark=spark, archives=False)
+        assert again.store["inserted"] == 0 and again.store["total"] == first.store["total"]
 
 
 def test_rerun_gives_identical_archives_and_store(spark, baseline, dataset, tmp_path) -> None:

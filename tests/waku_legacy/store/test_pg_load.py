@@ -309,23 +309,68 @@ def test_kill_9_mid_copy_into_a_filled_store_then_rerun_gives_the_uninterrupted_
     assert _catalog(killed) == _catalog(clean)
 
 
+def _message_row(row: tuple[Any, ...], location: str, quarantined: bool = False) -> dict:
+    """A step-1 MESSAGE row holding the store ``row`` (no hash when quarantined)."""
+    from waku_legacy.migrate.records import MESSAGE_SCHEMA
+    from waku_legacy.migrate.sinks import STORE_COLUMNS
+
+    message = dict.fromkeys(MESSAGE_SCHEMA.names)
+    message.update(zip(STORE_COLUMNS, row, strict=True))
+    message.update(source="ms", location=location, quarantined=quarantined)
+    if quarantined:
+        message["message_hash"] = None
+    return message
+
+
 @pytest.mark.spark
-def test_spark_sink_writes_every_partition_and_reruns_add_nothing(spark, two_databases) -> None:
+def test_spark_sink_writes_every_file_and_reruns_add_nothing(
+    spark, two_databases, tmp_path
+) -> None:
+    """write_postgres_store: a task per step-1 file, each leaving out its quarantined rows
+    and the copies to drop in its own file; identical copies kept in two files (two sources,
+    or a retried task) are stored once; a rerun adds nothing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from waku_legacy.migrate.dedup import COPY_SCHEMA, message_file
+    from waku_legacy.migrate.records import MESSAGE_SCHEMA
     from waku_legacy.migrate.sinks import write_postgres_store
 
     loaded, reference = two_databases
     rows = make_rows(3_000)
-    ddl = (
-        "message_hash BINARY, pubsub_topic STRING, content_topic STRING, payload BINARY, "
-        "version INT, timestamp BIGINT, meta BINARY, envelope BINARY, db_key BINARY"
-    )
-    # 100 rows twice, in other partitions (as two sources or a retried task would send them)
-    frame = spark.createDataFrame(rows + rows[:100], ddl).repartition(4)
-    assert frame.rdd.getNumPartitions() == 4
-    assert write_postgres_store(frame, loaded) == len(rows)
+    files: list[list[dict]] = [[] for _ in range(4)]
+    for i, row in enumerate(rows):
+        files[i % 4].append(_message_row(row, f"a{i}"))
+    # rows 0-99 again in the next file: the copies of 0-49 are to drop there, those of
+    # 50-99 are kept in both files
+    dropped = []
+    for i, row in enumerate(rows[:100]):
+        part = (i + 1) % 4
+        files[part].append(_message_row(row, f"b{i}"))
+        if i < 50:
+            dropped.append({"message_hash": row[0], "source": "ms", "location": f"b{i}",
+                            "part": part})  # fmt: skip
+    files[2].append(_message_row(rows[7], "junk", quarantined=True))
+    messages, duplicates = tmp_path / "messages", tmp_path / "duplicates"
+    messages.mkdir()
+    duplicates.mkdir()
+    for part, file_rows in enumerate(files):  # as step 1 writes them: hash order, then junk
+        hashed = sorted((r for r in file_rows if not r["quarantined"]),
+                        key=lambda r: r["message_hash"])  # fmt: skip
+        junk = [r for r in file_rows if r["quarantined"]]
+        table = pa.Table.from_pylist(hashed + junk, schema=MESSAGE_SCHEMA)
+        pq.write_table(table, message_file(messages, part), row_group_size=97)
+    for bucket in range(2):  # the copies to drop in two bucket files, each hash-sorted
+        copies = sorted(dropped[bucket::2], key=lambda d: d["message_hash"])
+        pq.write_table(pa.Table.from_pylist(copies, schema=COPY_SCHEMA),
+                       duplicates / f"part-{bucket:05d}.parquet")  # fmt: skip
+
+    sent = spark.sparkContext.accumulator(0)
+    assert write_postgres_store(spark, messages, duplicates, loaded, rows_written=sent) == len(rows)
+    assert sent.value == len(rows) + 50  # the kept copies of 50-99 were sent twice
     with open_store(reference) as store:
         store.insert_messages(rows)
     assert _tables(loaded) == _tables(reference)
     assert _catalog(loaded) == _catalog(reference)
-    assert write_postgres_store(frame, loaded) == 0
+    assert write_postgres_store(spark, messages, duplicates, loaded) == 0
     assert _tables(loaded) == _tables(reference)
