@@ -210,7 +210,11 @@ def read_messages(
 ) -> DataFrame:
     """Step 1's output in ``work_dir``: every decoded MESSAGE row (``rows_dir``
     CHANNELS_DIR: the community channels' rows only) with its ``duplicate`` flag."""
+    from waku_legacy.migrate.records import spark_ddl
+
     work = Path(work_dir)
-    return mark_duplicates(
-        spark.read.parquet(str(work / rows_dir)), spark.read.parquet(str(work / DUPLICATES_DIR))
-    )
+    # the schemas given, not inferred: inferring one is a Spark job, which waits for a free
+    # task slot (behind the PostgreSQL store's tasks, for the archives)
+    rows = spark.read.schema(spark_ddl(MESSAGE_SCHEMA)).parquet(str(work / rows_dir))
+    copies = spark.read.schema(spark_ddl(COPY_SCHEMA)).parquet(str(work / DUPLICATES_DIR))
+    return mark_duplicates(rows, copies)
