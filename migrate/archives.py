@@ -5,7 +5,8 @@ Per configured community:
 1. (executors) Channel messages are decrypted with their channel's symmetric key, signers
    recovered, and turned into archive-flavour messages
    (:func:`~waku_legacy.mailserver_compat.wire.convert.archive_message`); what does not open is
-   counted per reason (it is still stored).
+   counted per reason (it is still stored). Step 1 of the migration may have done it
+   already, where it read the rows (:func:`channel_archive_rows`).
 2. (driver) The archive store is repaired if a previous run was interrupted, and the recorded
    end of the last archive read (:mod:`waku_legacy.archive.data_files`).
 3. (executors) Messages before that end which no existing archive holds are *late*: counted
@@ -60,11 +61,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHIVE_SCHEMA",
+    "CHANNEL_ARCHIVE_SCHEMA",
     "CommunityResult",
     "archive_batch",
     "archive_fields",
     "archive_hash",
     "build_archives",
+    "channel_archive_rows",
     "encode_window",
 ]
 
@@ -81,6 +84,12 @@ ARCHIVE_SCHEMA = pa.schema(
         ("week", pa.string()),
         ("source", pa.string()),
     ]
+)
+#: what step 1 writes of the community channels' rows when it decrypts them itself
+#: (:func:`channel_archive_rows`): ARCHIVE rows with their community and location (which,
+#: with the source, says whether the row is a duplicate copy)
+CHANNEL_ARCHIVE_SCHEMA = pa.schema(
+    [*ARCHIVE_SCHEMA, ("community", pa.string()), ("location", pa.string())]
 )
 WINDOW_RESULT_SCHEMA = pa.schema(
     [
@@ -211,6 +220,20 @@ def archive_batch(batch: pa.RecordBatch, keys: dict[str, bytes]) -> pa.RecordBat
     arrays = [pa.array(out[f.name], f.type) for f in ARCHIVE_SCHEMA if f.name in out]
     arrays += [batch.column("week").cast(pa.string()), batch.column("source").cast(pa.string())]
     return pa.RecordBatch.from_arrays(arrays, schema=ARCHIVE_SCHEMA)
+
+
+def channel_archive_rows(rows: pa.Table, keys: dict[str, bytes]) -> pa.Table:
+    """Community channels' MESSAGE rows (any communities; ``keys``: the symmetric key of
+    every channel's content topic) -> CHANNEL_ARCHIVE_SCHEMA rows, row for row."""
+    tables = []
+    for batch in rows.to_batches():
+        if batch.num_rows:
+            archived = pa.Table.from_batches([archive_batch(batch, keys)])
+            tables.append(
+                archived.append_column("community", batch.column("community"))
+                .append_column("location", batch.column("location"))
+            )
+    return pa.concat_tables(tables) if tables else CHANNEL_ARCHIVE_SCHEMA.empty_table()
 
 
 def encode_window(
@@ -384,8 +407,10 @@ def build_archives(
     logos_storage_url: str | None = None,
     store_url: str | None = None,
     store_written: Callable[[], None] = lambda: None,
+    decrypted: bool = False,
 ) -> CommunityResult:
-    """Archive one community's channel messages from ``messages`` (kept MESSAGE rows).
+    """Archive one community's channel messages from ``messages`` (kept MESSAGE rows; with
+    ``decrypted``, CHANNEL_ARCHIVE_SCHEMA rows step 1 made of them).
 
     ``store_url``: the output v2 store, also read for the archive-link clocks the community
     already used (it may hold links and descriptions earlier runs or the bridge stored).
@@ -413,7 +438,11 @@ def build_archives(
     )  # fmt: skip
     with run.step("repair", "repairing the archive store"):
         index = _repair(run)
-    archived = _decrypted(run, messages).persist()
+    if decrypted:
+        archived = messages.filter(F.col("community") == cid).select(*ARCHIVE_SCHEMA.names)
+    else:
+        archived = _decrypted(run, messages)
+    archived = archived.persist()
     try:
         with run.step("decrypt", "decrypting the channel messages"):
             start = _count_archivable(run, archived)

@@ -206,15 +206,19 @@ def mark_duplicates(messages: DataFrame, duplicates: DataFrame) -> DataFrame:
 
 
 def read_messages(
-    spark: SparkSession, work_dir: str | Path, rows_dir: str = MESSAGES_DIR
+    spark: SparkSession,
+    work_dir: str | Path,
+    rows_dir: str = MESSAGES_DIR,
+    schema: pa.Schema = MESSAGE_SCHEMA,
 ) -> DataFrame:
     """Step 1's output in ``work_dir``: every decoded MESSAGE row (``rows_dir``
-    CHANNELS_DIR: the community channels' rows only) with its ``duplicate`` flag."""
+    CHANNELS_DIR: the community channels' rows only, in ``schema``: MESSAGE rows or, when
+    step 1 decrypted them, CHANNEL_ARCHIVE rows) with its ``duplicate`` flag."""
     from waku_legacy.migrate.records import spark_ddl
 
     work = Path(work_dir)
     # the schemas given, not inferred: inferring one is a Spark job, which waits for a free
     # task slot (behind the PostgreSQL store's tasks, for the archives)
-    rows = spark.read.schema(spark_ddl(MESSAGE_SCHEMA)).parquet(str(work / rows_dir))
+    rows = spark.read.schema(spark_ddl(schema)).parquet(str(work / rows_dir))
     copies = spark.read.schema(spark_ddl(COPY_SCHEMA)).parquet(str(work / DUPLICATES_DIR))
     return mark_duplicates(rows, copies)

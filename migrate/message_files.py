@@ -157,18 +157,23 @@ def write_message_file(
     key_paths: Sequence[Path],
     *,
     channels_path: Path | None = None,
+    channel_keys: dict[str, bytes] | None = None,
     run_bytes: int = RUN_BYTES,
 ) -> int:
     """Decoded MESSAGE ``batches`` -> ``messages_path`` (every row: the hashed ones in
     message-hash order, then the quarantined ones) and their KEY_COLUMNS in ``key_paths``,
     one file per bucket (:func:`~waku_legacy.migrate.dedup.key_buckets`), and the rows of
     community channels (not quarantined) again in ``channels_path`` when given (the
-    archives read those, a small share of the rows), every file written whole or not at
-    all; returns the rows. Holds at most about ``run_bytes`` of
+    archives read those, a small share of the rows; with ``channel_keys``, every channel's
+    key by content topic, decrypted: CHANNEL_ARCHIVE_SCHEMA rows), every file written whole
+    or not at all; returns the rows. Holds at most about ``run_bytes`` of
     rows (more are sorted in runs spilled to a temporary directory and merged)."""
+    from waku_legacy.migrate.archives import CHANNEL_ARCHIVE_SCHEMA, channel_archive_rows
+
     messages = ParquetFileWriter(messages_path, MESSAGE_SCHEMA)
     key_writers = [ParquetFileWriter(p, KEY_SCHEMA) for p in key_paths]
-    channels = None if channels_path is None else ParquetFileWriter(channels_path, MESSAGE_SCHEMA)
+    channel_schema = MESSAGE_SCHEMA if channel_keys is None else CHANNEL_ARCHIVE_SCHEMA
+    channels = None if channels_path is None else ParquetFileWriter(channels_path, channel_schema)
     # committed in reverse: the messages file last, its presence says the task is done
     writers = [messages, *key_writers, *([channels] if channels is not None else [])]
     try:
@@ -184,7 +189,10 @@ def write_message_file(
                     in_channel = pc.and_not(
                         pc.is_valid(table.column("community")), table.column("quarantined")
                     )
-                    channels.write(table.filter(in_channel))
+                    rows = table.filter(in_channel)
+                    if channel_keys is not None:
+                        rows = channel_archive_rows(rows, channel_keys)
+                    channels.write(rows)
         task_fault("write:messages")
         for writer in reversed(writers):
             writer.commit()
@@ -217,12 +225,14 @@ def write_message_files(
     keys_dir: Path,
     channels_dir: Path,
     rows_written: Accumulator[int] | None = None,
+    channel_keys: dict[str, bytes] | None = None,
 ) -> int:
     """Step 1's read, decode and write: the read ``tasks`` in at most MAX_MESSAGE_FILES
     Spark partitions, each partition's decoded rows written by its Python worker as
     ``part-<n>.parquet`` in ``messages_dir``, their keys in one file per bucket in
     ``keys_dir`` (:func:`write_message_file`; as many buckets as partitions) and the
-    channels' rows in ``channels_dir``; the directories are emptied first; each task adds
+    channels' rows in ``channels_dir`` (decrypted with ``channel_keys`` when given); the
+    directories are emptied first; each task adds
     its rows to ``rows_written``. Returns the number of buckets."""
     from waku_legacy.migrate.sources import read_task
 
@@ -234,7 +244,7 @@ def write_message_files(
         keys = [key_file(keys_dir, part, bucket) for bucket in range(files)]
         return write_message_file(
             batches, message_file(messages_dir, part), keys,
-            channels_path=message_file(channels_dir, part),
+            channels_path=message_file(channels_dir, part), channel_keys=channel_keys,
         )  # fmt: skip
 
     def write_partition(part: int, task_ids: Iterable[int]) -> Iterator[int]:

@@ -82,6 +82,8 @@ class _Run:
     weeks: dict[tuple[str, str, str], WeekRow] = field(default_factory=dict)
     #: the rows step 1 wrote again for the archives (community channels, not quarantined)
     channel_rows: int = 0
+    #: step 1 decrypts those rows itself (the archives are not beside the driver's writer)
+    decrypt_in_step_1: bool = False
 
     def step(self, name: str, doing: str) -> AbstractContextManager[None]:
         """Time the block as ``timing[name]``; a failure says ``<doing> failed: …``."""
@@ -109,6 +111,10 @@ def run_migration(
             started.update(1)
     pipeline_started = time.monotonic()
     run = _prepare(config, spark, progress, fault)
+    # With a SQLite store the archives run beside its one writer, on the cores it leaves
+    # idle, and decrypt there; otherwise they would be the run's last step, and the rows'
+    # decryption is cheaper where step 1 already holds them.
+    run.decrypt_in_step_1 = archives and not _driver_writes_store(config)
     run.timing["jvm_start"] = jvm_seconds
     keys = {str(c.id): load_community_key(c) for c in config.communities}
 
@@ -158,6 +164,7 @@ def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
 
     spark, work = run.spark, run.work
     tasks = plan_sources(spark, run.config.sources, work_dir=str(work))
+    keys = _channel_keys(run.config) if run.decrypt_in_step_1 else None
     # the rows each write task wrote, as the tasks end (their stages count only a row each)
     rows = spark.sparkContext.accumulator(0)
     with run.progress.spark_step(
@@ -166,11 +173,29 @@ def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
         started = time.monotonic()
         buckets = write_message_files(
             spark, tasks, run.mapping, work / MESSAGES_DIR, work / KEYS_DIR, work / CHANNELS_DIR,
-            rows_written=rows,
+            rows_written=rows, channel_keys=keys,
         )  # fmt: skip
         run.timing["read_decode_dedup.files"] = time.monotonic() - started
         counts = write_duplicate_files(spark, work / KEYS_DIR, work / DUPLICATES_DIR, buckets)
     return tasks, counts
+
+
+def _driver_writes_store(config: MigrateConfig) -> bool:
+    """The store is SQLite: one writer, in the driver."""
+    from waku_legacy.store import is_postgres_url
+
+    return bool(config.output.store) and not is_postgres_url(config.output.store)
+
+
+def _channel_keys(config: MigrateConfig) -> dict[str, bytes]:
+    """The symmetric key of every configured community channel, by content topic."""
+    from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
+
+    return {
+        v1_topic_to_content_topic(topic): symmetric_key_for_chat(c.id.channel_chat_id(channel))
+        for c in config.communities
+        for topic, channel in c.channel_topics().items()
+    }
 
 
 def _count(run: _Run, counts: list[dict[str, Any]], tasks: list[Task]) -> None:
@@ -356,12 +381,14 @@ def _archives(
     ``store_written`` returns once the store is complete (called before a link is made)."""
     from pyspark.sql import functions as F
 
-    from waku_legacy.migrate.archives import build_archives
+    from waku_legacy.migrate.archives import CHANNEL_ARCHIVE_SCHEMA, build_archives
     from waku_legacy.migrate.dedup import read_messages
+    from waku_legacy.migrate.records import MESSAGE_SCHEMA
 
     config = run.config
     # step 1 wrote the channels' rows apart: the archives' Spark jobs read only those
-    channels = read_messages(run.spark, run.work, CHANNELS_DIR)
+    schema = CHANNEL_ARCHIVE_SCHEMA if run.decrypt_in_step_1 else MESSAGE_SCHEMA
+    channels = read_messages(run.spark, run.work, CHANNELS_DIR, schema)
     kept_channels = channels.filter(~F.col("duplicate"))
     for community in config.communities:
         try:
@@ -376,7 +403,7 @@ def _archives(
                     fault=run.fault, community_key=keys[str(community.id)],
                     logos_storage_url=config.logos_storage_url,
                     store_url=config.output.store,  # also read for used link clocks
-                    store_written=store_written,
+                    store_written=store_written, decrypted=run.decrypt_in_step_1,
                 )  # fmt: skip
         except WakuLegacyError:
             raise

@@ -11,11 +11,14 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+import coincurve
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.faults import TASK_ENV_VAR
+from waku_legacy.migrate.archives import CHANNEL_ARCHIVE_SCHEMA, archive_fields
 from waku_legacy.migrate.dedup import KEY_COLUMNS, KEY_SCHEMA, key_buckets
 from waku_legacy.migrate.message_files import write_message_file
 from waku_legacy.migrate.records import MESSAGE_SCHEMA
@@ -84,6 +87,43 @@ def test_the_channels_rows_again_apart(tmp_path) -> None:
     expected = [r for r in _expected(rows) if r["community"] and not r["quarantined"]]
     assert 200 < len(expected) < 600
     assert pq.read_table(channels).to_pylist() == expected
+
+
+def test_the_channels_rows_decrypted_when_their_keys_are_given(tmp_path) -> None:
+    """Step 1 decrypting the channels' rows itself: the channels file holds, for each row
+    the plain file would hold and in its order, what archive_fields makes of it, with its
+    community and location (which mark a duplicate copy)."""
+    key = hashlib.sha256(b"channel key").digest()
+    author = coincurve.PrivateKey(hashlib.sha256(b"author").digest())
+    topic = "/waku/1/0x1a2b3c4d/rfc26"
+    rows = _rows(1500, seed=8)
+    for n, row in enumerate(rows):
+        if row["community"]:
+            row["content_topic"] = topic
+            if n % 3:  # the others do not open (random bytes)
+                row["payload"] = encode_payload(b"m%d" % n, sign_with=author, symmetric_key=key)
+    plain, decrypted = tmp_path / "plain.parquet", tmp_path / "decrypted.parquet"
+    write_message_file(_batches(rows), tmp_path / "m1.parquet", [tmp_path / "k1.parquet"],
+                       channels_path=plain, run_bytes=60_000)  # fmt: skip
+    write_message_file(_batches(rows), tmp_path / "m2.parquet", [tmp_path / "k2.parquet"],
+                       channels_path=decrypted, channel_keys={topic: key},
+                       run_bytes=60_000)  # fmt: skip
+    written = pq.read_table(decrypted)
+    assert written.schema == CHANNEL_ARCHIVE_SCHEMA
+    expected = []
+    for r in pq.read_table(plain).to_pylist():
+        fields = archive_fields(
+            message_hash=r["message_hash"], content_topic=r["content_topic"],
+            payload=r["payload"], version=r["version"], timestamp_ns=r["timestamp"],
+            db_key=r["db_key"], symmetric_key=key,
+        )  # fmt: skip
+        row = {name: fields.get(name) for name in CHANNEL_ARCHIVE_SCHEMA.names}
+        row.update(timestamp=r["timestamp"] // 10**9, week=r["week"], source=r["source"],
+                   community=r["community"], location=r["location"])  # fmt: skip
+        expected.append(row)
+    assert written.to_pylist() == expected
+    oks = [r["ok"] for r in expected]
+    assert 100 < oks.count(True) and 50 < oks.count(False)
 
 
 def test_keys_split_into_buckets_every_copy_in_one(tmp_path) -> None:

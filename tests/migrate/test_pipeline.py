@@ -333,16 +333,23 @@ def test_a_postgresql_store_holds_the_sqlite_stores_rows(
 ) -> None:
     """The PostgreSQL store, written by a Spark task per step-1 file (each leaving out the
     duplicate copies in its file: this dataset's sources overlap), holds exactly the rows
-    the SQLite store got; a rerun into it adds nothing."""
+    the SQLite store got, and the archives, whose rows step 1 decrypted in this run (no
+    driver writer to run beside), are the SQLite run's bytes; a rerun adds nothing."""
     out, report = baseline
     with fresh_database(postgres_dsn, "waku_legacy_migrate_store_") as url:
         config = _config(dataset, tmp_path, store=url)
-        first = run_migration(config, spark=spark, archives=False)
+        first = run_migration(config, spark=spark)
         assert first.store["inserted"] == report.store["inserted"] == first.store["total"]
         messages, envelopes = _store_rows(out)
         assert _postgres_store_rows(url) == (sorted(messages), sorted(envelopes))
-        again = run_migration(config, spark=spark, archives=False)
+        assert _archive_files(tmp_path) == _archive_files(out)
+        assert [c["archivable"] for c in first.communities] == [
+            c["archivable"] for c in report.communities
+        ]
+        again = run_migration(config, spark=spark)
         assert again.store["inserted"] == 0 and again.store["total"] == first.store["total"]
+        assert _archive_files(tmp_path) == _archive_files(out)
+        assert again.totals["archives_added"] == 0
 
 
 def test_rerun_gives_identical_archives_and_store(spark, baseline, dataset, tmp_path) -> None:
