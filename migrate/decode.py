@@ -31,7 +31,7 @@ from waku_legacy.identity.message_hash import deterministic_hash, envelope_hash
 from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import is_v1_content_topic
 from waku_legacy.mailserver_compat.wire.convert import envelope_to_waku_message
-from waku_legacy.mailserver_compat.wire.cursor import DBKey
+from waku_legacy.mailserver_compat.wire.cursor import db_key_bytes
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
 from waku_legacy.migrate.records import (
     FORMAT_V1,
@@ -65,6 +65,14 @@ class Quarantine(Exception):
     """Internal: a record to quarantine, with the reason."""
 
 
+#: (source, kind, location, rank) of a record: what a decoded row carries of where it was read
+Provenance = tuple[str, str, str, int]
+
+
+def _provenance(raw: dict[str, Any]) -> Provenance:
+    return raw["source"], raw["kind"], raw["location"], raw["rank"]
+
+
 def _quarantine(raw: dict[str, Any], reason: str) -> Row:
     row: dict[str, Any] = dict.fromkeys(_NAMES)
     # A key of its own, so that a quarantined record is nobody's duplicate.
@@ -79,7 +87,7 @@ def _quarantine(raw: dict[str, Any], reason: str) -> Row:
 
 
 def _message_row(
-    raw: dict[str, Any],
+    provenance: Provenance,
     mapping: TopicMapping,
     *,
     pubsub_topic: str,
@@ -103,30 +111,34 @@ def _message_row(
     message_hash = deterministic_hash(pubsub_topic, payload, content_topic, meta_bytes, timestamp)
     route = mapping.route(content_topic)
     dedup_key = message_hash
-    if version == 1 and is_v1_content_topic(content_topic):
+    if version == 1:
         canonical = route.pubsub_topic if route is not None else mapping.default_pubsub_topic
-        if canonical != pubsub_topic:
+        # (a v1 envelope's own row is on the canonical topic: no pattern match for it)
+        if canonical != pubsub_topic and is_v1_content_topic(content_topic):
             dedup_key = deterministic_hash(canonical, payload, content_topic, meta_bytes, timestamp)
     return (
         dedup_key, message_hash, pubsub_topic, content_topic, payload, version, timestamp, meta,
         envelope, db_key,
         route.community if route is not None else None,
         route.channel if route is not None else None,
-        week_of(timestamp), raw["source"], raw["kind"], raw["location"], raw["rank"],
+        week_of(timestamp), *provenance,
         envelope is None,  # from_v2
         False, None, None,  # quarantined, reason, data
     )  # fmt: skip
 
 
 def _decode_v1(raw: dict[str, Any], mapping: TopicMapping) -> Row:
-    data = raw["data"]
+    return _v1_row(raw["data"], _provenance(raw), mapping)
+
+
+def _v1_row(data: bytes, provenance: Provenance, mapping: TopicMapping) -> Row:
     envelope = Envelope.decode(data)
     message = envelope_to_waku_message(envelope)
     # Envelope.decode accepts canonical RLP only (as go-ethereum), so the bytes read are the
     # bytes status-go hashed: keccak of them is the envelope hash without re-encoding.
-    db_key = DBKey(envelope.sent_time, envelope_hash(data), envelope.topic).encode()
+    db_key = db_key_bytes(envelope.sent_time, envelope_hash(data), envelope.topic)
     return _message_row(
-        raw, mapping,
+        provenance, mapping,
         pubsub_topic=mapping.pubsub_for(message.content_topic),
         content_topic=message.content_topic,
         payload=message.payload,
@@ -166,7 +178,7 @@ def _decode_v2_json(raw: dict[str, Any], mapping: TopicMapping) -> Row:
     if not isinstance(pubsub_topic, str) or not pubsub_topic:
         raise Quarantine("no pubsub topic: neither the entry nor the source names one")
     row = _message_row(
-        raw, mapping,
+        _provenance(raw), mapping,
         pubsub_topic=pubsub_topic,
         content_topic=message.content_topic,
         payload=bytes(message.payload),
@@ -192,7 +204,7 @@ def _decode_v2_proto(raw: dict[str, Any], mapping: TopicMapping) -> Row:
     if message.ephemeral:
         raise Quarantine("ephemeral message (stores do not keep them)")
     row = _message_row(
-        raw, mapping,
+        _provenance(raw), mapping,
         pubsub_topic=pubsub_topic,
         content_topic=message.content_topic,
         payload=message.payload,
@@ -232,6 +244,18 @@ def _decode_values(raw: dict[str, Any], mapping: TopicMapping) -> Row:
         return _quarantine(raw, str(exc))
 
 
+def _decode_fast(values: tuple[Any, ...], mapping: TopicMapping) -> Row:
+    """:func:`_decode_values` of a record given as its RAW values: a readable v1 envelope
+    (most records of a migration) without building the record's dict."""
+    source, kind, location, rank, fmt, data, _, _, error = values
+    if fmt == FORMAT_V1 and data is not None and error is None:
+        try:
+            return _v1_row(data, (source, kind, location, rank), mapping)
+        except (Quarantine, WakuLegacyError):
+            pass  # the dict's way gives the quarantined row
+    return _decode_values(dict(zip(_RAW_NAMES, values, strict=True)), mapping)
+
+
 _RAW_NAMES = ("source", "kind", "location", "rank", "format", "data", "pubsub_topic",
               "claimed_hash", "error")  # fmt: skip
 
@@ -244,8 +268,7 @@ def decode_batch(batch: pa.RecordBatch, mapping: TopicMapping) -> pa.RecordBatch
 def decode_columns(columns: Sequence[Sequence[Any]], mapping: TopicMapping) -> pa.RecordBatch:
     """RAW records as Python column lists (in RAW_SCHEMA order) -> a MESSAGE record batch:
     what a source reader decoding in its own worker uses, without building RAW Arrow."""
-    rows = [_decode_values(dict(zip(_RAW_NAMES, values, strict=True)), mapping)
-            for values in zip(*columns, strict=True)]  # fmt: skip
+    rows = [_decode_fast(values, mapping) for values in zip(*columns, strict=True)]
     columns_out = list(zip(*rows, strict=True)) if rows else [()] * len(_NAMES)
     return pa.RecordBatch.from_arrays(
         [pa.array(c, f.type) for c, f in zip(columns_out, MESSAGE_SCHEMA, strict=True)],

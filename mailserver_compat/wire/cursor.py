@@ -30,6 +30,7 @@ __all__ = [
     "DBKey",
     "check_cursor",
     "db_key_bound",
+    "db_key_bytes",
     "db_key_for",
     "parse_cursor",
 ]
@@ -62,7 +63,7 @@ class DBKey:
             raise CursorError("DB key", f"topic must be {V1_TOPIC_SIZE} bytes")
 
     def encode(self) -> bytes:
-        return self.timestamp.to_bytes(TIMESTAMP_SIZE, "big") + self.envelope_hash + self.topic
+        return db_key_bytes(self.timestamp, self.envelope_hash, self.topic)
 
     @classmethod
     def decode(cls, raw: bytes) -> DBKey:
@@ -114,6 +115,13 @@ def db_key_bound(timestamp: int) -> bytes:
         # range meant is "everything", so the bound sorts after every real key.
         return b"\xff" * DB_KEY_SIZE
     return timestamp.to_bytes(TIMESTAMP_SIZE, "big") + bytes(DB_KEY_SIZE - TIMESTAMP_SIZE)
+
+
+def db_key_bytes(sent_time: int, envelope_hash: bytes, topic: bytes) -> bytes:
+    """The 40-byte DB key of parts known to be of their sizes (a decoded envelope's uint32
+    sent time and 4-byte topic, its 32-byte keccak): ``DBKey(...).encode()`` without the
+    checks, for the migration's every envelope."""
+    return sent_time.to_bytes(TIMESTAMP_SIZE, "big") + envelope_hash + topic
 
 
 def db_key_for(envelope: Envelope) -> DBKey:
