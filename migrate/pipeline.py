@@ -21,7 +21,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -310,19 +310,25 @@ def _store_beside_archives(
             errors.append(exc)
 
     writer = threading.Thread(target=write_store, name="store-writer", daemon=True)
-    writer.start()
 
     def store_written() -> None:
         writer.join()
         if errors:
             raise errors[0]
 
-    try:
-        with run.step("archives", "building the archives"):
-            if archives:
-                _archives(run, keys, store_written)
-    finally:
-        writer.join()
+    from waku_legacy.migrate.spark import local_jvm_yields
+
+    # a SQLite store is written by this process: where the executors share its cores (local
+    # mode), they yield to it while it writes
+    beside = local_jvm_yields(run.spark) if _driver_writes_store(run.config) else nullcontext()
+    with beside:
+        writer.start()
+        try:
+            with run.step("archives", "building the archives"):
+                if archives:
+                    _archives(run, keys, store_written)
+        finally:
+            writer.join()
     store_written()
 
 

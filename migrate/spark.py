@@ -55,6 +55,58 @@ def _log4j_to_file(log_file: Path) -> str:
     return f"-Dlog4j.configurationFile=file:{properties.resolve()}"
 
 
+#: The niceness :func:`local_jvm_yields` gives the local-mode JVM's threads, the same as the
+#: archive tasks' Python workers take (``archives.ARCHIVE_TASK_NICENESS``).
+LOCAL_JVM_NICENESS = 10
+
+
+def _local_jvm_pid(spark: SparkSession) -> int | None:
+    """The pid of the JVM this process launched for ``spark`` in local mode (the one that
+    runs its executors' tasks), else None (a cluster, or a JVM it did not start)."""
+    if not (spark.sparkContext.master or "").startswith("local"):
+        return None
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    pid = getattr(proc, "pid", None)
+    return pid if isinstance(pid, int) else None
+
+
+def _lower_thread_priority(pid: int, niceness: int) -> dict[int, int]:
+    """Every current thread of process ``pid`` made at least ``niceness`` nice (on Linux a
+    priority is per thread; threads started later inherit their creator's); returns the
+    niceness of each thread changed, to restore. A thread gone meanwhile, or a platform
+    without ``/proc``, is left out."""
+    changed: dict[int, int] = {}
+    try:
+        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return changed
+    for tid in threads:
+        with contextlib.suppress(OSError):
+            current = os.getpriority(os.PRIO_PROCESS, tid)
+            if current < niceness:
+                os.setpriority(os.PRIO_PROCESS, tid, niceness)
+                changed[tid] = current
+    return changed
+
+
+@contextlib.contextmanager
+def local_jvm_yields(spark: SparkSession) -> Iterator[None]:
+    """In local mode, the JVM's threads (its executors' tasks, its compilers, its garbage
+    collector) at least LOCAL_JVM_NICENESS nice for the block: the driver's SQLite writer,
+    the run's critical path, shares their cores and goes first; the Spark jobs beside it
+    take what it leaves. Each thread's niceness is set back afterwards where that is
+    permitted (raising a priority needs a privilege; threads started during the block
+    keep theirs)."""
+    pid = _local_jvm_pid(spark)
+    changed = {} if pid is None else _lower_thread_priority(pid, LOCAL_JVM_NICENESS)
+    try:
+        yield
+    finally:
+        for tid, niceness in changed.items():
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, tid, niceness)
+
+
 def with_local_jit(master: str, conf: dict[str, str]) -> dict[str, str]:
     """``conf`` with LOCAL_JIT_OPTION added to the driver's Java options in local mode,
     unless they set a tiered-compilation option themselves."""

@@ -1,12 +1,22 @@
 """The one SparkSession builder (migrate/spark.py): in local mode the driver's JVM, which
 also runs the executors, compiles with C1 only (LOCAL_JIT_OPTION), as the JVM running the
-tests shows in its own arguments."""
+tests shows in its own arguments; and it yields its cores to the driver's SQLite writer
+(its threads niced while the writer runs, set back after), as /proc shows."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from waku_legacy.migrate.spark import LOCAL_JIT_OPTION, with_local_jit
+from waku_legacy.migrate.spark import (
+    LOCAL_JIT_OPTION,
+    LOCAL_JVM_NICENESS,
+    _local_jvm_pid,
+    local_jvm_yields,
+    with_local_jit,
+)
 
 pytestmark = [pytest.mark.spark]
 
@@ -26,3 +36,31 @@ def test_only_local_mode_and_only_unless_the_operator_chose() -> None:
     assert with_local_jit("spark://10.0.0.1:7077", {}) == {}
     chosen = {key: "-XX:-TieredCompilation"}
     assert with_local_jit("local[2]", chosen) == chosen
+
+
+def _niceness(pid: int) -> dict[int, int]:
+    """Each thread of ``pid``: its nice value (field 19 of its stat line)."""
+    values = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # the thread ended
+            continue
+        values[int(tid)] = int(stat.rsplit(")", 1)[1].split()[16])
+    return values
+
+
+def test_the_local_jvm_yields_to_the_driver_while_it_writes(spark) -> None:
+    pid = _local_jvm_pid(spark)
+    assert pid is not None and "java" in Path(f"/proc/{pid}/comm").read_text()
+    before = _niceness(pid)
+    assert any(n < LOCAL_JVM_NICENESS for n in before.values())
+    with local_jvm_yields(spark):
+        during = _niceness(pid)
+        assert len(during) > 10 and all(n >= LOCAL_JVM_NICENESS for n in during.values())
+        assert spark.range(0, 1000, 1, 4).count() == 1000  # its jobs run, at that priority
+    after = _niceness(pid)
+    if os.geteuid() == 0:  # setting a priority back up needs the privilege
+        assert {t: after[t] for t in before.keys() & after.keys()} == {
+            t: before[t] for t in before.keys() & after.keys()
+        }
