@@ -43,11 +43,10 @@ from waku_legacy.migrate.records import (
     FORMAT_V2_JSON,
     FORMAT_V2_PROTO,
     RAW_SCHEMA,
-    spark_ddl,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from waku_legacy.identity.topic_mapping import TopicMapping
     from waku_legacy.store.rest_client import RestPage
@@ -57,7 +56,6 @@ __all__ = [
     "SourceError",
     "plan_source",
     "plan_sources",
-    "read_sources",
     "read_task",
 ]
 
@@ -440,33 +438,3 @@ def plan_sources(
     for source in sources:
         tasks.extend(plan_source(source, default_parts, work_dir))
     return tasks
-
-
-def read_sources(
-    spark: SparkSession,
-    sources: list[SourceConfig] | tuple[SourceConfig, ...],
-    *,
-    work_dir: str,
-    parts: int | None = None,
-    mapping: TopicMapping | None = None,
-) -> tuple[DataFrame, list[Task]]:
-    """The RAW DataFrame of every source (one partition per read task) and the tasks.
-
-    With a topic ``mapping``, the MESSAGE DataFrame instead: each task's records are decoded
-    (:func:`~waku_legacy.migrate.decode.decode_columns`) in the Python worker that read
-    them, straight from the reader's Python values, so the raw records are never built as
-    Arrow nor cross into the JVM and back."""
-    from waku_legacy.migrate.records import MESSAGE_SCHEMA
-
-    tasks = plan_sources(spark, sources, work_dir=work_dir, parts=parts)
-    schema = spark_ddl(RAW_SCHEMA if mapping is None else MESSAGE_SCHEMA)
-    if not tasks:
-        return spark.createDataFrame([], schema), tasks
-
-    def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for task_id in batch.column(0).to_pylist():
-                yield from read_task(tasks[task_id], mapping)
-
-    ids = spark.range(0, len(tasks), 1, numPartitions=len(tasks))
-    return ids.mapInArrow(read_partition, schema), tasks
