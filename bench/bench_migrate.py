@@ -498,7 +498,7 @@ def phase_loop(args: argparse.Namespace) -> dict[str, Any]:
     config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     c = config.communities[0]
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
-    keys = _channel_keys(c)
+    keys = c.channel_keys()
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     cpu_started = tree_cpu_s(os.getpid())
@@ -642,7 +642,7 @@ def phase_floor(args: argparse.Namespace) -> dict[str, Any]:
     config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
     c = config.communities[0]
     mapping = TopicMapping.build(config.pipeline.default_pubsub_topic, config.communities)
-    keys = _channel_keys(c)
+    keys = c.channel_keys()
     cores = args.processes or os.cpu_count() or 1
     cpu_started = tree_cpu_s(os.getpid())
     started = time.monotonic()
@@ -726,16 +726,6 @@ def _pg_load_run(job: tuple[str, str, bool]) -> int:
     url, path, first_load = job
     with connect_loader(url) as conn:
         return load_rows(conn, _run_rows(path), first_load=first_load)[0]
-
-
-def _channel_keys(c: Any) -> dict[str, bytes]:
-    """Content topic -> symmetric key of each channel of community ``c``."""
-    from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
-
-    return {
-        v1_topic_to_content_topic(t): symmetric_key_for_chat(c.id.channel_chat_id(ch))
-        for t, ch in c.channel_topics().items()
-    }
 
 
 def _children_rss_mb() -> float:

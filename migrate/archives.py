@@ -420,7 +420,7 @@ def build_archives(
 
     from waku_legacy.archive import WEEK_SECONDS
     from waku_legacy.archive.layout import CommunityLayout
-    from waku_legacy.store import is_postgres_url
+    from waku_legacy.migrate.sinks import driver_writes_store
 
     started = time.monotonic()
     cid = str(community.id)
@@ -434,7 +434,7 @@ def build_archives(
             pubsub_topic=community.pubsub_topic, channels=len(community.channels),
         ),
         topics=tuple(sorted(community.channel_topics())),
-        beside_driver_writer=bool(store_url) and not is_postgres_url(store_url or ""),
+        beside_driver_writer=driver_writes_store(store_url),
     )  # fmt: skip
     with run.step("repair", "repairing the archive store"):
         index = _repair(run)
@@ -478,13 +478,7 @@ def _decrypted(run: _CommunityRun, messages: DataFrame) -> DataFrame:
     """Step 1 (lazy): the community's channel messages as ARCHIVE rows."""
     from pyspark.sql import functions as F
 
-    from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
-
-    community = run.community
-    keys = {
-        v1_topic_to_content_topic(topic): symmetric_key_for_chat(community.id.channel_chat_id(c))
-        for topic, c in community.channel_topics().items()
-    }
+    keys = run.community.channel_keys()
     channel_rows = messages.filter(F.col("community") == run.cid).select(
         "message_hash", "content_topic", "payload", "version", "timestamp", "db_key", "week",
         "source",

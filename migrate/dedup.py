@@ -52,7 +52,8 @@ __all__ = [
     "key_buckets",
     "key_file",
     "mark_duplicates",
-    "message_file",
+    "part_file",
+    "part_files",
     "part_of",
     "read_messages",
     "write_duplicate_files",
@@ -101,9 +102,16 @@ def key_buckets(dedup_keys: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndar
     return values[prefix.offset : prefix.offset + len(prefix)] % buckets
 
 
-def message_file(directory: Path, part: int) -> Path:
-    """Step 1's file of partition ``part`` in ``directory`` (messages or channels)."""
+def part_file(directory: Path, part: int) -> Path:
+    """The file of step-1 partition (or dedup bucket) ``part`` in ``directory``: the
+    messages, channels and duplicates folders hold one per partition or bucket."""
     return directory / f"part-{part:05d}.parquet"
+
+
+def part_files(directory: Path) -> list[Path]:
+    """Every :func:`part_file` in ``directory``, in part order (a file still being written
+    has a dot-name, so it is not among them)."""
+    return sorted(directory.glob("part-*.parquet"))
 
 
 def key_file(keys_dir: Path, part: int, bucket: int) -> Path:
@@ -112,7 +120,7 @@ def key_file(keys_dir: Path, part: int, bucket: int) -> Path:
 
 
 def part_of(path: Path) -> int:
-    """The step-1 partition of a :func:`message_file` or :func:`key_file`."""
+    """The step-1 partition of a :func:`part_file` or :func:`key_file`."""
     return int(path.name.split("-")[1].split(".")[0])
 
 
@@ -172,7 +180,7 @@ def dedup_bucket(keys_dir: Path, duplicates_dir: Path, bucket: int) -> pa.Table:
     ``duplicates_dir`` (whole or not at all); returns its :func:`group_counts`."""
     keys = _bucket_keys(keys_dir, bucket)
     copies = copies_to_drop(keys)
-    write_parquet_file(duplicates_dir / f"part-{bucket:05d}.parquet", copies)
+    write_parquet_file(part_file(duplicates_dir, bucket), copies)
     return group_counts(keys, copies)
 
 

@@ -35,7 +35,8 @@ from waku_legacy.migrate.dedup import (
     KEY_SCHEMA,
     key_buckets,
     key_file,
-    message_file,
+    part_file,
+    part_files,
 )
 from waku_legacy.migrate.records import MESSAGE_SCHEMA
 from waku_legacy.migrate.work_files import ParquetFileWriter, empty_directory, parquet_batches
@@ -243,8 +244,8 @@ def write_message_files(
     def write(batches: Iterable[pa.RecordBatch], part: int) -> int:
         keys = [key_file(keys_dir, part, bucket) for bucket in range(files)]
         return write_message_file(
-            batches, message_file(messages_dir, part), keys,
-            channels_path=message_file(channels_dir, part), channel_keys=channel_keys,
+            batches, part_file(messages_dir, part), keys,
+            channels_path=part_file(channels_dir, part), channel_keys=channel_keys,
         )  # fmt: skip
 
     def write_partition(part: int, task_ids: Iterable[int]) -> Iterator[int]:
@@ -262,6 +263,6 @@ def write_message_files(
     spark.sparkContext.parallelize(range(len(tasks)), files).mapPartitionsWithIndex(
         write_partition
     ).collect()
-    if not any(messages_dir.glob("part-*.parquet")):  # no task: readers need the schema
+    if not part_files(messages_dir):  # no task: readers need the schema
         write([], 0)
     return files

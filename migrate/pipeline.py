@@ -34,6 +34,7 @@ from waku_legacy.migrate.config import MigrateConfig
 from waku_legacy.migrate.dedup import CHANNELS_DIR, DUPLICATES_DIR, KEYS_DIR, MESSAGES_DIR
 from waku_legacy.migrate.progress import SparkProgress
 from waku_legacy.migrate.report import RunReport, SourceReport, WeekRow, write_report_json
+from waku_legacy.migrate.sinks import driver_writes_store
 from waku_legacy.migrate.steps import MigrationError, spark_failure, timed_step
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def run_migration(
     # With a SQLite store the archives run beside its one writer, on the cores it leaves
     # idle, and decrypt there; otherwise they would be the run's last step, and the rows'
     # decryption is cheaper where step 1 already holds them.
-    run.decrypt_in_step_1 = archives and not _driver_writes_store(config)
+    run.decrypt_in_step_1 = archives and not driver_writes_store(config.output.store)
     run.timing["jvm_start"] = jvm_seconds
     keys = {str(c.id): load_community_key(c) for c in config.communities}
 
@@ -180,22 +181,9 @@ def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
     return tasks, counts
 
 
-def _driver_writes_store(config: MigrateConfig) -> bool:
-    """The store is SQLite: one writer, in the driver."""
-    from waku_legacy.store import is_postgres_url
-
-    return bool(config.output.store) and not is_postgres_url(config.output.store)
-
-
 def _channel_keys(config: MigrateConfig) -> dict[str, bytes]:
     """The symmetric key of every configured community channel, by content topic."""
-    from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
-
-    return {
-        v1_topic_to_content_topic(topic): symmetric_key_for_chat(c.id.channel_chat_id(channel))
-        for c in config.communities
-        for topic, channel in c.channel_topics().items()
-    }
+    return {topic: key for c in config.communities for topic, key in c.channel_keys().items()}
 
 
 def _count(run: _Run, counts: list[dict[str, Any]], tasks: list[Task]) -> None:
@@ -320,7 +308,8 @@ def _store_beside_archives(
 
     # a SQLite store is written by this process: where the executors share its cores (local
     # mode), they yield to it while it writes
-    beside = local_jvm_yields(run.spark) if _driver_writes_store(run.config) else nullcontext()
+    writes = driver_writes_store(run.config.output.store)
+    beside = local_jvm_yields(run.spark) if writes else nullcontext()
     with beside:
         writer.start()
         try:

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from waku_legacy.faults import FaultHook, no_fault
-from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS, PART_COLUMN, part_of
+from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS, PART_COLUMN, part_files, part_of
 from waku_legacy.migrate.message_files import merge_by_hash
 from waku_legacy.migrate.work_files import parquet_batches
 from waku_legacy.store.pg_load import STORE_COLUMNS as LOAD_COLUMNS
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STORE_COLUMNS",
+    "driver_writes_store",
     "iter_file_kept_batches",
     "iter_kept_batches",
     "write_postgres_store",
@@ -52,6 +53,14 @@ __all__ = [
 
 STORE_COLUMNS = list(LOAD_COLUMNS)  # the store rows' columns, in this order
 READ_BATCH = 4096
+
+
+def driver_writes_store(store_url: str | None) -> bool:
+    """The store at ``store_url`` is written by the driver's one writer (SQLite; a
+    PostgreSQL store is written by the executors, no store by nobody)."""
+    from waku_legacy.store import is_postgres_url
+
+    return bool(store_url) and not is_postgres_url(store_url or "")
 
 
 def _kept_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
@@ -65,7 +74,7 @@ def _kept_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
 def _duplicates(directory: Path) -> Iterator[tuple[bytes, str, str]]:
     """The copies to drop (:func:`~waku_legacy.migrate.dedup.copies_to_drop`), in hash
     order: the buckets' files, each hash-sorted, merged."""
-    files = sorted(directory.glob("part-*.parquet"))
+    files = part_files(directory)
     streams = [parquet_batches(p, READ_BATCH, list(DUPLICATE_COLUMNS)) for p in files]
     for table in merge_by_hash(streams):
         columns = [table.column(c).to_pylist() for c in DUPLICATE_COLUMNS]
@@ -104,7 +113,7 @@ def iter_kept_batches(messages_dir: str | Path, duplicates_dir: str | Path) -> I
     """The kept messages' store columns (STORE_COLUMNS), in message-hash order, as Arrow
     tables: step 1's hash-sorted files merged, the quarantined rows and the duplicate copies
     (``duplicates_dir``) left out."""
-    files = sorted(Path(messages_dir).glob("part-*.parquet"))
+    files = part_files(Path(messages_dir))
     duplicates = _duplicates(Path(duplicates_dir))
     first = next(duplicates, None)
     if first is None:  # nothing to drop: no identity columns needed
@@ -171,7 +180,7 @@ def _file_duplicates(duplicates_dir: Path, part: int) -> Iterator[tuple[bytes, s
     bucket's file read for the rows of that part: memory for that file's copies only)."""
     tables = [
         pq.read_table(p, columns=list(DUPLICATE_COLUMNS), filters=[(PART_COLUMN, "=", part)])
-        for p in sorted(duplicates_dir.glob("part-*.parquet"))
+        for p in part_files(duplicates_dir)
     ]
     if not tables:
         return iter(())
@@ -208,7 +217,7 @@ def write_postgres_store(
     executors (a picklable hook, e.g. ``fault_from_env``)."""
     from waku_legacy.store.pg_load import finish_load, load_arrow, prepare_load
 
-    files = sorted(Path(messages_dir).glob("part-*.parquet"))
+    files = part_files(Path(messages_dir))
 
     def load(numbers: Iterable[int]) -> Iterator[int]:
         for number in numbers:

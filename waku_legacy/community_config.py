@@ -19,7 +19,12 @@ from waku_legacy.archive import defaults
 from waku_legacy.config.keys import KeyReader, KeyRef, Kind, key, read_table
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.identity.shards import community_pubsub_topic
-from waku_legacy.identity.topics import CommunityId, chat_topic
+from waku_legacy.identity.topics import (
+    CommunityId,
+    chat_topic,
+    symmetric_key_for_chat,
+    v1_topic_to_content_topic,
+)
 
 __all__ = [
     "CommunityConfig",
@@ -139,6 +144,13 @@ class CommunityConfig:
     def channel_topics(self) -> dict[bytes, str]:
         """4-byte v1 topic -> channel uuid, for every channel."""
         return {chat_topic(chat): uuid for uuid, chat in self.channel_chat_ids().items()}
+
+    def channel_keys(self) -> dict[str, bytes]:
+        """Content topic -> the channel's symmetric key, for every channel."""
+        return {
+            v1_topic_to_content_topic(chat_topic(chat)): symmetric_key_for_chat(chat)
+            for chat in self.channel_chat_ids().values()
+        }
 
 
 def parse_community(raw: Any, number: int, base: Path) -> CommunityConfig:

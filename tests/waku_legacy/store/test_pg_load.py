@@ -332,7 +332,7 @@ def test_spark_sink_writes_every_file_and_reruns_add_nothing(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from waku_legacy.migrate.dedup import COPY_SCHEMA, message_file
+    from waku_legacy.migrate.dedup import COPY_SCHEMA, part_file
     from waku_legacy.migrate.records import MESSAGE_SCHEMA
     from waku_legacy.migrate.sinks import write_postgres_store
 
@@ -359,7 +359,7 @@ def test_spark_sink_writes_every_file_and_reruns_add_nothing(
                         key=lambda r: r["message_hash"])  # fmt: skip
         junk = [r for r in file_rows if r["quarantined"]]
         table = pa.Table.from_pylist(hashed + junk, schema=MESSAGE_SCHEMA)
-        pq.write_table(table, message_file(messages, part), row_group_size=97)
+        pq.write_table(table, part_file(messages, part), row_group_size=97)
     for bucket in range(2):  # the copies to drop in two bucket files, each hash-sorted
         copies = sorted(dropped[bucket::2], key=lambda d: d["message_hash"])
         pq.write_table(pa.Table.from_pylist(copies, schema=COPY_SCHEMA),
