@@ -1,12 +1,12 @@
 """Community history archives from the migrated messages, encoded in parallel on Spark.
 
-Per configured community:
+Per configured community, from its channels' rows that step 1 wrote apart (as archive rows:
+decrypted with their channel's symmetric key, signers recovered, turned into
+archive-flavour messages by :func:`channel_archive_rows`, in step 1 itself or in a job of
+its own beside the driver's store writer; see :mod:`.archive_jobs`):
 
-1. (executors) Channel messages are decrypted with their channel's symmetric key, signers
-   recovered, and turned into archive-flavour messages
-   (:func:`~waku_legacy.mailserver_compat.wire.convert.archive_message`); what does not open is
-   counted per reason (it is still stored). Step 1 of the migration may have done it
-   already, where it read the rows (:func:`channel_archive_rows`).
+1. (executors) The rows are counted: archivable, undecryptable per reason (those are still
+   stored), and from ``now`` on (future).
 2. (driver) The archive store is repaired if a previous run was interrupted, and the recorded
    end of the last archive read (:mod:`waku_legacy.archive.data_files`).
 3. (executors) Messages before that end which no existing archive holds are *late*: counted
@@ -41,12 +41,11 @@ import pyarrow as pa
 from waku_legacy.archive import defaults
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
-from waku_legacy.migrate.records import spark_ddl
 from waku_legacy.migrate.steps import timed_step
 
 if TYPE_CHECKING:
     from coincurve import PrivateKey
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from waku_legacy.archive import (
         ArchiveIndex,
@@ -367,6 +366,8 @@ class _CommunityRun:
     archive_dir: str
     torrent_dir: str
     work_dir: str
+    rows_dir: Path  # the CHANNEL_ARCHIVE files (:mod:`.archive_jobs`)
+    duplicates_dir: Path
     now: int
     flavour: str
     partition: int
@@ -374,7 +375,6 @@ class _CommunityRun:
     layout: CommunityLayout
     result: CommunityResult
     topics: tuple[bytes, ...]  # the channel topics, sorted
-    beside_driver_writer: bool = False  # the driver writes the store meanwhile (SQLite)
 
     @property
     def cid(self) -> str:
@@ -393,9 +393,10 @@ class _CommunityRun:
 
 def build_archives(
     spark: SparkSession,
-    messages: DataFrame,
     community: CommunityConfig,
     *,
+    rows_dir: Path,
+    duplicates_dir: Path,
     archive_dir: str,
     torrent_dir: str,
     work_dir: str,
@@ -407,26 +408,24 @@ def build_archives(
     logos_storage_url: str | None = None,
     store_url: str | None = None,
     store_written: Callable[[], None] = lambda: None,
-    decrypted: bool = False,
 ) -> CommunityResult:
-    """Archive one community's channel messages from ``messages`` (kept MESSAGE rows; with
-    ``decrypted``, CHANNEL_ARCHIVE_SCHEMA rows step 1 made of them).
+    """Archive one community's channel messages: its rows in the CHANNEL_ARCHIVE files of
+    ``rows_dir`` (one per step-1 partition, :mod:`.archive_jobs`), the duplicate copies
+    among them (``duplicates_dir``) left out.
 
     ``store_url``: the output v2 store, also read for the archive-link clocks the community
     already used (it may hold links and descriptions earlier runs or the bridge stored).
     ``store_written``: returns once that store is complete (it may be written meanwhile);
     called before the link is made."""
-    from pyspark.sql import functions as F
-
     from waku_legacy.archive import WEEK_SECONDS
     from waku_legacy.archive.layout import CommunityLayout
-    from waku_legacy.migrate.sinks import driver_writes_store
 
     started = time.monotonic()
     cid = str(community.id)
     run = _CommunityRun(
         spark=spark, community=community, archive_dir=archive_dir, torrent_dir=torrent_dir,
-        work_dir=work_dir, now=now, flavour=flavour, partition=partition or WEEK_SECONDS,
+        work_dir=work_dir, rows_dir=Path(rows_dir), duplicates_dir=Path(duplicates_dir),
+        now=now, flavour=flavour, partition=partition or WEEK_SECONDS,
         fault=lambda step: fault(f"archive:{cid}:{step}"),
         layout=CommunityLayout.of(archive_dir, community.id, torrent_dir),
         result=CommunityResult(
@@ -434,27 +433,17 @@ def build_archives(
             pubsub_topic=community.pubsub_topic, channels=len(community.channels),
         ),
         topics=tuple(sorted(community.channel_topics())),
-        beside_driver_writer=driver_writes_store(store_url),
     )  # fmt: skip
     with run.step("repair", "repairing the archive store"):
         index = _repair(run)
-    if decrypted:
-        archived = messages.filter(F.col("community") == cid).select(*ARCHIVE_SCHEMA.names)
-    else:
-        archived = _decrypted(run, messages)
-    archived = archived.persist()
-    try:
-        with run.step("decrypt", "decrypting the channel messages"):
-            start = _count_archivable(run, archived)
-        good = archived.filter(F.col("ok"))
-        with run.step("late", "finding late messages"):
-            _count_late(run, good, index)
-        with run.step("encode", "encoding the windows"):
-            windows = _encode_windows(run, good, start)
-        with run.step("append", "appending the archives"):
-            _append_windows(run, windows, start)
-    finally:
-        archived.unpersist()
+    with run.step("count", "counting the archivable messages"):
+        start = _count_archivable(run)
+    with run.step("late", "finding late messages"):
+        _count_late(run, index)
+    with run.step("encode", "encoding the windows"):
+        windows = _encode_windows(run, start)
+    with run.step("append", "appending the archives"):
+        _append_windows(run, windows, start)
     with run.step("wait_store", "waiting for the store"):
         store_written()
     with run.step("link", "publishing the archive link"):
@@ -472,28 +461,6 @@ def _repair(run: _CommunityRun) -> ArchiveIndex:
     status = repair_archive_data(run.layout, run.flavour, fault=run.fault)
     run.result.previous_end = recorded_last_end(run.layout, status.index)
     return status.index
-
-
-def _decrypted(run: _CommunityRun, messages: DataFrame) -> DataFrame:
-    """Step 1 (lazy): the community's channel messages as ARCHIVE rows."""
-    from pyspark.sql import functions as F
-
-    keys = run.community.channel_keys()
-    channel_rows = messages.filter(F.col("community") == run.cid).select(
-        "message_hash", "content_topic", "payload", "version", "timestamp", "db_key", "week",
-        "source",
-    )  # fmt: skip
-
-    beside_writer = run.beside_driver_writer
-
-    def to_archive(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if beside_writer:
-            yield_cpu_to_driver()
-        for batch in batches:
-            if batch.num_rows:
-                yield archive_batch(batch, keys)
-
-    return channel_rows.mapInArrow(to_archive, spark_ddl(ARCHIVE_SCHEMA))
 
 
 ARCHIVE_TASK_NICENESS = 10
@@ -515,42 +482,48 @@ def yield_cpu_to_driver() -> None:
         pass
 
 
-def _count_archivable(run: _CommunityRun, archived: DataFrame) -> int | None:
-    """Step 1's counts (archivable, undecryptable per reason); returns where the new
-    archives start: the recorded end, else the oldest archivable message (None: nowhere)."""
-    from pyspark.sql import functions as F
+def _count_archivable(run: _CommunityRun) -> int | None:
+    """Step 1's counts (archivable, undecryptable per reason, future); returns where the
+    new archives start: the recorded end, else the oldest archivable message (None:
+    nowhere)."""
+    from waku_legacy.migrate.archive_jobs import count_archivable
 
     result = run.result
-    stats = archived.groupBy("ok", "reason").agg(
-        F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("oldest")
-    ).collect()  # fmt: skip
-    oldest = None
-    for row in stats:
-        result.messages += row["n"]
-        if row["ok"]:
-            result.archivable += row["n"]
-            oldest = row["oldest"]
-        else:
-            result.undecryptable += row["n"]
-            result.undecryptable_reasons[row["reason"]] = row["n"]
+    counts = count_archivable(run.spark, run.rows_dir, run.duplicates_dir, run.cid, run.now)
+    result.archivable = counts.archivable
+    result.undecryptable = sum(counts.undecryptable.values())
+    result.undecryptable_reasons = dict(sorted(counts.undecryptable.items()))
+    result.messages = result.archivable + result.undecryptable
     previous_end = result.previous_end
     if result.archivable == 0:
         result.start = previous_end
     else:
-        result.start = previous_end if previous_end else oldest
+        result.start = previous_end if previous_end else counts.oldest
+        result.future = counts.future
     return result.start
 
 
-def _count_late(run: _CommunityRun, good: DataFrame, index: ArchiveIndex) -> None:
+def _good_rows(run: _CommunityRun) -> DataFrame:
+    """The community's archivable rows (duplicate copies left out) as a DataFrame."""
+    from pyspark.sql import functions as F
+
+    from waku_legacy.migrate.dedup import read_messages
+
+    rows = read_messages(run.spark, run.work_dir, run.rows_dir.name, CHANNEL_ARCHIVE_SCHEMA)
+    return rows.filter((F.col("community") == run.cid) & ~F.col("duplicate") & F.col("ok"))
+
+
+def _count_late(run: _CommunityRun, index: ArchiveIndex) -> None:
     """Step 3: messages before the recorded end that no existing archive holds (late), per
-    week and source, and those an archive already holds."""
+    week and source, and those an archive already holds (only when archives exist: the
+    SQL engine's join against the archives' hashes)."""
     from pyspark.sql import functions as F
 
     result = run.result
     previous_end = result.previous_end
     if not (previous_end and result.archivable):
         return
-    before = good.filter(F.col("timestamp") < previous_end)
+    before = _good_rows(run).filter(F.col("timestamp") < previous_end)
     entries = list(index.entries)
     if entries and before.limit(1).count():
         archive_dir, cid, flavour = run.archive_dir, run.cid, run.flavour
@@ -570,38 +543,35 @@ def _count_late(run: _CommunityRun, good: DataFrame, index: ArchiveIndex) -> Non
     result.already_archived = before.count() - result.late
 
 
-def _encode_windows(run: _CommunityRun, good: DataFrame, start: int | None) -> list[Row]:
+def _encode_windows(run: _CommunityRun, start: int | None) -> list[dict[str, Any]]:
     """Step 4: the messages from ``start`` up to ``now``, by window, planned and encoded on
     the executors into scratch files; one metadata row per window, in window order."""
-    from pyspark.sql import functions as F
+    from waku_legacy.migrate.archive_jobs import encode_windows
 
     shutil.rmtree(run.scratch, ignore_errors=True)
     run.scratch.mkdir(parents=True, exist_ok=True)
     if start is None or not run.result.archivable:
         return []
-    now, partition = run.now, run.partition
-    run.result.future = good.filter(F.col("timestamp") >= now).count()
-    in_range = good.filter((F.col("timestamp") >= start) & (F.col("timestamp") < now))
-    windowed = in_range.withColumn(
-        "window", F.floor((F.col("timestamp") - F.lit(start)) / F.lit(partition))
-    ).withColumn("window", F.col("window").cast("long"))
     # Plain values only: the function is pickled to the executors.
-    topics, flavour, cid = run.topics, run.flavour, run.cid
+    now, partition, topics, flavour, cid = run.now, run.partition, run.topics, run.flavour, run.cid
     scratch_dir, archive_topics = str(run.scratch), run.community.archive_topics
 
-    def encode(table: pa.Table) -> pa.Table:
-        return encode_window(
+    def encode(table: pa.Table) -> dict[str, Any]:
+        row: dict[str, Any] = encode_window(
             table, start=start, now=now, partition=partition, topics=topics, flavour=flavour,
             scratch_dir=scratch_dir, community=cid, archive_topics=archive_topics,
-        )  # fmt: skip
+        ).to_pylist()[0]  # fmt: skip
+        return row
 
-    return sorted(
-        windowed.groupBy("window").applyInArrow(encode, spark_ddl(WINDOW_RESULT_SCHEMA)).collect(),
-        key=lambda r: r["window"],
-    )
+    return encode_windows(
+        run.spark, run.rows_dir, run.duplicates_dir, cid, start=start, now=now,
+        partition=partition, encode=encode,
+    )  # fmt: skip
 
 
-def _append_windows(run: _CommunityRun, windows: list[Row], start: int | None) -> None:
+def _append_windows(
+    run: _CommunityRun, windows: list[dict[str, Any]], start: int | None
+) -> None:
     """Step 5: the windows appended in order, one at a time (bounded memory), then the end
     date recorded and the scratch files removed."""
     from waku_legacy.archive.canonical import canonical_metadata_topics

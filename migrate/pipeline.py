@@ -374,31 +374,36 @@ def _archives(
 ) -> None:
     """Step 5: the archives, one community at a time; their late messages join the weeks.
     ``store_written`` returns once the store is complete (called before a link is made)."""
-    from pyspark.sql import functions as F
-
-    from waku_legacy.migrate.archives import CHANNEL_ARCHIVE_SCHEMA, build_archives
-    from waku_legacy.migrate.dedup import read_messages
-    from waku_legacy.migrate.records import MESSAGE_SCHEMA
+    from waku_legacy.migrate.archive_jobs import ARCHIVE_ROWS_DIR, decrypt_channel_files
+    from waku_legacy.migrate.archives import build_archives
 
     config = run.config
-    # step 1 wrote the channels' rows apart: the archives' Spark jobs read only those
-    schema = CHANNEL_ARCHIVE_SCHEMA if run.decrypt_in_step_1 else MESSAGE_SCHEMA
-    channels = read_messages(run.spark, run.work, CHANNELS_DIR, schema)
-    kept_channels = channels.filter(~F.col("duplicate"))
+    # step 1 wrote the channels' rows apart, as archive rows when it decrypted them
+    rows_dir, duplicates_dir = run.work / CHANNELS_DIR, run.work / DUPLICATES_DIR
+    if not run.decrypt_in_step_1:  # decrypted here, beside the driver's store writer
+        with (
+            run.step("archives.decrypt", "decrypting the channel messages"),
+            run.progress.spark_step(run.spark, "decrypt channels", records_total=run.channel_rows),
+        ):
+            decrypt_channel_files(
+                run.spark, rows_dir, duplicates_dir, run.work / ARCHIVE_ROWS_DIR,
+                _channel_keys(config), beside_driver_writer=True,
+            )  # fmt: skip
+        rows_dir = run.work / ARCHIVE_ROWS_DIR
     for community in config.communities:
         try:
             with run.progress.spark_step(
                 run.spark, f"archives {str(community.id)[:10]}…", records_total=run.channel_rows
             ):
                 result = build_archives(
-                    run.spark, kept_channels, community,
+                    run.spark, community, rows_dir=rows_dir, duplicates_dir=duplicates_dir,
                     archive_dir=config.output.archive_dir,
                     torrent_dir=config.output.torrent_dir,
                     work_dir=str(run.work), now=run.now, flavour=config.pipeline.flavour,
                     fault=run.fault, community_key=keys[str(community.id)],
                     logos_storage_url=config.logos_storage_url,
                     store_url=config.output.store,  # also read for used link clocks
-                    store_written=store_written, decrypted=run.decrypt_in_step_1,
+                    store_written=store_written,
                 )  # fmt: skip
         except WakuLegacyError:
             raise
