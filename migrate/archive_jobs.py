@@ -32,9 +32,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from waku_legacy.migrate.dedup import PART_COLUMN, part_files, part_of
+from waku_legacy.migrate.archives import (
+    CHANNEL_ARCHIVE_SCHEMA,
+    CHANNEL_ROW_COLUMNS,
+    ENCODE_COLUMNS,
+    channel_archive_rows,
+    yield_cpu_to_driver,
+)
+from waku_legacy.migrate.dedup import file_copies, part_files, part_of
+from waku_legacy.migrate.spark import run_per_file
 from waku_legacy.migrate.work_files import ParquetFileWriter, empty_directory, parquet_batches
 
 if TYPE_CHECKING:
@@ -42,12 +49,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHIVE_ROWS_DIR",
-    "ENCODE_COLUMNS",
     "ArchivableCounts",
     "count_archivable",
     "decrypt_channel_files",
     "encode_windows",
-    "file_copies",
     "kept_channel_batches",
     "window_tables",
 ]
@@ -55,13 +60,6 @@ __all__ = [
 #: where :func:`decrypt_channel_files` writes the CHANNEL_ARCHIVE rows it makes of step 1's
 #: MESSAGE-row channel files
 ARCHIVE_ROWS_DIR = "archive-rows"
-#: what :func:`~waku_legacy.migrate.archives.encode_window` reads of an archive row
-ENCODE_COLUMNS = ("hash", "timestamp", "topic", "sig", "payload", "padding")
-#: the columns :func:`decrypt_channel_files` reads of a MESSAGE row
-_DECRYPT_COLUMNS = (
-    "message_hash", "content_topic", "payload", "version", "timestamp", "db_key", "week",
-    "source", "community", "location",
-)  # fmt: skip
 _READ_BATCH = 4096
 #: a map task's held rows before it hands their windows to the shuffle
 _FRAGMENT_BYTES = 64 * 1024 * 1024
@@ -72,16 +70,9 @@ def _identities(source: pa.Array | pa.ChunkedArray, location: pa.Array | pa.Chun
     return pc.binary_join_element_wise(source, location, "\x1f")
 
 
-def file_copies(duplicates_dir: Path, part: int) -> pa.Array:
-    """The identities (:func:`_identities`) of the copies to drop that are in step 1's
-    file ``part``: every bucket's file of the duplicates directory read for that part."""
-    tables = [
-        pq.read_table(p, columns=["source", "location"], filters=[(PART_COLUMN, "=", part)])
-        for p in part_files(duplicates_dir)
-    ]
-    if not tables:
-        return pa.array([], pa.string())
-    copies = pa.concat_tables(tables)
+def _copy_identities(duplicates_dir: Path, part: int) -> pa.Array:
+    """The identities (:func:`_identities`) of the copies to drop in step 1's file ``part``."""
+    copies = file_copies(duplicates_dir, part, ("source", "location"))
     return pa.array(_identities(copies.column("source"), copies.column("location")))
 
 
@@ -92,7 +83,7 @@ def kept_channel_batches(
     :func:`decrypt_channel_files`'s) that are not duplicate copies, only ``community``'s
     when given, a batch at a time."""
     columns = list(columns)
-    copies = file_copies(duplicates_dir, part_of(path))
+    copies = _copy_identities(duplicates_dir, part_of(path))
     read = list(dict.fromkeys([*columns, "source", "location", "community"]))
     for batch in parquet_batches(path, _READ_BATCH, read):
         keep = None
@@ -109,22 +100,6 @@ def kept_channel_batches(
             yield kept.select(columns)
 
 
-def _run_files(
-    spark: SparkSession, files: list[Path], task: Callable[[Path], Iterator[Any]]
-) -> list[Any]:
-    """``task`` over every file, one Spark task each (an RDD job: file numbers out, the
-    tasks' small results back)."""
-    if not files:
-        return []
-
-    def run(numbers: Iterable[int]) -> Iterator[Any]:
-        for number in numbers:
-            yield from task(files[number])
-
-    numbers = spark.sparkContext.parallelize(range(len(files)), len(files))
-    return numbers.mapPartitions(run).collect()
-
-
 def decrypt_channel_files(
     spark: SparkSession,
     channels_dir: Path,
@@ -138,12 +113,6 @@ def decrypt_channel_files(
     first; one per file, the same name), their duplicate copies left out; ``keys``: every
     channel's symmetric key by content topic. Returns the rows written. With
     ``beside_driver_writer`` the tasks yield the CPU to the driver's writer."""
-    from waku_legacy.migrate.archives import (
-        CHANNEL_ARCHIVE_SCHEMA,
-        channel_archive_rows,
-        yield_cpu_to_driver,
-    )
-
     empty_directory(out_dir)
 
     def decrypt(path: Path) -> Iterator[int]:
@@ -151,7 +120,7 @@ def decrypt_channel_files(
             yield_cpu_to_driver()
         writer = ParquetFileWriter(out_dir / path.name, CHANNEL_ARCHIVE_SCHEMA)
         try:
-            for batch in kept_channel_batches(path, duplicates_dir, _DECRYPT_COLUMNS):
+            for batch in kept_channel_batches(path, duplicates_dir, CHANNEL_ROW_COLUMNS):
                 writer.write(channel_archive_rows(pa.Table.from_batches([batch]), keys))
             writer.commit()
         except BaseException:
@@ -159,7 +128,7 @@ def decrypt_channel_files(
             raise
         yield writer.rows
 
-    return sum(_run_files(spark, part_files(channels_dir), decrypt))
+    return sum(run_per_file(spark, part_files(channels_dir), decrypt))
 
 
 @dataclass(slots=True)
@@ -206,7 +175,7 @@ def count_archivable(
         yield total
 
     result = ArchivableCounts()
-    for counts in _run_files(spark, part_files(rows_dir), count):
+    for counts in run_per_file(spark, part_files(rows_dir), count):
         result.add(counts)
     return result
 

@@ -61,6 +61,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ARCHIVE_SCHEMA",
     "CHANNEL_ARCHIVE_SCHEMA",
+    "CHANNEL_ROW_COLUMNS",
+    "ENCODE_COLUMNS",
     "CommunityResult",
     "archive_batch",
     "archive_fields",
@@ -196,6 +198,10 @@ def archive_fields(
 
 
 _DECRYPT_INPUTS = ("message_hash", "content_topic", "payload", "version", "timestamp", "db_key")
+#: what :func:`channel_archive_rows` reads of a MESSAGE row
+CHANNEL_ROW_COLUMNS = (*_DECRYPT_INPUTS, "week", "source", "community", "location")
+#: what :func:`encode_window` reads of an archive row (besides its ``window``)
+ENCODE_COLUMNS = ("hash", "timestamp", "topic", "sig", "payload", "padding")
 _DECRYPTED_NAMES = tuple(n for n in ARCHIVE_SCHEMA.names if n not in ("week", "source"))
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "MESSAGES_DIR",
     "PART_COLUMN",
     "copies_to_drop",
+    "file_copies",
     "group_counts",
     "key_buckets",
     "key_file",
@@ -122,6 +123,20 @@ def key_file(keys_dir: Path, part: int, bucket: int) -> Path:
 def part_of(path: Path) -> int:
     """The step-1 partition of a :func:`part_file` or :func:`key_file`."""
     return int(path.name.split("-")[1].split(".")[0])
+
+
+def file_copies(duplicates_dir: Path, part: int, columns: Iterable[str]) -> pa.Table:
+    """The ``columns`` of the copies to drop that are in step 1's file ``part``: every
+    bucket's file of ``duplicates_dir`` read for that part's rows (memory for that file's
+    copies only)."""
+    columns = list(columns)
+    tables = [
+        pq.read_table(p, columns=columns, filters=[(PART_COLUMN, "=", part)])
+        for p in part_files(duplicates_dir)
+    ]
+    if not tables:
+        return COPY_SCHEMA.empty_table().select(columns)
+    return pa.concat_tables(tables)
 
 
 def _bucket_keys(keys_dir: Path, bucket: int) -> pa.Table:

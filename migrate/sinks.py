@@ -20,17 +20,16 @@ CONFLICT DO NOTHING).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from waku_legacy.faults import FaultHook, no_fault
-from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS, PART_COLUMN, part_files, part_of
+from waku_legacy.migrate.dedup import DUPLICATE_COLUMNS, file_copies, part_files, part_of
 from waku_legacy.migrate.message_files import merge_by_hash
 from waku_legacy.migrate.work_files import parquet_batches
 from waku_legacy.store.pg_load import STORE_COLUMNS as LOAD_COLUMNS
@@ -176,15 +175,8 @@ def write_sqlite_store(
 
 
 def _file_duplicates(duplicates_dir: Path, part: int) -> Iterator[tuple[bytes, str, str]]:
-    """The copies to drop that are in step 1's file ``part``, in hash order (every
-    bucket's file read for the rows of that part: memory for that file's copies only)."""
-    tables = [
-        pq.read_table(p, columns=list(DUPLICATE_COLUMNS), filters=[(PART_COLUMN, "=", part)])
-        for p in part_files(duplicates_dir)
-    ]
-    if not tables:
-        return iter(())
-    copies = pa.concat_tables(tables)
+    """The copies to drop that are in step 1's file ``part``, in hash order."""
+    copies = file_copies(duplicates_dir, part, DUPLICATE_COLUMNS)
     copies = copies.take(pc.sort_indices(copies, [(c, "ascending") for c in DUPLICATE_COLUMNS]))
     return zip(*(copies.column(c).to_pylist() for c in DUPLICATE_COLUMNS), strict=True)
 
@@ -215,25 +207,21 @@ def write_postgres_store(
     runs, never by the JVM), the indexes of a first load built after them; returns the new
     rows. Each task adds the rows it sent to ``rows_written``. ``fault`` runs in the
     executors (a picklable hook, e.g. ``fault_from_env``)."""
+    from waku_legacy.migrate.spark import run_per_file
     from waku_legacy.store.pg_load import finish_load, load_arrow, prepare_load
 
-    files = part_files(Path(messages_dir))
-
-    def load(numbers: Iterable[int]) -> Iterator[int]:
-        for number in numbers:
-            tables = iter_file_kept_batches(files[number], duplicates_dir)
-            sent, new = load_arrow(
-                url, (b for t in tables for b in t.to_batches()), fault=fault,
-                first_load=first_load,
-            )  # fmt: skip
-            if rows_written is not None:
-                rows_written.add(sent)
-            yield new
+    def load(path: Path) -> Iterator[int]:
+        tables = iter_file_kept_batches(path, duplicates_dir)
+        sent, new = load_arrow(
+            url, (b for t in tables for b in t.to_batches()), fault=fault, first_load=first_load
+        )
+        if rows_written is not None:
+            rows_written.add(sent)
+        yield new
 
     first_load = prepare_load(url)
     # an RDD job: the tasks take file numbers and return counts (no SQL engine needed)
-    numbers = spark.sparkContext.parallelize(range(len(files)), max(1, len(files)))
-    inserted: int = sum(numbers.mapPartitions(load).collect())
+    inserted: int = sum(run_per_file(spark, part_files(Path(messages_dir)), load))
     # A retried task's rows were copied twice into a first load: finish_load removes the
     # repeats and says how many of the writers' "new" they were.
     return inserted - finish_load(url)

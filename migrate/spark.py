@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -105,6 +105,23 @@ def local_jvm_yields(spark: SparkSession) -> Iterator[None]:
         for tid, niceness in changed.items():
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, tid, niceness)
+
+
+def run_per_file(
+    spark: SparkSession, files: list[Path], task: Callable[[Path], Iterator[Any]]
+) -> list[Any]:
+    """``task`` over every file, a Spark task each, and what they yielded. An RDD job: the
+    tasks take file numbers and send small results back; no SQL engine is needed (its
+    first use in a fresh JVM costs seconds of planning)."""
+    if not files:
+        return []
+
+    def run(numbers: Iterable[int]) -> Iterator[Any]:
+        for number in numbers:
+            yield from task(files[number])
+
+    numbers = spark.sparkContext.parallelize(range(len(files)), len(files))
+    return numbers.mapPartitions(run).collect()
 
 
 def with_local_jit(master: str, conf: dict[str, str]) -> dict[str, str]:
