@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (W + "identity",),
     (W + "store", W + "archive"),
     (W + "community_config", W + "p2p", W + "members"),
+    (W + "history",),
     (W + "mailserver_compat",),
     (W + "migrate", W + "bridge"),
     (W + "cli",),

@@ -1,0 +1,1 @@
+"""The readable history as pages: templates, HTML and JSON rendering, image sniffing."""
