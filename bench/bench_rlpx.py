@@ -48,7 +48,8 @@ from waku_legacy.mailserver_compat.client.mailserver_client import (
 )
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import dial, listen
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
-from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+from waku_legacy.mailserver_compat.server.core import MailServerConfig
 from waku_legacy.mailserver_compat.storage.envelope_store import (
     EnvelopeQuery,
     MemoryEnvelopeStore,

@@ -53,7 +53,7 @@ from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.store import StoreUnavailable, is_postgres_url, sqlite_path
 
 if TYPE_CHECKING:  # imported when started: py-libp2p and the v1 stack load only when used
-    from waku_legacy.mailserver_compat.server.mailserver import MailServer
+    from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
     from waku_legacy.p2p.listener import P2PListener
 
 __all__ = [
@@ -370,7 +370,8 @@ class MailserverComponent:
 
     async def start(self) -> None:
         from waku_legacy.crypto.key_file import load_or_create_node_key
-        from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+        from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+        from waku_legacy.mailserver_compat.server.core import MailServerConfig
         from waku_legacy.mailserver_compat.storage.envelope_store import V2StoreSource
 
         v1 = self.v1

@@ -49,7 +49,8 @@ from waku_legacy.identity.topic_mapping import TopicMapping
 from waku_legacy.identity.topics import is_v1_content_topic
 from waku_legacy.mailserver_compat.rlp_fields import encode_rlp
 from waku_legacy.mailserver_compat.rlpx.asyncio_transport import PeerDisconnected
-from waku_legacy.mailserver_compat.server.mailserver import MailServer, SeenSet
+from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+from waku_legacy.mailserver_compat.server.core import SeenSet
 from waku_legacy.mailserver_compat.wire.convert import (
     PAYLOAD_VERSION_WAKU1,
     envelope_to_waku_message,

@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     from waku_legacy.bridge.history import HistoryPuller
     from waku_legacy.bridge.leader import LeaderLock
     from waku_legacy.bridge.workers import WorkerPool
-    from waku_legacy.mailserver_compat.server.mailserver import MailServer
+    from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
     from waku_legacy.p2p.listener import P2PListener
 
 __all__ = ["BridgeService"]

@@ -31,7 +31,7 @@ from waku_legacy.store.dsn import redact_dsn
 if TYPE_CHECKING:
     from waku_legacy.bridge.archiver import ArchiveRunReport, CommunityArchiver, LinkReach
     from waku_legacy.bridge.history import HistoryPuller, PullReport
-    from waku_legacy.mailserver_compat.server.mailserver import MailServer
+    from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
     from waku_legacy.mailserver_compat.waku_peer import WakuPeer
 
 __all__ = [

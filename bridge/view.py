@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the parts' types: the view reads them, the service builds t
     from waku_legacy.bridge.history import HistoryPuller
     from waku_legacy.bridge.lifecycle import Lifecycle
     from waku_legacy.bridge.metrics import Snapshot
-    from waku_legacy.mailserver_compat.server.mailserver import MailServer
+    from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
 
 __all__ = ["BridgeParts", "BridgeView"]
 

@@ -111,8 +111,9 @@ def _setup_logging(verbose: bool) -> None:
 def _serve_command(args: argparse.Namespace) -> int:
     from waku_legacy.crypto.key_file import load_or_create_node_key
     from waku_legacy.mailserver_compat.rlpx.enode import Enode, EnodeError
+    from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+    from waku_legacy.mailserver_compat.server.core import MailServerConfig
     from waku_legacy.mailserver_compat.server.limits import V1Limits
-    from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
     from waku_legacy.mailserver_compat.storage.envelope_store import open_envelope_store
 
     _setup_logging(args.verbose)

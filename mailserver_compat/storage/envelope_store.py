@@ -1,7 +1,8 @@
 """Where the v1 mailserver reads history from: one query interface, several backends.
 
-:class:`EnvelopeStore` is what :mod:`~waku_legacy.mailserver_compat.server.mailserver` needs: one
-page of envelopes sent in ``[lower, upper]`` (seconds, inclusive) that match the request's
+:class:`EnvelopeStore` is what the mailserver
+(:mod:`~waku_legacy.mailserver_compat.server.core`) needs: one page of envelopes sent in
+``[lower, upper]`` (seconds, inclusive) that match the request's
 topics (or, without topics, its bloom), at most ``limit`` of them, resuming after a
 36-byte cursor, and the cursor of the next page. Paging follows status-go's
 ``processRequestInBundles``: when a page reaches ``limit`` its next cursor is the last

@@ -22,7 +22,8 @@ from waku_legacy.mailserver_compat.client.mailserver_client import (
     RequestMode,
 )
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
-from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+from waku_legacy.mailserver_compat.server.core import MailServerConfig
 from waku_legacy.mailserver_compat.storage.envelope_store import (
     EnvelopeQuery,
     MemoryEnvelopeStore,
@@ -67,8 +68,10 @@ async def _page_through(
     """Follow cursors with no pause, as status-go's client does; any refusal fails."""
     got: list[bytes] = []
     cursor, pages = b"", 0
-    client = MailServerClient(server.enode, local_host=local_host) if local_host else (
-        MailServerClient(server.enode)
+    client = (
+        MailServerClient(server.enode, local_host=local_host)
+        if local_host
+        else (MailServerClient(server.enode))
     )
     async with client:
         while True:
@@ -232,10 +235,14 @@ def _backends(tmp_path, history, postgres_dsn):
     store = open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}")
     store.insert_messages(
         StoredMessage(
-            message_hash=keccak256(b"v2" + raw), pubsub_topic="/waku/2/rs/16/32",
+            message_hash=keccak256(b"v2" + raw),
+            pubsub_topic="/waku/2/rs/16/32",
             content_topic="/waku/1/0x" + Envelope.decode(raw).topic.hex() + "/rfc26",
-            payload=Envelope.decode(raw).data, version=1,
-            timestamp=Envelope.decode(raw).sent_time * 10**9, envelope=raw, db_key=_db_key(raw),
+            payload=Envelope.decode(raw).data,
+            version=1,
+            timestamp=Envelope.decode(raw).sent_time * 10**9,
+            envelope=raw,
+            db_key=_db_key(raw),
         )
         for raw in history
     )
@@ -459,7 +466,7 @@ async def test_connection_caps_per_address_and_in_total_close_before_the_handsha
 
 
 def test_validate_live_envelope_size_rule_is_status_go_size() -> None:
-    from waku_legacy.mailserver_compat.server.mailserver import validate_live_envelope
+    from waku_legacy.mailserver_compat.server.core import validate_live_envelope
 
     now = int(time.time())
     for length, code in ((1000 - 20, None), (1000 - 19, "oversized")):
@@ -562,9 +569,7 @@ async def test_a_peer_sending_faster_than_it_is_served_is_slowed_not_buffered() 
     async def stuck_sink(raw, envelope, peer_key) -> None:
         await release.wait()
 
-    server = await _server(
-        MemoryEnvelopeStore(), MailServerConfig(min_pow=0.0), sink=stuck_sink
-    )
+    server = await _server(MemoryEnvelopeStore(), MailServerConfig(min_pow=0.0), sink=stuck_sink)
     now = int(time.time())
     try:
         peer = await connect(server.enode, generate_private_key())

@@ -11,15 +11,15 @@ import rlp
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.secp256k1 import generate_private_key
 from waku_legacy.identity.topics import v1_topic_to_content_topic
-from waku_legacy.mailserver_compat.server.limits import V1Limits
-from waku_legacy.mailserver_compat.server.mailserver import (
+from waku_legacy.limits import RateLimiter
+from waku_legacy.mailserver_compat.server.core import (
     MailServerConfig,
     MailServerCore,
-    RateLimiter,
     RequestRejected,
     SeenSet,
     bundle_envelopes,
 )
+from waku_legacy.mailserver_compat.server.limits import V1Limits
 from waku_legacy.mailserver_compat.storage.envelope_store import (
     EnvelopeQuery,
     LegacyPostgresSource,
@@ -242,9 +242,7 @@ def test_core_prepare_defaults_and_response(history) -> None:
     core = MailServerCore(
         MemoryEnvelopeStore(history),
         generate_private_key(),
-        MailServerConfig(
-            rate_limit=5.0, max_message_size=2048, limits=V1Limits(request_burst=1)
-        ),
+        MailServerConfig(rate_limit=5.0, max_message_size=2048, limits=V1Limits(request_burst=1)),
         clock=lambda: clock[0],
     )
     prepared = core.prepare(b"peer", _plain(b"\x01" * 32, upper=0))

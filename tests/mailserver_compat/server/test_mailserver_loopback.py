@@ -30,8 +30,9 @@ from waku_legacy.mailserver_compat.rlpx import p2p
 from waku_legacy.mailserver_compat.rlpx.connection import Connection, State
 from waku_legacy.mailserver_compat.rlpx.events import DisconnectReceived
 from waku_legacy.mailserver_compat.rlpx.reasons import DisconnectReason
+from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+from waku_legacy.mailserver_compat.server.core import MailServerConfig
 from waku_legacy.mailserver_compat.server.limits import V1Limits
-from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
 from waku_legacy.mailserver_compat.storage.envelope_store import MemoryEnvelopeStore
 from waku_legacy.mailserver_compat.waku_peer import connect
 from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom

@@ -26,7 +26,8 @@ from waku_legacy.identity.topics import (
     v1_topic_to_content_topic,
 )
 from waku_legacy.mailserver_compat.client.mailserver_client import HistoryQuery, MailServerClient
-from waku_legacy.mailserver_compat.server.mailserver import MailServer, MailServerConfig
+from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+from waku_legacy.mailserver_compat.server.core import MailServerConfig
 from waku_legacy.mailserver_compat.storage.envelope_store import EnvelopeQuery, V2StoreSource
 from waku_legacy.mailserver_compat.wire.bloom import topics_to_bloom
 from waku_legacy.mailserver_compat.wire.envelope import Envelope
