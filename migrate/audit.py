@@ -18,8 +18,11 @@ put in the 7-day window the builder would plan for it (:mod:`waku_legacy.archive
 from the last archive end, or from the first archive's start, or from the oldest message).
 Archives that do not decode, overlap another window, or break the index rules are listed.
 
-``source_messages`` counts the copies the archives should hold: in "both" that is two per
-channel message. The JSON document is the contract ``/work/audit_schema.md`` (version 1).
+Counts are of messages, not copies (issue 34, :mod:`waku_legacy.archive.copies`): in "both"
+each channel message has two copies, and a message is in both when any of its copies is
+archived, missing when none is; the copies are counted beside them (``copies_*``), the lists
+(``missing``, ``extra``, ``duplicates``) name copies, each with the message it is a copy of.
+The JSON document is version 2 (version 1 counted copies under the message keys).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from waku_legacy.archive import defaults
+from waku_legacy.archive.copies import describe_modes, message_keys, tally
 from waku_legacy.archive.encode import Flavour, IndexEntry
 from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage
 from waku_legacy.archive.partition import WEEK_SECONDS, window_start
@@ -62,6 +66,9 @@ __all__ = [
 UNKNOWN = "unknown"
 LIVE_V2 = "live v2 traffic"
 WORST_WINDOWS = 10
+VERSION = 2  # 2: message counts are messages, copies_* count copies (issue 34)
+# a message's fate is the best of its copies': in both when any copy is archived
+FATES = ("both", "missing", "extra")
 _NANOS = 1_000_000_000
 DEFAULT_ARCHIVE_TOPICS = ArchiveTopics(defaults.ARCHIVE_TOPICS)
 DEFAULT_FLAVOUR = Flavour(defaults.FLAVOUR)
@@ -103,6 +110,7 @@ class _Expected:
     """One copy the archives should hold."""
 
     hash: bytes
+    original: bytes  # the hash of the message it is a copy of
     channel: str
     timestamp: int  # seconds, as archived
     timestamp_ns: int
@@ -238,11 +246,12 @@ def read_sources(
             kept_whole = request.keep_messages
         else:
             kept_whole = False  # archived: a repair never needs it
+        original = bytes(copies[0].hash)  # each mode's first copy keeps the original hash
         for copy in copies:
             digest = bytes(copy.hash)
             scan.expected[digest] = _Expected(
-                digest, row["channel"], copy.timestamp, row["timestamp"], set(sources),
-                copy if kept_whole else None,
+                digest, original, row["channel"], copy.timestamp, row["timestamp"],
+                set(sources), copy if kept_whole else None,
             )  # fmt: skip
     return scan
 
@@ -459,23 +468,33 @@ class _Window:
     start: int
     end: int
     archive_ids: list[str] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
-    channels: dict[str, Counter[str]] = field(default_factory=dict)
+    # (message, fate of one of its copies, channel): counted by message and by copy
+    fates: list[tuple[bytes, str, str]] = field(default_factory=list)
+    # (message, channel, surplus copies) of a copy held more than once
+    doubled: list[tuple[bytes, str, int]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    archive_topics: str = ""  # the mode it was (or would be) written in
 
-    def add(self, what: str, channel: str, n: int = 1) -> None:
-        self.counts[what] += n
-        self.channels.setdefault(channel, Counter())[what] += n
+    def add(self, message: bytes, fate: str, channel: str) -> None:
+        self.fates.append((message, fate, channel))
+
+    def counts(self, channel: str | None = None) -> dict[str, int]:
+        """Messages by their best fate, duplicated messages, and the copies beside them."""
+        counted = tally(((m, f) for m, f, c in self.fates if channel in (None, c)), FATES)
+        doubled = [(m, n) for m, c, n in self.doubled if channel in (None, c)]
+        return {
+            **{fate: counted.messages[fate] for fate in FATES},
+            "duplicates": len({m for m, _ in doubled}),
+            "copies_archived": counted.copies["both"] + counted.copies["extra"],
+            "copies_missing": counted.copies["missing"],
+        }
 
     def to_json(self) -> dict[str, Any]:
-        kinds = ("both", "missing", "extra", "duplicates")
+        channels = sorted({c for _, _, c in self.fates} | {c for _, c, _ in self.doubled})
         return {
             "start": self.start, "end": self.end, "archive_ids": self.archive_ids,
-            **{k: self.counts[k] for k in kinds},
-            "channels": [
-                {"channel": name, **{k: counts[k] for k in kinds}}
-                for name, counts in sorted(self.channels.items())
-            ],
+            "archive_topics": self.archive_topics, **self.counts(),
+            "channels": [{"channel": name, **self.counts(name)} for name in channels],
             "problems": self.problems,
         }  # fmt: skip
 
@@ -535,11 +554,18 @@ class _Comparison:
     """The running totals and lists of one audit."""
 
     windows: _Windows
-    totals: Counter[str] = field(default_factory=Counter)
+    fates: list[tuple[bytes, str]] = field(default_factory=list)  # (message, a copy's fate)
+    doubled: dict[bytes, int] = field(default_factory=dict)  # message -> surplus copies
+    copies_archived: int = 0
+    windows_without_archive: int = 0
     missing: list[dict[str, Any]] = field(default_factory=list)
     extra: list[dict[str, Any]] = field(default_factory=list)
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     problems: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, window: _Window, message: bytes, fate: str, channel: str) -> None:
+        window.add(message, fate, channel)
+        self.fates.append((message, fate))
 
 
 def _compare_archived(
@@ -561,27 +587,32 @@ def _compare_archived(
     extra = [h for h in holders if h not in scan.expected]
     live = _store_hashes(request.store_url, extra)
     channels = _channel_of_topic(request)
+    originals = {digest: copy.original for digest, copy in scan.expected.items()}
+    message_of = message_keys(((h, topic_of[h]) for h in holders), request.community, originals)
     for digest, ids in holders.items():
         window = window_of[digest]
+        key = message_of[digest]
         expected = scan.expected.get(digest)
         channel = expected.channel if expected else channels.get(topic_of[digest], UNKNOWN)
         if len(ids) > 1:
-            window.add("duplicates", channel, len(ids) - 1)
+            window.doubled.append((key, channel, len(ids) - 1))
+            result.doubled[key] = result.doubled.get(key, 0) + len(ids) - 1
             result.duplicates.append({
-                "hash": "0x" + digest.hex(), "window": window.start, "copies": len(ids),
-                "archive_ids": sorted(set(ids)),
+                "hash": "0x" + digest.hex(), "message": "0x" + key.hex(),
+                "window": window.start, "copies": len(ids), "archive_ids": sorted(set(ids)),
             })  # fmt: skip
         if expected is not None:
-            window.add("both", channel)
+            result.add(window, key, "both", channel)
             continue
-        window.add("extra", channel)
+        result.add(window, key, "extra", channel)
         origin = scan.elsewhere.get(digest)
         result.extra.append({
-            "hash": "0x" + digest.hex(), "window": window.start, "channel": channel,
+            "hash": "0x" + digest.hex(), "message": "0x" + key.hex(),
+            "window": window.start, "channel": channel,
             "probable_origin": LIVE_V2 if digest in live
             else f"source {origin}" if origin else UNKNOWN,
         })  # fmt: skip
-    result.totals["duplicates"] = sum(d["copies"] - 1 for d in result.duplicates)
+    result.copies_archived = len(holders)
     return set(holders)
 
 
@@ -590,9 +621,10 @@ def _compare_missing(scan: _SourceScan, archived: set[bytes], result: _Compariso
         if copy.hash in archived:
             continue
         window = result.windows.of(copy.timestamp)
-        window.add("missing", copy.channel)
+        result.add(window, copy.original, "missing", copy.channel)
         result.missing.append({
-            "hash": "0x" + copy.hash.hex(), "window": window.start, "channel": copy.channel,
+            "hash": "0x" + copy.hash.hex(), "message": "0x" + copy.original.hex(),
+            "window": window.start, "channel": copy.channel,
             "timestamp_ns": copy.timestamp_ns, "sources": sorted(copy.sources),
         })  # fmt: skip
 
@@ -606,9 +638,9 @@ def _window_problems(archives: Sequence[_ScannedArchive], result: _Comparison) -
             window.problems.append(f"archive {archive.entry.archive_id}: {problem}")
     for window in result.windows.by_start.values():
         if not window.archive_ids:
-            traffic = window.counts["missing"]
+            traffic = window.counts()["missing"]
             window.problems.insert(0, f"no archive for a window with {traffic} messages")
-            result.totals["windows_without_archive"] += 1
+            result.windows_without_archive += 1
 
 
 def _document(
@@ -616,24 +648,34 @@ def _document(
     scan: _SourceScan,
     archives: Sequence[_ScannedArchive],
     result: _Comparison,
-    archived: set[bytes],
 ) -> dict[str, Any]:
-    """The contract's JSON document (version 1)."""
+    """The audit's JSON document (version 2: messages, and copies named as copies)."""
     windows = sorted(result.windows.by_start.values(), key=lambda w: w.start)
-    totals = result.totals
+    for window in windows:
+        window.archive_topics = str(request.topics_at(window.start))
     bad = {p["archive_id"] for p in result.problems}
+    counted = tally(result.fates, FATES)
     counts = {
-        "source_messages": len(scan.expected), "archived_messages": len(archived),
-        "both": sum(w.counts["both"] for w in windows), "missing": len(result.missing),
-        "extra": len(result.extra), "duplicates": totals["duplicates"],
-        "windows": len(windows), "windows_without_archive": totals["windows_without_archive"],
+        "source_messages": len({copy.original for copy in scan.expected.values()}),
+        "archived_messages": counted.messages["both"] + counted.messages["extra"],
+        **{fate: counted.messages[fate] for fate in FATES},
+        "duplicates": len(result.doubled),
+        "copies_expected": len(scan.expected), "copies_archived": result.copies_archived,
+        "copies_missing": counted.copies["missing"], "copies_extra": counted.copies["extra"],
+        "copies_duplicated": sum(result.doubled.values()),
+        "windows": len(windows), "windows_without_archive": result.windows_without_archive,
         "bad_archives": len(bad),
     }  # fmt: skip
-    worst = sorted((w for w in windows if w.counts["missing"]),
-                   key=lambda w: (-w.counts["missing"], w.start))  # fmt: skip
+    window_counts = {w.start: w.counts() for w in windows}
+    worst = sorted(
+        (w.start for w in windows if window_counts[w.start]["copies_missing"]),
+        key=lambda s: (-window_counts[s]["missing"], -window_counts[s]["copies_missing"], s),
+    )
+    found = [mode for _, _, mode in request.window_topics]
     return {
-        "version": 1,
+        "version": VERSION,
         "community": str(request.community),
+        "archive_topics": describe_modes(found) if found else str(request.new_window_topics()),
         "archives": {
             "origin": request.origin,
             "count": len(archives),
@@ -641,9 +683,10 @@ def _document(
         },
         "sources": [s.name for s in request.sources],
         "totals": counts,
-        "complete": not (counts["missing"] or counts["windows_without_archive"] or bad),
+        # a message with one copy archived is not missing, but its other copy is
+        "complete": not (counts["copies_missing"] or counts["windows_without_archive"] or bad),
         "windows": [w.to_json() for w in windows],
-        "worst_windows": [w.start for w in worst[:WORST_WINDOWS]],
+        "worst_windows": worst[:WORST_WINDOWS],
         "missing": result.missing,
         "extra": result.extra,
         "duplicates": result.duplicates,
@@ -686,12 +729,10 @@ def _audit(
     archives, store_problems = scan_archives(
         request.archive_dir, request.community, request.flavour, progress
     )
-    scan = read_sources(
-        request, progress, {bytes(m.hash) for a in archives for m in a.messages}
-    )
+    scan = read_sources(request, progress, {bytes(m.hash) for a in archives for m in a.messages})
     progress.log(
-        f"sources: {len(scan.expected)} archive cop(ies) expected from {scan.records} "
-        f"record(s)"
+        f"sources: {len({c.original for c in scan.expected.values()})} message(s), "
+        f"{len(scan.expected)} archive cop(ies) expected, from {scan.records} record(s)"
         + (f"; {sum(scan.undecryptable.values())} channel message(s) do not decrypt"
            if scan.undecryptable else "")
     )  # fmt: skip
@@ -701,7 +742,7 @@ def _audit(
     archived = _compare_archived(request, scan, archives, result)
     _compare_missing(scan, archived, result)
     _window_problems(archives, result)
-    return _document(request, scan, archives, result, archived), scan
+    return _document(request, scan, archives, result), scan
 
 
 # -- the terminal table ----------------------------------------------------------------------
@@ -719,14 +760,16 @@ def _row(cells: Sequence[object], widths: Sequence[int]) -> str:
     return "  ".join(padded).rstrip()
 
 
+WINDOW_COLUMNS = ("both", "missing", "extra", "duplicates", "copies_missing")
+WINDOW_WIDTHS = (42, 6, 8, 6, 10, 14)
+
+
 def _window_lines(window: dict[str, Any]) -> list[str]:
-    widths = (42, 6, 8, 6, 10)
-    lines = [_row((f"{_day(window['start'])} .. {_day(window['end'])}", window["both"],
-                   window["missing"], window["extra"], window["duplicates"]), widths)]  # fmt: skip
+    name = f"{_day(window['start'])} .. {_day(window['end'])} ({window['archive_topics']})"
+    lines = [_row((name, *(window[k] for k in WINDOW_COLUMNS)), WINDOW_WIDTHS)]
     for channel in window["channels"]:
-        cells = (f"  {channel['channel']}", channel["both"], channel["missing"],
-                 channel["extra"], channel["duplicates"])  # fmt: skip
-        lines.append(_row(cells, widths))
+        cells = (f"  {channel['channel']}", *(channel[k] for k in WINDOW_COLUMNS))
+        lines.append(_row(cells, WINDOW_WIDTHS))
     lines += [f"  ! {problem}" for problem in window["problems"]]
     return lines
 
@@ -739,15 +782,16 @@ def render_audit_table(document: dict[str, Any]) -> str:
         f"audit of {document['community']}: {verdict}",
         f"archives: {document['archives']['origin']} ({document['archives']['count']} "
         f"archive(s)); sources: {', '.join(document['sources'])}",
+        f"archive topics: {document['archive_topics']}; counts are messages (one per original "
+        "message hash), copies_* count archived copies (two per channel message in 'both')",
         "",
         "totals",
         *(f"  {name.replace('_', ' '):<24}{value:>10}" for name, value in totals.items()),
     ]
     by_start = {w["start"]: w for w in document["windows"]}
     if document["worst_windows"]:
-        lines += ["", "worst windows (most missing first)",
-                  _row(("window (UTC)", "both", "missing", "extra", "duplicates"),
-                       (42, 6, 8, 6, 10))]  # fmt: skip
+        header = ("window (UTC, archive topics)", *(k.replace("_", " ") for k in WINDOW_COLUMNS))
+        lines += ["", "worst windows (most missing first)", _row(header, WINDOW_WIDTHS)]
         for start in document["worst_windows"]:
             lines += _window_lines(by_start[start])
     shown = set(document["worst_windows"])
@@ -767,7 +811,7 @@ def _list_lines(document: dict[str, Any]) -> list[str]:
         lines += ["", "extra messages by probable origin"]
         lines += [f"  {origin}: {n}" for origin, n in sorted(origins.items())]
     if document["duplicates"]:
-        lines += ["", "duplicated inside the archives"]
+        lines += ["", "copies duplicated inside the archives"]
         lines += [f"  {d['hash']}: {d['copies']} copies in {', '.join(d['archive_ids'])}"
                   for d in document["duplicates"][:WORST_WINDOWS]]  # fmt: skip
     if document["archive_problems"]:

@@ -1,7 +1,7 @@
 """The audit report (``waku-legacy audit --html``) as one self-contained HTML page: the
-``--json`` document (version 1) rendered with inline CSS and an inline SVG coverage chart --
-no scripts, no external assets, nothing loaded from the network (its Content-Security-Policy
-forbids it).
+``--json`` document (version 2: messages, and copies named as copies) rendered with inline
+CSS and an inline SVG coverage chart -- no scripts, no external assets, nothing loaded from
+the network (its Content-Security-Policy forbids it).
 
 Every value is HTML-escaped: hashes, channel ids, archive ids and problem texts come from
 archives nobody vouches for. Times are UTC; numbers have thousands separators.
@@ -153,7 +153,8 @@ def _header(report: Mapping[str, Any]) -> str:
     summary = (
         "every message the sources hold is in the archives"
         if complete
-        else f"{_counted(totals['missing'], 'missing message')}, "
+        else f"{_counted(totals['missing'], 'missing message')} "
+        f"({_counted(totals['copies_missing'], 'missing copy', 'missing copies')}), "
         f"{_counted(totals['windows_without_archive'], 'week')} without an archive, "
         f"{_counted(totals['bad_archives'], 'bad archive')}"
     )
@@ -162,6 +163,9 @@ def _header(report: Mapping[str, Any]) -> str:
         f"{_e(verdict)}</span></h1>"
         f"<p>community {_code(report['community'])}</p>"
         f"<p>{_e(summary)}</p>"
+        f"<p>archive topics: {_code(report['archive_topics'])} · counts are messages (one per "
+        "original message hash); copies are counted apart (two per channel message in "
+        f"{_code('both')})</p>"
         f"<p>archives from {_code(archives['origin'])}: {_e(_number(archives['count']))} "
         f"archives, {_e(_number(archives['index_entries']))} index entries · "
         f"sources: {_codes(report['sources'])}</p></header>"
@@ -175,7 +179,14 @@ MESSAGE_TOTALS: tuple[tuple[str, str, bool], ...] = (
     ("both", "in both", False),
     ("missing", "missing from the archives", True),
     ("extra", "extra (only in the archives)", False),
-    ("duplicates", "duplicates in the archives", False),
+    ("duplicates", "messages duplicated in the archives", False),
+)
+COPY_TOTALS: tuple[tuple[str, str, bool], ...] = (
+    ("copies_expected", "copies the archives should hold", False),
+    ("copies_archived", "copies in the archives", False),
+    ("copies_missing", "copies missing", True),
+    ("copies_extra", "extra copies", False),
+    ("copies_duplicated", "surplus copies (duplicated)", False),
 )
 WEEK_TOTALS: tuple[tuple[str, str, bool], ...] = (
     ("windows", "weeks", False),
@@ -197,6 +208,7 @@ def _tiles(totals: Mapping[str, Any], keys: tuple[tuple[str, str, bool], ...]) -
 def _totals(totals: Mapping[str, Any]) -> str:
     return (
         f'<h2>Totals</h2><p class="group">messages</p>{_tiles(totals, MESSAGE_TOTALS)}'
+        f'<p class="group">archived copies</p>{_tiles(totals, COPY_TOTALS)}'
         f'<p class="group">weeks and archives</p>{_tiles(totals, WEEK_TOTALS)}'
     )
 
@@ -379,12 +391,22 @@ def _worst(report: Mapping[str, Any]) -> str:
     rows = (
         f"{_when(_span(w))}"
         f"{_count(w['missing'], alarm=True)}{_count(w['both'])}"
-        f"{_count(w['extra'])}{_count(w['duplicates'])}<td>{_archive_cell(w)}</td>"
+        f"{_count(w['extra'])}{_count(w['duplicates'])}{_count(w['copies_missing'], alarm=True)}"
+        f"<td>{_archive_cell(w)}</td>"
         f"<td>{'<br>'.join(_e(p) for p in w['problems']) or NONE}</td>"
         for w in (by_start[s] for s in report["worst_windows"] if s in by_start)
     )
     table = _table(
-        ("week (UTC)", "missing", "in both", "extra", "duplicates", "archives", "problems"),
+        (
+            "week (UTC)",
+            "missing",
+            "in both",
+            "extra",
+            "duplicates",
+            "copies missing",
+            "archives",
+            "problems",
+        ),
         rows,
         "no window misses a message",
     )
@@ -393,13 +415,15 @@ def _worst(report: Mapping[str, Any]) -> str:
 
 def _window(window: Mapping[str, Any]) -> str:
     """One window: a summary line, open when something is wrong; its channels; problems."""
-    troubled = bool(window["missing"] or window["problems"] or not window["archive_ids"])
+    troubled = bool(window["copies_missing"] or window["problems"] or not window["archive_ids"])
     state = (
         '<span class="badge bad">gaps</span>' if troubled else '<span class="badge ok">ok</span>'
     )
     facts = (
         f"{_number(window['both'])} in both · {_number(window['missing'])} missing · "
-        f"{_number(window['extra'])} extra · {_counted(window['duplicates'], 'duplicate')}"
+        f"{_number(window['extra'])} extra · {_counted(window['duplicates'], 'duplicate')} · "
+        f"{_number(window['copies_missing'])} copies missing · "
+        f"archive topics {window['archive_topics']}"
     )
     channels = _table(
         ("channel", "in both", "missing", "extra", "duplicates"),
@@ -470,9 +494,9 @@ def _list(
 
 def _lists(report: Mapping[str, Any]) -> str:
     return (
-        _list("Missing messages", ("hash", "week", "channel", "sent (UTC)", "sources"),
+        _list("Missing copies", ("hash", "week", "channel", "sent (UTC)", "sources"),
               report["missing"], _missing_row, "none missing")
-        + _list("Extra messages", ("hash", "week", "channel", "probable origin"),
+        + _list("Extra copies", ("hash", "week", "channel", "probable origin"),
                 report["extra"], _extra_row, "no extra message")
         + _list("Duplicates in the archives", ("hash", "week", "copies", "archives"),
                 report["duplicates"], _duplicate_row, "no duplicate")
@@ -482,7 +506,7 @@ def _lists(report: Mapping[str, Any]) -> str:
 
 
 def render_audit_html(report: Mapping[str, Any]) -> str:
-    """The ``--json`` document (version 1) as one self-contained HTML page."""
+    """The ``--json`` document (version 2) as one self-contained HTML page."""
     verdict = "complete" if report["complete"] else "gaps found"
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

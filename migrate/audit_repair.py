@@ -67,8 +67,9 @@ def link_evidence(request: AuditRequest) -> ClockEvidence:
 
 def repair_community(
     request: AuditRequest, keys: RepairKeys, progress: SparkProgress
-) -> tuple[RepairReport, dict[str, Any]]:
-    """Audit, append the catch-up archives, sign the new link; then the second audit."""
+) -> tuple[RepairReport, dict[str, Any], dict[str, Any]]:
+    """Audit, append the catch-up archives, sign the new link; then the second audit.
+    (what was appended, the first audit's document, the second's)"""
     from waku_legacy.archive.repair import repair_archives
     from waku_legacy.identity.topics import chat_topic
     from waku_legacy.migrate.audit import (
@@ -78,9 +79,9 @@ def repair_community(
     )
 
     request = with_published_archive_topics(request, request.archive_topics)
-    _first, missing = audit_missing(request, progress)
+    first, missing = audit_missing(request, progress)
     channel_topics = [chat_topic(request.community.channel_chat_id(c)) for c in request.channels]
-    progress.log(f"repair: {len(missing)} missing message(s) to archive")
+    progress.log(f"repair: {_copies_of_messages(first)} to archive")
     report = repair_archives(
         request.archive_dir, keys.torrent_dir, request.community, missing, channel_topics,
         archive_topics=request.new_window_topics(),
@@ -91,17 +92,25 @@ def repair_community(
         evidence=link_evidence(request) if missing else None, flavour=request.flavour,
         min_link_clock=keys.min_link_clock,
     )  # fmt: skip
-    return report, audit_community(request, progress)
+    return report, first, audit_community(request, progress)
 
 
-def repair_lines(report: RepairReport) -> list[str]:
-    """What the repair did, for stderr."""
+def _copies_of_messages(audit: dict[str, Any]) -> str:
+    """The first audit's missing copies as "N message(s) (M missing cop(ies))": a message
+    with one of its copies archived is not missing, and its other copy is appended too."""
+    copies = audit["missing"]
+    messages = len({item["message"] for item in copies})
+    return f"{messages} message(s) ({len(copies)} missing cop(ies) of them)"
+
+
+def repair_lines(report: RepairReport, first: dict[str, Any]) -> list[str]:
+    """What the repair did, for stderr (``first``: the audit that found the gaps)."""
     if not report.archive_ids:
         return ["repair: nothing missing, nothing appended"]
     clock = report.clock or {}
     return [
-        f"repair: {len(report.archive_ids)} catch-up archive(s) for {report.messages} "
-        f"message(s) appended (data {report.old_data_length} -> {report.data_length} bytes)",
+        f"repair: {len(report.archive_ids)} catch-up archive(s) for {_copies_of_messages(first)} "
+        f"appended (data {report.old_data_length} -> {report.data_length} bytes)",
         f"repair: torrent {report.torrent_path}",
         f"repair: magnet {report.magnet_uri}",
         f"repair: link message {', '.join(report.magnet_message_paths)} "

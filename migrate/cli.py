@@ -356,8 +356,8 @@ def _audit_repair(
     """Repair, print what was done on stderr; the second audit's document."""
     from waku_legacy.migrate.audit_repair import repair_community, repair_lines
 
-    report, document = repair_community(request, keys, progress)
-    print("\n".join(repair_lines(report)), file=sys.stderr)
+    report, first, document = repair_community(request, keys, progress)
+    print("\n".join(repair_lines(report, first)), file=sys.stderr)
     return document
 
 

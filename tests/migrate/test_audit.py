@@ -47,6 +47,7 @@ TOPICS = tuple(sorted(TOPIC_CHANNEL))
 CONTRACT_KEYS = {
     "version",
     "community",
+    "archive_topics",
     "archives",
     "sources",
     "totals",
@@ -65,6 +66,11 @@ TOTAL_KEYS = {
     "missing",
     "extra",
     "duplicates",
+    "copies_expected",
+    "copies_archived",
+    "copies_missing",
+    "copies_extra",
+    "copies_duplicated",
     "windows",
     "windows_without_archive",
     "bad_archives",
@@ -168,7 +174,12 @@ def damaged(sample, tmp_path_factory):
     fabricated = ArchiveMessage(week1[2].timestamp, b"\x42" * 32, TOPICS[0], b"not from a source")
     kept = [m for m in week0 + week1 if m not in removed] + [foreign_public, fabricated]
     build_community_archives(
-        archive_dir, tmp / "torrents", CID, TOPICS, kept, now=start + 2 * WEEK_SECONDS,
+        archive_dir,
+        tmp / "torrents",
+        CID,
+        TOPICS,
+        kept,
+        now=start + 2 * WEEK_SECONDS,
         archive_topics="channel",  # the channel-only archives published before issue 12
     )
     # no archive for week 2; week 3's archive holds one message twice
@@ -236,6 +247,12 @@ def test_a_clean_build_audits_complete(sample, tmp_path, capsys) -> None:
         "missing": 0,
         "extra": 0,
         "duplicates": 0,
+        # "channel": one copy per message
+        "copies_expected": len(channel),
+        "copies_archived": len(channel),
+        "copies_missing": 0,
+        "copies_extra": 0,
+        "copies_duplicated": 0,
         "windows": 4,
         "windows_without_archive": 0,
         "bad_archives": 0,
@@ -257,6 +274,11 @@ def test_the_audit_finds_exactly_the_damage(sample, damaged, tmp_path) -> None:
         "missing": len(missing),
         "extra": 2,
         "duplicates": 1,
+        "copies_expected": len(channel),
+        "copies_archived": len(channel) - len(missing) + 2,
+        "copies_missing": len(missing),
+        "copies_extra": 2,
+        "copies_duplicated": 1,
         "windows": 4,
         "windows_without_archive": 1,
         "bad_archives": 0,
@@ -301,6 +323,10 @@ def test_the_audit_finds_exactly_the_damage(sample, damaged, tmp_path) -> None:
             "missing": 0,
             "extra": 0,
             "duplicates": int(TOPIC_CHANNEL[damage["doubled"].topic] == c),
+            "copies_archived": sum(
+                1 for m in _week(channel, start, 3) if TOPIC_CHANNEL[m.topic] == c
+            ),
+            "copies_missing": 0,
         }
         for c in sorted(COMMUNITY.channels)
     ]
@@ -327,7 +353,8 @@ def test_cli_json_follows_the_contract_and_exits_1_on_gaps(sample, damaged, caps
     assert main([*argv, "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == CONTRACT_KEYS
-    assert doc["version"] == 1 and doc["community"] == CID
+    assert doc["version"] == 2 and doc["community"] == CID
+    assert doc["archive_topics"] == "channel"
     assert set(doc["totals"]) == TOTAL_KEYS
     assert all(isinstance(v, int) for v in doc["totals"].values())
     assert set(doc["archives"]) == {"origin", "count", "index_entries"}
@@ -335,24 +362,41 @@ def test_cli_json_follows_the_contract_and_exits_1_on_gaps(sample, damaged, caps
         "start",
         "end",
         "archive_ids",
+        "archive_topics",
         "both",
         "missing",
         "extra",
         "duplicates",
+        "copies_archived",
+        "copies_missing",
         "channels",
         "problems",
     }
     assert all(set(w) == window_keys for w in doc["windows"])
     assert all(
-        set(c) == {"channel", "both", "missing", "extra", "duplicates"}
+        set(c)
+        == {
+            "channel",
+            "both",
+            "missing",
+            "extra",
+            "duplicates",
+            "copies_archived",
+            "copies_missing",
+        }
         for w in doc["windows"]
         for c in w["channels"]
     )
     assert all(
-        set(m) == {"hash", "window", "channel", "timestamp_ns", "sources"} for m in doc["missing"]
+        set(m) == {"hash", "message", "window", "channel", "timestamp_ns", "sources"}
+        for m in doc["missing"]
     )
-    assert all(set(e) == {"hash", "window", "channel", "probable_origin"} for e in doc["extra"])
-    assert all(set(d) == {"hash", "window", "copies", "archive_ids"} for d in doc["duplicates"])
+    assert all(
+        set(e) == {"hash", "message", "window", "channel", "probable_origin"} for e in doc["extra"]
+    )
+    assert all(
+        set(d) == {"hash", "message", "window", "copies", "archive_ids"} for d in doc["duplicates"]
+    )
     # the table: totals first, then the worst windows
     assert main(argv) == 1
     table = capsys.readouterr().out
@@ -388,12 +432,14 @@ def test_a_relabelled_build_audits_complete_with_its_archive_topics(sample, tmp_
     archive_dir = tmp_path / "archives"
     _clean(tmp_path, sample, "both")
     doc = audit_community(_request(out, archive_dir, tmp_path, archive_topics="both"))
-    assert doc["complete"] is True
-    assert doc["totals"]["both"] == doc["totals"]["source_messages"] == 2 * len(channel)
+    assert doc["complete"] is True and doc["archive_topics"] == "both"
+    # messages, each archived as two copies (issue 34)
+    assert doc["totals"]["both"] == doc["totals"]["source_messages"] == len(channel)
+    assert doc["totals"]["copies_archived"] == doc["totals"]["copies_expected"] == 2 * len(channel)
     # without a mode the audit reads it from the archives' metadata (issue 22)
     doc = audit_community(_request(out, archive_dir, tmp_path))
     assert (doc["complete"], doc["totals"]["extra"]) == (True, 0)
-    assert doc["totals"]["both"] == 2 * len(channel)
+    assert doc["totals"]["both"] == len(channel)
     # a mode the archives contradict is refused, naming what they say
     for wrong in ("channel", "universal"):
         with pytest.raises(ConfigError, match=r"contradicts the published archives.*'both'"):
@@ -541,7 +587,7 @@ def test_an_extra_message_the_store_holds_is_live_v2_traffic(sample, tmp_path) -
     )  # fmt: skip
     doc = audit_community(_request(out, archive_dir, tmp_path, store_url=url))
     assert doc["extra"] == [
-        {"hash": "0x" + live_hash.hex(), "window": start,
+        {"hash": "0x" + live_hash.hex(), "message": "0x" + live_hash.hex(), "window": start,
          "channel": TOPIC_CHANNEL[TOPICS[1]], "probable_origin": "live v2 traffic"}
     ]  # fmt: skip
     assert doc["complete"] is True
@@ -614,9 +660,7 @@ def test_an_index_that_breaks_the_rules_is_reported(sample, tmp_path) -> None:
     raw[-1] ^= 1  # an entry's metadata no longer hashes to its key
     index.write_bytes(bytes(raw))
     # the index does not read, so the archives cannot say their mode: the flag does
-    doc = audit_community(
-        _request(out, tmp_path / "archives", tmp_path, archive_topics="channel")
-    )
+    doc = audit_community(_request(out, tmp_path / "archives", tmp_path, archive_topics="channel"))
     [problem] = doc["archive_problems"]
     assert problem["archive_id"] == "index"
     assert doc["totals"]["missing"] == len(channel) and doc["totals"]["bad_archives"] == 1

@@ -1,5 +1,5 @@
 """The audit's HTML report (``waku-legacy audit --html``): report documents built by hand
-after the ``--json`` contract (version 1), rendered, and opened in headless Chromium -- the
+after the ``--json`` contract (version 2), rendered, and opened in headless Chromium -- the
 chart has one column per week, the totals and the verdict are in the rendered text, hostile
 strings from the archives stay text, and the page loads nothing."""
 
@@ -31,16 +31,20 @@ def _hash(n: int) -> str:
 
 def _channel(channel: str, both: int = 0, missing: int = 0, extra: int = 0,
              duplicates: int = 0) -> dict[str, Any]:  # fmt: skip
+    """Counts of an audit in "both": each message has two copies, archived or missing."""
     return {"channel": channel, "both": both, "missing": missing, "extra": extra,
-            "duplicates": duplicates}  # fmt: skip
+            "duplicates": duplicates, "copies_archived": 2 * both + extra,
+            "copies_missing": 2 * missing}  # fmt: skip
 
 
 def _window(week: int, channels: list[dict[str, Any]], archive_ids: list[str],
             problems: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
     """A window whose counts are its channels' sums."""
-    sums = {k: sum(c[k] for c in channels) for k in ("both", "missing", "extra", "duplicates")}
+    kinds = ("both", "missing", "extra", "duplicates", "copies_archived", "copies_missing")
+    sums = {k: sum(c[k] for c in channels) for k in kinds}
     start = T0 + week * WEEK
-    return {"start": start, "end": start + WEEK, "archive_ids": archive_ids, **sums,
+    return {"start": start, "end": start + WEEK, "archive_ids": archive_ids,
+            "archive_topics": "both", **sums,
             "channels": channels, "problems": problems or []}  # fmt: skip
 
 
@@ -59,7 +63,9 @@ def _totals(windows: list[dict[str, Any]], bad_archives: int) -> dict[str, int]:
     )
     return {"source_messages": both + missing, "archived_messages": both + extra,
             "both": both, "missing": missing, "extra": extra, "duplicates": duplicates,
-            "windows": len(windows), "bad_archives": bad_archives,
+            "copies_expected": 2 * (both + missing), "copies_archived": 2 * both + extra,
+            "copies_missing": 2 * missing, "copies_extra": extra,
+            "copies_duplicated": duplicates, "windows": len(windows), "bad_archives": bad_archives,
             "windows_without_archive": sum(1 for w in windows if not w["archive_ids"])}  # fmt: skip
 
 
@@ -78,8 +84,9 @@ def five_weeks() -> dict[str, Any]:
                 ["0xa4"], [HOSTILE_PROBLEM]),
     ]  # fmt: skip
     return {
-        "version": 1,
+        "version": 2,
         "community": COMMUNITY,
+        "archive_topics": "both",
         "archives": {"origin": "magnet:?xt=urn:btih:" + "c" * 40, "count": 4,
                      "index_entries": 4},
         "sources": ["ms-1", "ms-2"],
@@ -107,7 +114,7 @@ def many_weeks(count: int, missing_every: int) -> dict[str, Any]:
                 else [_channel(CHANNEL_A, both=1_000)], [f"0x{i:04x}"])
         for i in range(count)
     ]  # fmt: skip
-    return {"version": 1, "community": COMMUNITY,
+    return {"version": 2, "community": COMMUNITY, "archive_topics": "both",
             "archives": {"origin": "/srv/archives", "count": count, "index_entries": count},
             "sources": ["ms-1"], "totals": _totals(windows, bad_archives=0),
             "complete": False, "windows": windows,
@@ -178,9 +185,14 @@ async def test_five_weeks_in_chromium_one_column_per_week_totals_and_hostile_tex
     # 120 + 95 + 0 + 200 + 1,150 in both; 5 + 60 + 1 missing; 2 extra.
     for total in ("1,631 messages in the sources", "1,567 messages in the archives",
                   "1,565 in both", "66 missing from the archives", "2 extra",
-                  "1 duplicates in the archives", "5 weeks", "1 weeks without an archive",
-                  "1 bad archives"):  # fmt: skip
+                  "1 messages duplicated in the archives", "5 weeks",
+                  "1 weeks without an archive", "1 bad archives",
+                  # the copies apart: two per message in "both", the extras alone
+                  "3,262 copies the archives should hold", "3,132 copies in the archives",
+                  "132 copies missing", "2 extra copies"):  # fmt: skip
         assert total in text, total
+    assert "66 missing messages (132 missing copies)" in text
+    assert "archive topics:  both  · counts are messages" in text
     # Axis labels: each week's date, in UTC.
     for day in ("2024-01-01", "2024-01-08", "2024-01-15", "2024-01-22", "2024-01-29"):
         assert day in text, day
