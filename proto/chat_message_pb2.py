@@ -24,15 +24,39 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$waku_legacy/proto/chat_message.proto\x12\x08protobuf\"\xb8\x01\n\x0b\x43hatMessage\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x11\n\ttimestamp\x18\x02 \x01(\x04\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x13\n\x0bresponse_to\x18\x04 \x01(\t\x12\x10\n\x08\x65ns_name\x18\x05 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x06 \x01(\t\x12+\n\x0cmessage_type\x18\x07 \x01(\x0e\x32\x15.protobuf.MessageType\x12\x14\n\x0c\x63ontent_type\x18\x08 \x01(\x05*\xaa\x01\n\x0bMessageType\x12\x18\n\x14UNKNOWN_MESSAGE_TYPE\x10\x00\x12\x0e\n\nONE_TO_ONE\x10\x01\x12\x10\n\x0cPUBLIC_GROUP\x10\x02\x12\x11\n\rPRIVATE_GROUP\x10\x03\x12 \n\x1cSYSTEM_MESSAGE_PRIVATE_GROUP\x10\x04\x12\x12\n\x0e\x43OMMUNITY_CHAT\x10\x05\x12\x16\n\x12SYSTEM_MESSAGE_GAP\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$waku_legacy/proto/chat_message.proto\x12\x08protobuf\"\xd5\x03\n\x0b\x43hatMessage\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x11\n\ttimestamp\x18\x02 \x01(\x04\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x13\n\x0bresponse_to\x18\x04 \x01(\t\x12\x10\n\x08\x65ns_name\x18\x05 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x06 \x01(\t\x12+\n\x0cmessage_type\x18\x07 \x01(\x0e\x32\x15.protobuf.MessageType\x12\x14\n\x0c\x63ontent_type\x18\x08 \x01(\x05\x12+\n\x07sticker\x18\t \x01(\x0b\x32\x18.protobuf.StickerMessageH\x00\x12\'\n\x05image\x18\n \x01(\x0b\x32\x16.protobuf.ImageMessageH\x00\x12\'\n\x05\x61udio\x18\x0b \x01(\x0b\x32\x16.protobuf.AudioMessageH\x00\x12\x13\n\tcommunity\x18\x0c \x01(\x0cH\x00\x12\x33\n\x0f\x64iscord_message\x18\x63 \x01(\x0b\x32\x18.protobuf.DiscordMessageH\x00\x12\x31\n\x0e\x62ridge_message\x18\x64 \x01(\x0b\x32\x17.protobuf.BridgeMessageH\x00\x12\x14\n\x0c\x64isplay_name\x18\x0e \x01(\tB\t\n\x07payload\",\n\x0eStickerMessage\x12\x0c\n\x04hash\x18\x01 \x01(\t\x12\x0c\n\x04pack\x18\x02 \x01(\x05\"\x93\x01\n\x0cImageMessage\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12%\n\x06\x66ormat\x18\x02 \x01(\x0e\x32\x15.protobuf.ImageFormat\x12\x10\n\x08\x61lbum_id\x18\x03 \x01(\t\x12\r\n\x05width\x18\x04 \x01(\r\x12\x0e\n\x06height\x18\x05 \x01(\r\x12\x1a\n\x12\x61lbum_images_count\x18\x06 \x01(\r\"\x9b\x01\n\x0c\x41udioMessage\x12\x0f\n\x07payload\x18\x01 \x01(\x0c\x12.\n\x04type\x18\x02 \x01(\x0e\x32 .protobuf.AudioMessage.AudioType\x12\x13\n\x0b\x64uration_ms\x18\x03 \x01(\x04\"5\n\tAudioType\x12\x16\n\x12UNKNOWN_AUDIO_TYPE\x10\x00\x12\x07\n\x03\x41\x41\x43\x10\x01\x12\x07\n\x03\x41MR\x10\x02\"\x86\x02\n\x0e\x44iscordMessage\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x11\n\ttimestamp\x18\x03 \x01(\t\x12\x17\n\x0ftimestampEdited\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\x12.\n\x06\x61uthor\x18\x06 \x01(\x0b\x32\x1e.protobuf.DiscordMessageAuthor\x12\x34\n\treference\x18\x07 \x01(\x0b\x32!.protobuf.DiscordMessageReference\x12\x37\n\x0b\x61ttachments\x18\x08 \x03(\x0b\x32\".protobuf.DiscordMessageAttachment\"\x9a\x01\n\x14\x44iscordMessageAuthor\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x15\n\rdiscriminator\x18\x03 \x01(\t\x12\x10\n\x08nickname\x18\x04 \x01(\t\x12\x11\n\tavatarUrl\x18\x05 \x01(\t\x12\x1a\n\x12\x61vatarImagePayload\x18\x06 \x01(\x0c\x12\x10\n\x08localUrl\x18\x07 \x01(\t\"P\n\x17\x44iscordMessageReference\x12\x11\n\tmessageId\x18\x01 \x01(\t\x12\x11\n\tchannelId\x18\x02 \x01(\t\x12\x0f\n\x07guildId\x18\x03 \x01(\t\"\xa7\x01\n\x18\x44iscordMessageAttachment\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tmessageId\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\x10\n\x08\x66ileName\x18\x04 \x01(\t\x12\x15\n\rfileSizeBytes\x18\x05 \x01(\x04\x12\x13\n\x0b\x63ontentType\x18\x06 \x01(\t\x12\x0f\n\x07payload\x18\x07 \x01(\x0c\x12\x10\n\x08localUrl\x18\x08 \x01(\t\"\x96\x01\n\rBridgeMessage\x12\x12\n\nbridgeName\x18\x01 \x01(\t\x12\x10\n\x08userName\x18\x02 \x01(\t\x12\x12\n\nuserAvatar\x18\x03 \x01(\t\x12\x0e\n\x06userID\x18\x04 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\x12\x11\n\tmessageID\x18\x06 \x01(\t\x12\x17\n\x0fparentMessageID\x18\x07 \x01(\t\"\x92\x01\n\x0b\x45\x64itMessage\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0f\n\x07\x63hat_id\x18\x03 \x01(\t\x12\x12\n\nmessage_id\x18\x04 \x01(\t\x12+\n\x0cmessage_type\x18\x06 \x01(\x0e\x32\x15.protobuf.MessageType\x12\x14\n\x0c\x63ontent_type\x18\x07 \x01(\x05\"\x84\x01\n\rDeleteMessage\x12\r\n\x05\x63lock\x18\x01 \x01(\x04\x12\x0f\n\x07\x63hat_id\x18\x02 \x01(\t\x12\x12\n\nmessage_id\x18\x03 \x01(\t\x12+\n\x0cmessage_type\x18\x05 \x01(\x0e\x32\x15.protobuf.MessageType\x12\x12\n\ndeleted_by\x18\x06 \x01(\t*\xaa\x01\n\x0bMessageType\x12\x18\n\x14UNKNOWN_MESSAGE_TYPE\x10\x00\x12\x0e\n\nONE_TO_ONE\x10\x01\x12\x10\n\x0cPUBLIC_GROUP\x10\x02\x12\x11\n\rPRIVATE_GROUP\x10\x03\x12 \n\x1cSYSTEM_MESSAGE_PRIVATE_GROUP\x10\x04\x12\x12\n\x0e\x43OMMUNITY_CHAT\x10\x05\x12\x16\n\x12SYSTEM_MESSAGE_GAP\x10\x06*M\n\x0bImageFormat\x12\x18\n\x14UNKNOWN_IMAGE_FORMAT\x10\x00\x12\x07\n\x03PNG\x10\x01\x12\x08\n\x04JPEG\x10\x02\x12\x08\n\x04WEBP\x10\x03\x12\x07\n\x03GIF\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'waku_legacy.proto.chat_message_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MESSAGETYPE']._serialized_start=238
-  _globals['_MESSAGETYPE']._serialized_end=408
+  _globals['_MESSAGETYPE']._serialized_start=1988
+  _globals['_MESSAGETYPE']._serialized_end=2158
+  _globals['_IMAGEFORMAT']._serialized_start=2160
+  _globals['_IMAGEFORMAT']._serialized_end=2237
   _globals['_CHATMESSAGE']._serialized_start=51
-  _globals['_CHATMESSAGE']._serialized_end=235
+  _globals['_CHATMESSAGE']._serialized_end=520
+  _globals['_STICKERMESSAGE']._serialized_start=522
+  _globals['_STICKERMESSAGE']._serialized_end=566
+  _globals['_IMAGEMESSAGE']._serialized_start=569
+  _globals['_IMAGEMESSAGE']._serialized_end=716
+  _globals['_AUDIOMESSAGE']._serialized_start=719
+  _globals['_AUDIOMESSAGE']._serialized_end=874
+  _globals['_AUDIOMESSAGE_AUDIOTYPE']._serialized_start=821
+  _globals['_AUDIOMESSAGE_AUDIOTYPE']._serialized_end=874
+  _globals['_DISCORDMESSAGE']._serialized_start=877
+  _globals['_DISCORDMESSAGE']._serialized_end=1139
+  _globals['_DISCORDMESSAGEAUTHOR']._serialized_start=1142
+  _globals['_DISCORDMESSAGEAUTHOR']._serialized_end=1296
+  _globals['_DISCORDMESSAGEREFERENCE']._serialized_start=1298
+  _globals['_DISCORDMESSAGEREFERENCE']._serialized_end=1378
+  _globals['_DISCORDMESSAGEATTACHMENT']._serialized_start=1381
+  _globals['_DISCORDMESSAGEATTACHMENT']._serialized_end=1548
+  _globals['_BRIDGEMESSAGE']._serialized_start=1551
+  _globals['_BRIDGEMESSAGE']._serialized_end=1701
+  _globals['_EDITMESSAGE']._serialized_start=1704
+  _globals['_EDITMESSAGE']._serialized_end=1850
+  _globals['_DELETEMESSAGE']._serialized_start=1853
+  _globals['_DELETEMESSAGE']._serialized_end=1985
 # @@protoc_insertion_point(module_scope)

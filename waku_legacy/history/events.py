@@ -56,6 +56,12 @@ class ChatMessageEvent:
     discord_author: str = ""
     discord_timestamp: str = ""
     facts: WakuFacts | None = None
+    # status-protocol-go's id before July 2019 (33-byte key): a reference may name it
+    legacy_id: str = ""
+    album_id: str = ""  # IMAGE: a delete of one image of an album deletes the whole album
+    image_size: int = 0  # IMAGE: the payload's size as sent (also when refused)
+    bridge_name: str = ""  # BRIDGE_MESSAGE: the bridge ("discord", ...) (untrusted)
+    bridge_author: str = ""  # BRIDGE_MESSAGE: the author's name on the other side (untrusted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,7 @@ class EditEvent:
     clock: int
     text: str
     facts: WakuFacts | None = None
+    content_type: int = 0  # EditMessage.content_type; 0 keeps the original's
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,7 @@ class IdentityEvent:
     clock: int
     display_name: str
     facts: WakuFacts | None = None
+    ens_name: str = ""  # the sender's ENS claim (unverified: shown marked as a claim)
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,19 @@ class CommunityId:
             )
         return f"{self}{canonical}"
 
+    def channel_of(self, chat_id: str) -> str | None:
+        """The channel uuid of a chat id ``<id><uuid>`` (a ChatMessage's ``chat_id``), or None
+        when it is not one of this community's channel chats (canonical uuid only)."""
+        prefix = str(self)
+        if not chat_id.lower().startswith(prefix):
+            return None
+        rest = chat_id[len(prefix) :]
+        try:
+            value = str(uuid.UUID(rest))
+        except ValueError:
+            return None
+        return value if value == rest.lower() else None
+
     @property
     def magnetlinks_chat_id(self) -> str:
         """``<id>-magnetlinks``: where 2024 clients (and older) read archive links."""
