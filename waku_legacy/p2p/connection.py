@@ -16,7 +16,17 @@ failure (a request too large, a bad multistream message, a stream ended before i
 over ``max_streams`` requests at once) resets that stream and is reported as
 :class:`StreamFailed`. Bounds: what each stream holds unread is capped by its protocol
 (multistream lines, ``max_request``); the sum over the connection by ``max_buffered``
-(yamux: GO_AWAY internal error); yamux DATA past a window ends the session."""
+(yamux: GO_AWAY internal error); yamux DATA past a window ends the session.
+
+What we send is bounded too. An answer is already in memory when it is written, so an answer
+on a connection with nothing waiting is queued whole (a store page is its own bound); while
+anything waits (for the peer's yamux window, or in the socket's buffer: ``unsent``), an
+answer that would make the bytes waiting exceed ``max_unsent`` resets its stream instead
+(:meth:`ListenerConnection.respond` says False). A stream whose bytes wait for a window the
+peer keeps shut for ``write_timeout`` is reset (:meth:`ListenerConnection.stalled_sends`).
+Ping echoes only what the peer's window takes (the stream is reset when more comes).
+Progress for the idle timeout is what the peer took (DATA it made room for, answers within
+its window), streams opened and ended; not answers queued for a peer that takes nothing."""
 
 from __future__ import annotations
 
@@ -37,7 +47,7 @@ from waku_legacy.p2p.muxer_events import (
     StreamReset,
 )
 from waku_legacy.p2p.noise import NOISE_PROTOCOL_ID, NoiseHandshake, NoiseIdentity, NoiseReader
-from waku_legacy.p2p.peer_key import PeerKey
+from waku_legacy.p2p.peer_key import PeerKey, UnsupportedKey
 from waku_legacy.p2p.yamux import GO_AWAY_INTERNAL_ERROR, YAMUX_PROTOCOL_ID, YamuxSession
 from waku_legacy.store.protocol.framing import FrameReader, FrameTooLarge, encode_frame
 
@@ -85,7 +95,7 @@ class Request:
 class StreamFailed:
     stream: int
     protocol: str
-    kind: str  # request_too_large, stream_refused, stream_error
+    kind: str  # request_too_large, stream_refused, stream_error, send_budget_exceeded
     error: Exception
 
 
@@ -116,8 +126,13 @@ class Libp2pConnectionLimits:
     max_streams: int = 32  # requests in flight at once
     max_open_streams: int = 1024  # streams the muxer keeps at once (more: reset)
     max_buffered: int = 4 * 1024 * 1024
+    #: bytes waiting to leave (for the peer's window, in the socket's buffer) past which a
+    #: further answer resets its stream
+    max_unsent: int = 4 * 1024 * 1024
     negotiation_timeout: float = 10.0
     read_timeout: float = 30.0
+    #: a stream whose bytes wait this long for a window the peer keeps shut is reset
+    write_timeout: float = 30.0
 
 
 class ListenerConnection:
@@ -145,6 +160,8 @@ class ListenerConnection:
         self.peer: PeerKey | None = None
         self.muxer: str | None = None
         self.last_active = 0.0
+        #: stream -> (DATA bytes it had sent, since when) while bytes of it wait
+        self._send_marks: dict[int, tuple[int, float]] = {}
 
     # -- in -------------------------------------------------------------------------------
 
@@ -160,7 +177,9 @@ class ListenerConnection:
                 self._handshake(data, now, events)
         except MuxError as exc:
             raise Libp2pConnectionFailed(exc.kind, exc) from None
-        except DecodeError as exc:  # multistream, noise, frame prefixes
+        except UnsupportedKey as exc:  # the Noise identity: parsed, not one we accept
+            raise Libp2pConnectionFailed("unsupported_key", exc) from None
+        except DecodeError as exc:  # multistream, noise, frame prefixes, keys
             raise Libp2pConnectionFailed("connection_error", exc) from None
         return events
 
@@ -213,6 +232,7 @@ class ListenerConnection:
             return
         mux = self._mux
         assert mux is not None
+        sent = mux.sent
         for event in mux.feed(data):
             if type(event) is StreamData:
                 self._stream_data(event.stream, event.data, now, events)
@@ -226,6 +246,8 @@ class ListenerConnection:
             elif type(event) is StreamReset:
                 self.last_active = now
                 self._forget(event.stream)
+        if mux.sent != sent:  # the peer made room and took what waited: progress
+            self.last_active = now
         if self._held > self.limits.max_buffered:
             mux.go_away(GO_AWAY_INTERNAL_ERROR)
             raise MuxError(
@@ -286,7 +308,12 @@ class ListenerConnection:
             stream.reader = None
             events.append(Request(sid, stream.protocol, frames[0]))
         elif stream.protocol == PING_CODEC:
-            mux.write(sid, data)
+            room = mux.send_room(sid)
+            if room is None or len(data) <= room:
+                mux.write(sid, data)
+            else:  # the peer does not take its echoes: no more than its window is held
+                error = LimitExceeded("ping", f"an echo past the peer's window ({room} bytes)")
+                self._fail(sid, PING_CODEC, "send_budget_exceeded", error, events)
         # else: bytes after the request: dropped (yamux: no credit given back for them)
 
     def _agreed(
@@ -345,14 +372,55 @@ class ListenerConnection:
 
     # -- out ------------------------------------------------------------------------------
 
-    def respond(self, sid: int, body: bytes, now: float) -> None:
-        """The answer on ``sid``, then our side closed."""
-        self.last_active = now
-        if sid not in self._streams or self._mux is None:
-            return
-        self._mux.write(sid, encode_frame(body))
-        self._mux.close_stream(sid)
+    def respond(self, sid: int, body: bytes, now: float, unsent: int = 0) -> bool:
+        """The answer on ``sid``, then our side closed; False when it was over the send
+        budget (see the module docstring) and the stream was reset instead. ``unsent``:
+        bytes written to the socket that it has not taken yet."""
+        mux = self._mux
+        if sid not in self._streams or mux is None:
+            return True
+        message = encode_frame(body)
+        room = mux.send_room(sid) or 0
+        waiting = mux.queued + unsent
+        if waiting and waiting + len(message) - room > self.limits.max_unsent:
+            self.reset(sid)
+            return False
+        mux.write(sid, message)
+        mux.close_stream(sid)
         self._forget(sid)
+        if not mux.stream_queued(sid):  # all within the peer's window: progress
+            self.last_active = now
+        return True
+
+    def stalled_sends(self, now: float) -> list[int]:
+        """Streams whose bytes waited ``write_timeout`` for a window the peer kept shut
+        (reset here)."""
+        mux = self._mux
+        if mux is None:
+            return []
+        marks = self._send_marks
+        waiting = mux.waiting()
+        if not waiting and not marks:
+            return []
+        seen: dict[int, tuple[int, float]] = {}
+        late = []
+        for sid, sent in waiting:
+            mark = marks.get(sid)
+            if mark is None or mark[0] != sent:
+                mark = (sent, now)
+            elif now - mark[1] > self.limits.write_timeout:
+                late.append(sid)
+                continue
+            seen[sid] = mark
+        self._send_marks = seen
+        for sid in late:
+            self.reset(sid)
+        return late
+
+    @property
+    def queued(self) -> int:
+        """Bytes waiting for the peer's window (yamux)."""
+        return self._mux.queued if self._mux is not None else 0
 
     def reset(self, sid: int) -> None:
         if self._mux is not None:

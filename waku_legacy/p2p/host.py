@@ -81,7 +81,9 @@ class HostLimits:
     dial_timeout: float = 10.0
     #: yamux: bytes one connection may hold received and not yet read by its streams
     #: (each stream is also held to its receive window); mplex has its own backpressure
-    #: (one message of at most 1 MiB waits per stream, then the reader blocks)
+    #: (one message of at most 1 MiB waits per stream, then the reader blocks). The native
+    #: server holds what it sends to the same number: while bytes wait for the peer (its
+    #: yamux window, the socket), an answer that would take them past it resets its stream
     max_buffered_bytes: int = 16 * 1024 * 1024
 
 

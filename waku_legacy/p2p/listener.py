@@ -95,6 +95,13 @@ class ListenerLimits:
     max_handshakes_per_address: int = 16
     #: the largest share of each budget (connections, handshakes) one address may hold
     address_share: float = 0.5
+    #: the share of each budget kept for addresses that hold no connection yet (so a few
+    #: addresses at their caps cannot lock new clients out)
+    reserved_share: float = 0.1
+    #: new connections a second from one address (IPv6: per /64), each a Noise handshake
+    #: on the listener's loop (0: no limit), and how many at once
+    address_handshake_rate: float = 20.0
+    address_handshake_burst: float = 40.0
     max_streams_per_connection: int = 32
     max_request_bytes: int = 64 * 1024
     #: from the stream's protocol being agreed to the whole request read
@@ -236,6 +243,9 @@ class P2PListener:
                 max_handshakes_per_address=limits.max_handshakes_per_address,
                 address_share=limits.address_share,
                 handshake_timeout=limits.host.handshake_timeout,
+                address_handshake_rate=limits.address_handshake_rate,
+                address_handshake_burst=limits.address_handshake_burst,
+                reserved_share=limits.reserved_share,
             )
         )
         self._rate = RateLimiter(rate=limits.request_rate, burst=limits.request_burst)

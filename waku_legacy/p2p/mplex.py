@@ -55,6 +55,10 @@ class MplexSession:
         self._next_id = 0
         self.max_streams = max_streams
         self.closed = False
+        #: nothing waits here: without flow control every write goes to the socket, whose
+        #: buffer the connection counts instead (the same names as YamuxSession's)
+        self.queued = 0
+        self.sent = 0
 
     def feed(self, data: bytes) -> list[MuxEvent]:
         if self.closed:
@@ -133,6 +137,16 @@ class MplexSession:
 
     def consumed(self, stream_id: int, size: int) -> None:
         """No flow control in mplex."""
+
+    def send_room(self, key: int) -> int | None:
+        """None: no window (what is written waits in the socket's buffer, if anywhere)."""
+        return None
+
+    def stream_queued(self, key: int) -> int:
+        return 0
+
+    def waiting(self) -> list[tuple[int, int]]:
+        return []
 
     def write(self, key: int, data: bytes) -> None:
         state = self._streams.get(key)

@@ -19,9 +19,17 @@ connections per peer id; multistream messages of at most 1024 bytes; yamux windo
 protocol error) and unread bytes (``max_buffered_bytes``, GO_AWAY internal error); streams
 per connection; each stream's protocol within ``handshake_timeout`` and request within
 ``read_timeout``; a peer that does not take its answers for ``write_timeout`` is dropped
-(and nothing more is read from it meanwhile); connections without progress for
-``idle_timeout`` are closed; request rates per peer id and per address. A TCP port shared by
-TCP and ``/ws`` tells them apart by the first three bytes (``GET``)."""
+(and nothing more is read from it meanwhile); what waits to be sent is bounded by
+``max_buffered_bytes`` and a stream whose window the peer keeps shut for ``write_timeout`` is
+reset (:mod:`~waku_legacy.p2p.connection`); connections without progress (what the peer
+took, streams opened or ended) for ``idle_timeout`` are closed; handshakes per second per
+address (at accept), request rates per peer id and per address. A TCP port shared by TCP
+and ``/ws`` tells them apart by the first three bytes (``GET``).
+
+Whatever a peer's bytes make a codec or key parser raise is a typed refusal, counted by kind
+(``connection_error``, ``unsupported_key``...) and logged at most once per kind and source
+address per 10 s; an exception that still gets through (a bug) is counted in
+``internal_errors`` and logged under the same throttle, with the address and peer id."""
 
 from __future__ import annotations
 
@@ -37,7 +45,7 @@ from typing import Any
 import coincurve
 from multiaddr import Multiaddr
 
-from waku_legacy.errors import DecodeError
+from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.limits import address_key
 from waku_legacy.p2p.connection import (
     Libp2pConnectionFailed,
@@ -123,11 +131,7 @@ class _Conn(asyncio.Protocol):
         except (WebSocketError, DecodeError) as exc:
             self._failed("connection_error", exc)
         except Exception as exc:  # a bug here must close this connection, not the loop
-            self.listener.shared.count("internal_errors")
-            self.listener.log.error(
-                "libp2p connection failed", extra=self.listener._extra(peer=self.peer,
-                error=str(exc)), exc_info=exc,
-            )  # fmt: skip
+            self.listener._internal_error("libp2p connection failed", self.address, self.peer, exc)
             self._close(abort=True)
 
     def eof_received(self) -> bool | None:
@@ -256,10 +260,10 @@ class _Conn(asyncio.Protocol):
                 answer = listener._metadata_answer(self.peer, event.body)
             except DecodeError as exc:
                 conn.reset(event.stream)
-                listener._note("stream_error", self.peer, exc, protocol=name, level=logging.INFO)
+                self._note("stream_error", exc, protocol=name, level=logging.INFO)
                 return False
-            conn.respond(event.stream, answer, time.monotonic())
-            listener.shared.count("metadata_answered")
+            if self._respond(event.stream, answer, name):
+                listener.shared.count("metadata_answered")
             return False
         protocol = listener.protocols[name]
         allowed, refused = listener._admit_request(
@@ -269,7 +273,7 @@ class _Conn(asyncio.Protocol):
             if refused is None:
                 conn.reset(event.stream)
             else:
-                conn.respond(event.stream, refused, time.monotonic())
+                self._respond(event.stream, refused, name)
             return False
         assert listener._workers is not None
         listener._workers.submit(
@@ -282,24 +286,41 @@ class _Conn(asyncio.Protocol):
         if self.transport is None or self.conn is None:
             return
         if error is not None:
-            listener.shared.count("internal_errors")
-            listener.log.error(
-                "libp2p handler failed",
-                extra=listener._extra(peer=self.peer, protocol=name, error=str(error)),
-                exc_info=error,
+            listener._internal_error(
+                "libp2p handler failed", self.address, self.peer, error, protocol=name
             )
             self.conn.reset(stream)
         else:
             body = listener._issue(self.peer, result)
-            self.conn.respond(stream, body, time.monotonic())
-            listener.shared.count("requests_answered")
+            if self._respond(stream, body, name):
+                listener.shared.count("requests_answered")
         self._flush()
+
+    def _respond(self, stream: int, body: bytes, protocol: str) -> bool:
+        """``body`` on ``stream``, or the stream reset when over the send budget (noted)."""
+        assert self.conn is not None and self.transport is not None
+        unsent = self.transport.get_write_buffer_size()
+        if self.conn.respond(stream, body, time.monotonic(), unsent):
+            return True
+        budget = self.conn.limits.max_unsent
+        waiting = self.conn.queued + unsent
+        error = LimitExceeded(
+            f"{protocol} answer", f"{len(body)} bytes while {waiting} wait to be sent, over "
+            f"{budget} (the peer does not take what it asked for)",
+        )  # fmt: skip
+        self._note("send_budget_exceeded", error, protocol=protocol)
+        return False
+
+    def _note(
+        self, kind: str, error: Exception, *, level: int = logging.WARNING, **values: Any
+    ) -> None:
+        """A refusal or failure on this connection: counted, logged by source address (once
+        per kind and address per 10 s), the peer id beside it."""
+        self.listener._note(kind, self.address, error, level=level, peer_id=self.peer, **values)
 
     def _stream_failed(self, event: StreamFailed) -> None:
         level = logging.INFO if event.kind == "stream_error" else logging.WARNING
-        self.listener._note(
-            event.kind, self.peer, event.error, protocol=event.protocol, level=level
-        )
+        self._note(event.kind, event.error, protocol=event.protocol, level=level)
 
     # -- ending ---------------------------------------------------------------------------
 
@@ -309,7 +330,7 @@ class _Conn(asyncio.Protocol):
         if kind == "yamux_protocol_error":
             listener._refused(kind, self.address, str(error))
         elif kind != "peer_went_away":
-            listener._note(kind, self.address, error, level=logging.INFO)
+            self._note(kind, error, level=logging.INFO)
         self._close()
 
     def _close(self, *, abort: bool = False) -> None:
@@ -346,9 +367,15 @@ class _Conn(asyncio.Protocol):
         if self.paused_since is not None and now - self.paused_since > limits.write_timeout:
             timeout = limits.write_timeout
             error = P2PTimeout(f"the peer did not take the response within {timeout} s")
-            listener._note("stream_timeout", self.peer, error)
+            self._note("stream_timeout", error)
             self._close(abort=True)
             return
+        shut = conn.stalled_sends(now)
+        if shut:
+            timeout = limits.write_timeout
+            error = P2PTimeout(f"the peer kept its window shut for {timeout} s")
+            for _ in shut:
+                self._note("send_timeout", error)
         if now - conn.last_active > limits.idle_timeout:
             stalled = conn.open_streams > 0
             listener.shared.count(
@@ -360,8 +387,8 @@ class _Conn(asyncio.Protocol):
         late = conn.expired(now)
         for _, protocol in late:
             error = P2PTimeout(f"no whole request within {limits.read_timeout} s")
-            listener._note("stream_timeout", self.peer, error, protocol=protocol)
-        if late:
+            self._note("stream_timeout", error, protocol=protocol)
+        if late or shut:
             self._flush()
 
 
@@ -383,8 +410,10 @@ class NativeListener(P2PListener):
             requests=requests,
             max_streams=limits.max_streams_per_connection,
             max_buffered=limits.host.max_buffered_bytes,
+            max_unsent=limits.host.max_buffered_bytes,
             negotiation_timeout=limits.host.negotiation_timeout,
             read_timeout=limits.read_timeout,
+            write_timeout=limits.write_timeout,
         )
         self._live: set[_Conn] = set()
         self._by_peer: Counter[str] = Counter()
@@ -394,6 +423,22 @@ class NativeListener(P2PListener):
         self._identify_message = b""
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._workers: LoopWorkers | None = None
+
+    def _internal_error(
+        self, message: str, address: str, peer: str, error: BaseException, **values: Any
+    ) -> None:
+        """An exception nothing typed caught (a bug): counted in ``internal_errors``, logged
+        with its traceback at most once per address every 10 s."""
+        self.shared.count("internal_errors")
+        if self._throttle.should_log(("internal_errors", address), time.monotonic()):
+            self.log.error(
+                message,
+                extra=self._extra(
+                    peer=address, peer_id=peer, error=str(error),
+                    error_type=type(error).__name__, **values,
+                ),
+                exc_info=error,
+            )  # fmt: skip
 
     def _loop_now(self) -> asyncio.AbstractEventLoop:
         assert self._loop is not None

@@ -4,7 +4,11 @@ js-libp2p's websockets transport (js-waku's only transport) opens ``ws://host:po
 sends the libp2p byte stream as binary messages; message boundaries mean nothing. The HTTP
 upgrade request is answered with 101 (any path); text messages and a close end the
 connection; pings are answered by wsproto. Fragments are handed on as they arrive, so no
-message is ever buffered whole. The HTTP request is at most 16 KiB (h11's default)."""
+message is ever buffered whole. The HTTP request is at most 16 KiB (h11's default).
+
+Whatever the peer's bytes make wsproto (or h11 under it) raise is a :class:`WebSocketError`:
+its protocol errors, and the ``UnicodeError`` of its ASCII and IDNA decoding of header values
+(bytes 0x80-0xFF in ``Host``, ``Connection``, ``Sec-WebSocket-Extensions``...)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,10 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 from waku_legacy.errors import DecodeError
 
 __all__ = ["WebSocketError", "WebSocketServer", "looks_like_http"]
+
+#: what wsproto and h11 raise for bytes that break the protocol (UnicodeError is a
+#: ValueError: header values that are not ASCII or not IDNA)
+_PEER_ERRORS = (RemoteProtocolError, LocalProtocolError, ValueError)
 
 
 class WebSocketError(DecodeError):
@@ -48,8 +56,8 @@ class WebSocketServer:
         ws = self._ws
         try:
             ws.receive_data(data)
-        except RemoteProtocolError as exc:
-            raise WebSocketError(str(exc)) from None
+        except _PEER_ERRORS as exc:
+            raise WebSocketError(f"{type(exc).__name__}: {exc}") from None
         received: list[bytes] = []
         reply: list[bytes] = []
         try:
@@ -68,8 +76,8 @@ class WebSocketServer:
                     break
                 elif isinstance(event, (TextMessage, RejectConnection)):
                     raise WebSocketError(f"unexpected {type(event).__name__}")
-        except (RemoteProtocolError, LocalProtocolError) as exc:
-            raise WebSocketError(str(exc)) from None
+        except _PEER_ERRORS as exc:
+            raise WebSocketError(f"{type(exc).__name__}: {exc}") from None
         return b"".join(received), b"".join(reply)
 
     def wrap(self, data: bytes) -> bytes:

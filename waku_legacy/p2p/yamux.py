@@ -15,7 +15,9 @@ Bounds: DATA past a stream's window resets it and ends the session with GO_AWAY 
 error), and so does DATA past the window of a stream we reset (or more than a window's
 worth, in all, to streams the peer itself closed); a stream opened while ``max_streams`` are
 open is reset at once (as go-yamux does); a header with another version or type ends the
-session too."""
+session too. What waits for the peer's window is counted (:attr:`~YamuxSession.queued`, and
+per stream) and what left in DATA too (:meth:`~YamuxSession.waiting`), so the connection can
+bound the one and put a deadline on the other (:mod:`~waku_legacy.p2p.connection`)."""
 
 from __future__ import annotations
 
@@ -53,7 +55,9 @@ class _YamuxStream:
     receive_window: int = INITIAL_WINDOW
     consumed: int = 0  # bytes consumed since our last WINDOW_UPDATE
     send_window: int = INITIAL_WINDOW
-    pending: list[bytes] = field(default_factory=list)  # waiting for send window
+    pending: list[memoryview] = field(default_factory=list)  # waiting for send window
+    pending_bytes: int = 0
+    sent: int = 0  # DATA bytes sent (what the peer's window let through)
     fin_pending: bool = False
     need_ack: bool = False
     syn_pending: bool = False
@@ -77,6 +81,10 @@ class YamuxSession:
         self._client = client
         self.max_streams = max_streams
         self.closed = False
+        #: bytes waiting for the peer's window, over all streams
+        self.queued = 0
+        #: DATA bytes sent, over all streams (grows when the peer makes room)
+        self.sent = 0
 
     # -- what the peer sent -----------------------------------------------------------
 
@@ -153,7 +161,7 @@ class YamuxSession:
             if body:
                 events.append(StreamData(stream_id, body))
         if flags & RST:
-            self._streams.pop(stream_id, None)
+            self._drop(stream_id)
             events.append(StreamReset(stream_id))
             return
         if flags & FIN and not stream.remote_closed:
@@ -201,15 +209,36 @@ class YamuxSession:
             stream.receive_window += stream.consumed
             stream.consumed = 0
 
+    def send_room(self, stream_id: int) -> int | None:
+        """What a write to the stream may hold without waiting for the peer's window (0 for
+        a stream that is gone or closed on our side)."""
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.local_closed or stream.pending:
+            return 0
+        return stream.send_window
+
+    def stream_queued(self, stream_id: int) -> int:
+        stream = self._streams.get(stream_id)
+        return stream.pending_bytes if stream is not None else 0
+
+    def waiting(self) -> list[tuple[int, int]]:
+        """(stream, DATA bytes it sent so far) of each stream with bytes waiting for the
+        peer's window."""
+        return [(sid, s.sent) for sid, s in self._streams.items() if s.pending_bytes]
+
     def write(self, stream_id: int, data: bytes) -> None:
         stream = self._streams.get(stream_id)
         if stream is None or stream.local_closed:
             return
         if stream.pending or len(data) > stream.send_window:
-            stream.pending.append(data)
+            stream.pending.append(memoryview(data))
+            stream.pending_bytes += len(data)
+            self.queued += len(data)
             self._flush(stream_id, stream)
             return
         stream.send_window -= len(data)
+        stream.sent += len(data)
+        self.sent += len(data)
         if len(data) <= _MAX_FRAME_DATA:
             self._out.append(header(DATA, self._flags(stream), stream_id, len(data)))
             self._out.append(data)
@@ -227,7 +256,7 @@ class YamuxSession:
         self._send_fin(stream_id, stream)
 
     def reset_stream(self, stream_id: int) -> None:
-        stream = self._streams.pop(stream_id, None)
+        stream = self._drop(stream_id)
         if stream is not None:
             self._out.append(header(WINDOW_UPDATE, RST | self._flags(stream), stream_id, 0))
             # what the peer sent before it saw the RST may still come: up to the window
@@ -261,7 +290,17 @@ class YamuxSession:
             return SYN
         return 0
 
-    def _data_frames(self, stream_id: int, stream: _YamuxStream, data: bytes, flags: int) -> None:
+    def _drop(self, stream_id: int) -> _YamuxStream | None:
+        stream = self._streams.pop(stream_id, None)
+        if stream is not None and stream.pending_bytes:
+            self.queued -= stream.pending_bytes
+            stream.pending.clear()
+            stream.pending_bytes = 0
+        return stream
+
+    def _data_frames(
+        self, stream_id: int, stream: _YamuxStream, data: bytes | memoryview, flags: int
+    ) -> None:
         view = memoryview(data)
         for at in range(0, len(data), _MAX_FRAME_DATA):
             chunk = bytes(view[at : at + _MAX_FRAME_DATA])
@@ -273,12 +312,16 @@ class YamuxSession:
         while stream.pending and stream.send_window > 0:
             data = stream.pending[0]
             take = min(len(data), stream.send_window)
-            if take < len(data):
+            if take < len(data):  # views: the rest of a large answer is not copied
                 stream.pending[0] = data[take:]
                 data = data[:take]
             else:
                 stream.pending.pop(0)
             stream.send_window -= take
+            stream.pending_bytes -= take
+            stream.sent += take
+            self.queued -= take
+            self.sent += take
             self._data_frames(stream_id, stream, data, 0)
         if not stream.pending and stream.fin_pending:
             self._send_fin(stream_id, stream)
