@@ -8,7 +8,8 @@ fails when they drift). The tables: ``[server]`` (the REST API), ``[store]``, ``
 and ``[v1.limits]`` (optional: Waku v1 clients), ``[libp2p]`` (optional: Waku v2 clients),
 ``[relay]`` and ``[[relay.protected_shard]]`` (optional: the nwaku node to publish through),
 ``[history]`` (optional), ``[archive]`` and ``[[community]]`` (the migration's format,
-:mod:`waku_legacy.community_config`), ``[logos_storage]``, ``[admin]``, ``[logging]``.
+:mod:`waku_legacy.community_config`), ``[logos_storage]``, ``[viewer]``, ``[admin]``,
+``[logging]``.
 
 Durations are integers (seconds) or strings with a unit: ``"45s"``, ``"30m"``, ``"6h"``,
 ``"7d"``. Relative paths are relative to the config file. Unknown keys are errors naming the
@@ -21,7 +22,8 @@ ConfigError.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,7 @@ __all__ = [
     "ServerConfig",
     "StoreConfig",
     "V1Config",
+    "ViewerConfig",
     "load_config",
     "parse_config",
     "parse_duration",
@@ -84,6 +87,23 @@ def _http_url(value: str, ref: KeyRef) -> str:
     if not value.startswith(("http://", "https://")):
         raise ref.error("an http:// or https:// URL", value)
     return value.rstrip("/")
+
+
+def _duration_within(low: float, high: float | None, why: str) -> Callable[[float, KeyRef], float]:
+    """A duration key's bounds (each drives database traffic or a takeover's length), and why:
+    ``serve --check`` refuses a value outside them with that reason."""
+    from waku_legacy.config.keys import format_duration
+
+    span = f"of at least {format_duration(low)}"
+    if high is not None:
+        span = f"from {format_duration(low)} to {format_duration(high)}"
+
+    def parse(value: float, ref: KeyRef) -> float:
+        if value < low or (high is not None and value > high):
+            raise ref.error(f"a duration {span} ({why})", format_duration(value))
+        return value
+
+    return parse
 
 
 def _http_urls(values: tuple[str, ...], ref: KeyRef) -> tuple[str, ...]:
@@ -251,6 +271,13 @@ class StoreConfig:
     leader_interval: float = key(
         15.0,
         kind=DURATION,
+        parse=_duration_within(
+            1.0,
+            300.0,
+            "the holder checks its lock 4 times an interval and each follower tries it "
+            "once; a takeover after a crash takes up to 2 intervals, a hung holder's "
+            "session lives 3",
+        ),
         doc="PostgreSQL: bridges sharing the store all serve it; the "
         "advisory lock's holder archives, seeds, publishes and pulls "
         "history; the lock is retried and checked this often "
@@ -376,7 +403,10 @@ class HistoryConfig:
     window: float = key(
         30 * DAY, kind=DURATION, example="30d", doc="how far back the store is kept complete"
     )
-    interval: float = key(3600.0, kind=DURATION, example="1h", doc="a pull this often")
+    interval: float = key(
+        3600.0, kind=DURATION, example="1h", doc="a pull this often",
+        parse=_duration_within(60.0, None, "each pull queries the store and every node"),
+    )  # fmt: skip
     page_size: int = key(100, min=1, max=100, example=100, doc="messages per store page")
     pubsub_topics: tuple[str, ...] = key(
         (),
@@ -420,11 +450,13 @@ class ArchiveConfig:
     dht: bool = key(False, example=False, doc="announce on the BitTorrent DHT")
     utp: bool = key(True, example=True, doc="uTP as well as TCP (status-go's client speaks it)")
     interval: float = key(
-        7 * DAY, kind=DURATION, example="7d", doc="a new archive run per community"
-    )
+        7 * DAY, kind=DURATION, example="7d", doc="a new archive run per community",
+        parse=_duration_within(3600.0, None, "each run reads the community's new messages"),
+    )  # fmt: skip
     republish_interval: float = key(
-        6 * 3600.0, kind=DURATION, example="6h", doc="re-send the current archive link"
-    )
+        6 * 3600.0, kind=DURATION, example="6h", doc="re-send the current archive link",
+        parse=_duration_within(60.0, None, "each one reads the clocks used from the store"),
+    )  # fmt: skip
     flavour: str = key(
         defaults.FLAVOUR,
         choices=("status-go", "seed-spec"),
@@ -549,6 +581,52 @@ class Libp2pConfig:
     enabled: bool = key(True, doc="false: no libp2p listener (as without the table)")
 
 
+def _path_prefix(value: str, ref: KeyRef) -> str:
+    prefix = value.rstrip("/")
+    if not re.fullmatch(r"(/[A-Za-z0-9._~-]+)+", prefix):
+        raise ref.error("a URL path such as /history (letters, digits, . _ ~ -)", value)
+    if prefix.split("/")[1] in ("store", "admin", "debug", "health", "metrics"):
+        raise ref.error("a path the REST API does not already answer", value)
+    return prefix
+
+
+def _community_ids(values: tuple[str, ...], ref: KeyRef) -> tuple[str, ...]:
+    for value in values:
+        if not re.fullmatch(r"0x0[23][0-9a-fA-F]{64}", value):
+            raise ref.error("community ids (0x02/0x03 + 64 hex digits)", value)
+    return tuple(v.lower() for v in values)
+
+
+@dataclass(frozen=True, slots=True)
+class ViewerConfig:
+    """the communities' history as web pages on the REST API (bridge.viewer; off by default)"""
+
+    enabled: bool = key(False, doc="serve the history pages")
+    path_prefix: str = key(
+        "/history", parse=_path_prefix, example="/history", doc="where the pages are served"
+    )
+    communities: tuple[str, ...] = key(
+        (),
+        parse=_community_ids,
+        hint=["0x02…"],
+        shown="every configured community",
+        doc="the communities whose history is shown",
+    )
+    hide_banned: bool = key(
+        True, doc="hide the messages of authors banned in the newest community description"
+    )
+    takedown_file: str | None = key(
+        None,
+        kind=Kind.PATH,
+        hint="/etc/waku-legacy/takedown.txt",
+        doc="message ids and author keys not shown (one a line, or TOML/JSON lists "
+        "'messages'/'authors'); re-read when it changes, no restart",
+    )
+    allow_search_engines: bool = key(
+        False, doc="false: noindex (robots meta and X-Robots-Tag) on every page"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class AdminConfig:
     """bearer token for /admin/v1/* (without one, admin endpoints answer 403 to everyone)"""
@@ -596,6 +674,7 @@ class BridgeConfig:
     base_dir: str = "."
     logos_storage_url: str | None = None  # [logos_storage] url (issue 12)
     libp2p: Libp2pConfig | None = None  # [libp2p] (issue 13)
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)  # [viewer] (issue 35)
 
 
 #: deploy/bridge.example.toml and the README's key tables (scripts/gen-config-docs.py).
@@ -619,6 +698,7 @@ Generated from the key declarations (bridge/config.py) by scripts/gen-config-doc
         TableLayout("archive", ArchiveConfig),
         TableLayout("community", CommunityConfig, array=True, active=False),
         TableLayout("logos_storage", LogosStorageConfig, active=False),
+        TableLayout("viewer", ViewerConfig),
         TableLayout("admin", AdminConfig),
         TableLayout("logging", LoggingConfig),
     ),
@@ -626,7 +706,7 @@ Generated from the key declarations (bridge/config.py) by scripts/gen-config-doc
 
 #: The bridge's top-level tables.
 TABLES = ("server", "store", "v1", "libp2p", "relay", "history", "archive", "community",
-          "logos_storage", "admin", "logging")  # fmt: skip
+          "logos_storage", "viewer", "admin", "logging")  # fmt: skip
 
 
 # -- table readers -----------------------------------------------------------------------------
@@ -774,6 +854,7 @@ def parse_config(
     if communities and archive is None:
         raise ConfigError(f"{origin}: [[community]] tables need an [archive] table")
     admin = _parse_admin(table("admin"), where("admin"), base)
+    viewer = read_table(ViewerConfig, table("viewer"), where("viewer"), base=base)
     logging_config = read_table(LoggingConfig, table("logging"), where("logging"))
     logos_storage_url = parse_logos_storage(data, communities, origin)  # shared with the migration
     libp2p = (_parse_libp2p(raw, where("libp2p"), base, _default_shards(communities, relay))
@@ -781,7 +862,7 @@ def parse_config(
     return BridgeConfig(
         server=server, store=store, v1=v1, relay=relay, history=history, archive=archive,
         communities=communities, admin=admin, logging=logging_config, origin=origin,
-        base_dir=str(base), logos_storage_url=logos_storage_url, libp2p=libp2p,
+        base_dir=str(base), logos_storage_url=logos_storage_url, libp2p=libp2p, viewer=viewer,
     )  # fmt: skip
 
 

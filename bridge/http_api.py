@@ -8,6 +8,7 @@
     GET  /                                      the status page (HTML; [server] status_page)
     GET  /debug/v1/status                       the same data as JSON
     GET  /metrics                               Prometheus text exposition
+    GET  /history/…                             the history viewer ([viewer]; bridge.viewer)
     GET  /admin/v1/communities                  (bearer token) communities, archives, magnets
     GET  /admin/v1/communities/{id}/archives    (bearer token) one community's index
     POST /admin/v1/communities/{id}/archive     (bearer token) run its archiving now
@@ -39,7 +40,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -359,6 +360,7 @@ def make_runner(
     service: BridgeBackend | None = None,
     forward: Handler | None = None,
     process: str | None = None,
+    subapps: Sequence[tuple[str, web.Application]] = (),
 ) -> web.AppRunner:
     """The HTTP API behind its limits: connection caps, header/idle/body timeouts, budget.
 
@@ -369,7 +371,7 @@ def make_runner(
     refused = RefusalLog(metrics)
     app = make_app(
         store, metrics, service=service, forward=forward, limits=limits, refused=refused,
-        process=process,
+        process=process, subapps=subapps,
     )  # fmt: skip
     return GuardedRunner(
         app,
@@ -395,9 +397,11 @@ def make_app(
     limits: HttpLimits | None = None,
     refused: RefusalLog | None = None,
     process: str | None = None,
+    subapps: Sequence[tuple[str, web.Application]] = (),
 ) -> web.Application:
     """The routes (without the connection guard): exactly one of ``service`` and
-    ``forward`` answers those that are not the store's."""
+    ``forward`` answers those that are not the store's; ``subapps`` (prefix, application),
+    such as the history viewer, are served by the primary beside them."""
     limits = limits or HttpLimits()
     refused = refused or RefusalLog(metrics)
     app = web.Application(
@@ -412,6 +416,8 @@ def make_app(
         if service.status_page:
             _add_status_routes(app, service)
         _add_admin_routes(app, service)
+        for prefix, subapp in subapps:
+            app.add_subapp(prefix, subapp)
     else:
         raise ValueError("make_app needs exactly one of service and forward")
     return app

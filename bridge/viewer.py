@@ -1,0 +1,494 @@
+"""The history viewer (``[viewer]``): a community's old channels as web pages, on the bridge's
+HTTP app under ``path_prefix`` (default ``/history``).
+
+    GET {prefix}/                                   the communities shown (index.json: JSON)
+    GET {prefix}/static/history.css                 the pages' one stylesheet
+    GET {prefix}/{community}/                       channels, counts, date ranges, archive link
+    GET {prefix}/{community}/{channel}/             the channel's days; ?date=YYYY-MM-DD jumps
+    GET {prefix}/{community}/{channel}/{YYYY-MM-DD} one UTC day of messages (.json: JSON)
+    GET {prefix}/{community}/m/{message id}         a message's permalink (.json: JSON)
+    GET {prefix}/{community}/search?q=…&page=N      full-text search (search.json: JSON)
+    GET {prefix}/{community}/image/{message id}     an image message's bytes (sniffed)
+
+Policy (the config's defaults): messages of authors banned in the newest signed description are
+hidden (``hide_banned``); the owner's takedown list (``takedown_file``: message ids and author
+keys, TOML, JSON or one per line) is re-read when its modification time changes, without a
+restart; pages say ``noindex`` (robots meta and ``X-Robots-Tag``) unless
+``allow_search_engines``.
+
+Every answer, errors included, carries a Content-Security-Policy that allows no script at all
+and styles only from this origin, ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy:
+no-referrer``. Query values are bounded and checked (dates, page numbers, ids, the search
+query's length); a bad one is a 400 naming it. The reader's calls (database reads) run on one
+thread of their own, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import re
+import tomllib
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from waku_legacy.bridge.logs import fields
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.files import read_small_text
+from waku_legacy.history.model import CommunitySummary, HistoryReader, ViewPolicy
+from waku_legacy.history.web import render
+from waku_legacy.history.web.images import image_headers, sniff_image
+
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "MAX_QUERY_CHARS",
+    "TakedownList",
+    "Viewer",
+    "parse_takedown",
+]
+
+log = logging.getLogger("waku_legacy.bridge.viewer")
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
+MAX_QUERY_CHARS = 200  # a search query's length
+MAX_PAGE = 1000  # search result pages
+PAGE_SIZE = 25  # search results per page
+MAX_TAKEDOWN_BYTES = 16 * 1024 * 1024
+MIN_YEAR, MAX_YEAR = 2015, 2100  # Status did not exist before; nothing is dated after
+
+COMMUNITY_RE = re.compile(r"0x0[23][0-9a-f]{64}")
+CHANNEL_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+MESSAGE_RE = re.compile(r"0x[0-9a-f]{64}")
+AUTHOR_RE = re.compile(r"0x04[0-9a-f]{128}")
+DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+T = TypeVar("T")
+
+
+class ViewerError(WakuLegacyError):
+    """A request the viewer answers with an error page (``status``, a reason to act on)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+# -- the takedown list --------------------------------------------------------------------------
+
+
+def parse_takedown(text: str, where: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(message ids, author keys) from a takedown file: a JSON list or ``{"messages": [...],
+    "authors": [...]}``, the same as TOML (``messages = [...]``, ``authors = [...]``), or one
+    entry per line (``#`` comments). Each entry is a message id (``0x`` + 64 hex) or an
+    author key (``0x04`` + 128 hex); anything else is a ConfigError naming it."""
+    stripped = text.strip()
+    entries: list[Any]
+    if stripped.startswith(("[", "{")):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{where}: not valid JSON: {exc}") from None
+        entries = _listed(data, where)
+    elif re.search(r"^\s*(messages|authors)\s*=", stripped, re.MULTILINE):
+        try:
+            entries = _listed(tomllib.loads(stripped), where)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+    else:
+        entries = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+        entries = [e for e in entries if e]
+    ids: set[str] = set()
+    authors: set[str] = set()
+    for entry in entries:
+        value = str(entry).strip().lower() if isinstance(entry, str) else None
+        if value is not None and AUTHOR_RE.fullmatch(value):
+            authors.add(value)
+        elif value is not None and MESSAGE_RE.fullmatch(value):
+            ids.add(value)
+        else:
+            raise ConfigError(
+                f"{where}: {entry!r} is neither a message id (0x + 64 hex) nor an author key "
+                "(0x04 + 128 hex)"
+            )
+    return frozenset(ids), frozenset(authors)
+
+
+def _listed(data: Any, where: str) -> list[Any]:
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict):
+        unknown = set(data) - {"messages", "authors"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {sorted(unknown)} (messages, authors)")
+        out: list[Any] = []
+        for name in ("messages", "authors"):
+            value = data.get(name, [])
+            if not isinstance(value, list):
+                raise ConfigError(f"{where}: '{name}' must be a list")
+            out += value
+        return out
+    raise ConfigError(f"{where}: a list of message ids and author keys was expected")
+
+
+class TakedownList:
+    """The owner's takedown file, re-read when its modification time (or size) changes.
+
+    A file that no longer parses keeps the last good list in force (and is logged): an
+    owner's typo must not bring taken-down messages back."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = Path(path) if path else None
+        self._stamp: tuple[int, int] | None = None
+        self.ids: frozenset[str] = frozenset()
+        self.authors: frozenset[str] = frozenset()
+        self.error: str | None = None
+        if self.path is not None:
+            self.refresh(strict=True)
+
+    def refresh(self, *, strict: bool = False) -> bool:
+        """Re-read the file when it changed; True when the list changed."""
+        if self.path is None:
+            return False
+        where = f"[viewer] takedown_file {self.path}"
+        try:
+            status = self.path.stat()
+            stamp = (status.st_mtime_ns, status.st_size)
+        except FileNotFoundError:
+            stamp = (0, -1)  # no file: nothing taken down (the owner may create it later)
+        except OSError as exc:
+            if strict:
+                raise ConfigError(f"{where}: {exc.strerror or exc}") from None
+            log.error("takedown file not reloaded", extra=fields(error=str(exc)))
+            return False
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            if stamp[1] < 0:
+                ids, authors = frozenset[str](), frozenset[str]()
+            else:
+                text = read_small_text(self.path, what=where, max_size=MAX_TAKEDOWN_BYTES)
+                ids, authors = parse_takedown(text, where)
+        except WakuLegacyError as exc:
+            if strict:
+                raise
+            self.error = str(exc)
+            log.error("takedown file not reloaded", extra=fields(error=str(exc)))
+            return False
+        changed = (ids, authors) != (self.ids, self.authors)
+        self.ids, self.authors, self.error = ids, authors, None
+        if changed:
+            log.info(
+                "takedown list loaded",
+                extra=fields(path=str(self.path), messages=len(ids), authors=len(authors)),
+            )
+        return changed
+
+
+# -- the viewer ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ViewerSettings:
+    """What the viewer needs of ``[viewer]`` (bridge.config.ViewerConfig)."""
+
+    path_prefix: str = "/history"
+    communities: frozenset[str] | None = None  # None: every community the reader has
+    hide_banned: bool = True
+    takedown_file: str | None = None
+    allow_search_engines: bool = False
+
+
+ReaderFactory = Callable[[ViewPolicy], HistoryReader]
+
+
+class Viewer:
+    """The viewer's aiohttp sub-application over a reader (one per policy)."""
+
+    def __init__(self, settings: ViewerSettings, reader_factory: ReaderFactory) -> None:
+        self.settings = settings
+        self.prefix = settings.path_prefix.rstrip("/")
+        self.links = render.ServerLinks(self.prefix)
+        self.takedown = TakedownList(settings.takedown_file)
+        self._factory = reader_factory
+        self._reader: HistoryReader | None = None
+        self._policy: ViewPolicy | None = None
+        # one thread: a SQLite connection stays on the thread that made it
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer")
+
+    @property
+    def noindex(self) -> bool:
+        return not self.settings.allow_search_engines
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _current_reader(self) -> HistoryReader:
+        """The reader under the current policy (the takedown list re-read when it changed)."""
+        self.takedown.refresh()
+        policy = ViewPolicy(
+            hide_banned=self.settings.hide_banned,
+            takedown_ids=self.takedown.ids,
+            takedown_authors=self.takedown.authors,
+        )
+        if self._reader is None or policy != self._policy:
+            self._reader = self._factory(policy)
+            self._policy = policy
+        return self._reader
+
+    async def _read(self, work: Callable[[HistoryReader], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: work(self._current_reader()))
+
+    # -- responses
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY",
+        }
+        if self.noindex:
+            headers["X-Robots-Tag"] = "noindex, nofollow"
+        return headers
+
+    def _html(self, page: str, status: int = 200) -> web.Response:
+        return web.Response(status=status, text=page, content_type="text/html", charset="utf-8")
+
+    def _json(self, document: dict[str, Any]) -> web.Response:
+        return web.Response(body=render.render_json(document), content_type="application/json")
+
+    def _page(
+        self, document: dict[str, Any], as_json: bool, messages: Iterable[Any] = ()
+    ) -> web.Response:
+        if as_json:
+            return self._json(document)
+        html = render.render_html(document, self.links, messages=messages, noindex=self.noindex)
+        return self._html(html)
+
+    def error_response(self, status: int, reason: str) -> web.Response:
+        page = render.error_html(status, reason, self.links, noindex=self.noindex)
+        return self._html(page, status)
+
+    # -- the application
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        route = app.router.add_get
+        route("/", self._communities)
+        route("/index.json", self._communities)
+        route("/static/history.css", self._css)
+        route("/{community}", self._community)
+        route("/{community}/", self._community)
+        route("/{community}/index.json", self._community)
+        route("/{community}/search", self._search)
+        route("/{community}/search.json", self._search)
+        route("/{community}/m/{message}", self._message)
+        route("/{community}/image/{message}", self._image)
+        route("/{community}/{channel}/", self._channel)
+        route("/{community}/{channel}/index.json", self._channel)
+        route("/{community}/{channel}/{day}", self._day)
+        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        return app
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            if request.method not in ("GET", "HEAD"):
+                raise ViewerError(405, "the history viewer answers GET only")
+            response = await handler(request)
+        except ViewerError as exc:
+            response = self.error_response(exc.status, exc.reason)
+            if exc.status == 405:
+                response.headers["Allow"] = "GET, HEAD"
+        except web.HTTPException as exc:
+            response = self.error_response(exc.status, exc.reason)
+        except Exception:
+            log.error("viewer request failed", exc_info=True, extra=fields(path=request.path))
+            response = self.error_response(500, "the history could not be read; see the log")
+        response.headers.update(self.headers())
+        return response
+
+    async def _not_found(self, request: web.Request) -> web.Response:
+        raise ViewerError(404, "no such page in the history viewer")
+
+    async def _css(self, request: web.Request) -> web.Response:
+        return web.Response(
+            body=render.stylesheet(), content_type="text/css", charset="utf-8",
+            headers={"Cache-Control": "public, max-age=3600"},
+        )  # fmt: skip
+
+    def _community_id(self, request: web.Request) -> str:
+        value = request.match_info["community"].lower()
+        if not COMMUNITY_RE.fullmatch(value):
+            raise ViewerError(
+                400, "the community id must be 0x02 or 0x03 followed by 64 hex digits"
+            )
+        allowed = self.settings.communities
+        if allowed is not None and value not in allowed:
+            raise ViewerError(404, "this community's history is not shown here")
+        return value
+
+    async def _summary(self, community_id: str) -> CommunitySummary:
+        summary = await self._read(lambda r: r.community(community_id))
+        if summary is None:
+            raise ViewerError(404, "no history of this community is indexed here")
+        return summary
+
+    async def _communities(self, request: web.Request) -> web.Response:
+        allowed = self.settings.communities
+        summaries = await self._read(lambda r: list(r.communities()))
+        shown = [s for s in summaries if allowed is None or s.id in allowed]
+        return self._page(render.communities_document(shown), request.path.endswith(".json"))
+
+    async def _community(self, request: web.Request) -> web.Response:
+        summary = await self._summary(self._community_id(request))
+        return self._page(render.index_document(summary), request.path.endswith(".json"))
+
+    def _channel_id(self, request: web.Request) -> str:
+        value = request.match_info["channel"].lower()
+        if not CHANNEL_RE.fullmatch(value):
+            raise ViewerError(400, "the channel id must be a UUID (8-4-4-4-12 hex digits)")
+        return value
+
+    async def _channel(self, request: web.Request) -> web.StreamResponse:
+        community_id = self._community_id(request)
+        channel_id = self._channel_id(request)
+        summary = await self._summary(community_id)
+        if channel_id not in {c.id for c in summary.channels}:
+            raise ViewerError(404, "no such channel in this community's history")
+        wanted = request.query.get("date")
+        if wanted is not None:
+            day = _parse_day(wanted, "date")
+            days = await self._read(lambda r: list(r.days(community_id, channel_id)))
+            target = _nearest(days, day)
+            if target is not None:
+                location = self.links.day(community_id, channel_id, target)
+                return web.Response(status=303, headers={"Location": location})
+        document = await self._read(lambda r: render.channel_document(r, summary, channel_id))
+        return self._page(document, request.path.endswith(".json"))
+
+    async def _day(self, request: web.Request) -> web.Response:
+        community_id = self._community_id(request)
+        channel_id = self._channel_id(request)
+        text = request.match_info["day"]
+        as_json = text.endswith(".json")
+        day = _parse_day(text.removesuffix(".json"), "the day in the path")
+        summary = await self._summary(community_id)
+        if channel_id not in {c.id for c in summary.channels}:
+            raise ViewerError(404, "no such channel in this community's history")
+
+        def read(reader: HistoryReader) -> tuple[dict[str, Any], list[Any]]:
+            document = render.day_document(reader, summary, channel_id, day)
+            messages = list(reader.day(community_id, channel_id, day))
+            replied = [m for m in messages if m.response_to]
+            for message in replied:
+                original = reader.message(community_id, message.response_to)
+                if original is not None:
+                    messages.append(original)
+            return document, messages
+
+        document, messages = await self._read(read)
+        return self._page(document, as_json, messages)
+
+    def _message_id(self, request: web.Request) -> tuple[str, bool]:
+        text = request.match_info["message"].lower()
+        as_json = text.endswith(".json")
+        value = text.removesuffix(".json")
+        if not MESSAGE_RE.fullmatch(value):
+            raise ViewerError(400, "the message id must be 0x followed by 64 hex digits")
+        return value, as_json
+
+    async def _message(self, request: web.Request) -> web.Response:
+        community_id = self._community_id(request)
+        message_id, as_json = self._message_id(request)
+        summary = await self._summary(community_id)
+
+        def read(reader: HistoryReader) -> tuple[dict[str, Any], list[Any]] | None:
+            message = reader.message(community_id, message_id)
+            if message is None:
+                return None
+            document = render.message_page_document(reader, summary, message)
+            original = (
+                reader.message(community_id, message.response_to) if message.response_to else None
+            )
+            return document, [message] + ([original] if original is not None else [])
+
+        found = await self._read(read)
+        if found is None:
+            raise ViewerError(404, "no such message is shown in this history")
+        return self._page(found[0], as_json, found[1])
+
+    async def _search(self, request: web.Request) -> web.Response:
+        community_id = self._community_id(request)
+        query = request.query.get("q", "").strip()
+        if not query:
+            raise ViewerError(400, "give the words to search for: ?q=…")
+        if len(query) > MAX_QUERY_CHARS:
+            raise ViewerError(400, f"the search query is over {MAX_QUERY_CHARS} characters")
+        page = _parse_page(request.query.get("page", "1"))
+        summary = await self._summary(community_id)
+        hits = await self._read(
+            lambda r: list(
+                r.search(community_id, query, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+            )
+        )
+        document = render.search_document(summary, query, hits, page=page, page_size=PAGE_SIZE)
+        return self._page(document, request.path.endswith(".json"), [h.message for h in hits])
+
+    async def _image(self, request: web.Request) -> web.Response:
+        community_id = self._community_id(request)
+        message_id, _ = self._message_id(request)
+        found = await self._read(lambda r: r.image(community_id, message_id))
+        if found is None:
+            raise ViewerError(404, "no image is shown for this message")
+        try:
+            image = sniff_image(found[1])
+        except WakuLegacyError as exc:
+            raise ViewerError(415, f"this image is not served: {exc}") from None
+        headers = image_headers(image)
+        headers.pop("Content-Length")
+        headers["Cache-Control"] = "public, max-age=86400"
+        return web.Response(body=image.data, headers=headers)
+
+
+def _parse_day(text: str, what: str) -> dt.date:
+    if len(text) > 10 or not DATE_RE.fullmatch(text):
+        raise ViewerError(400, f"{what} must be a date written YYYY-MM-DD (UTC)")
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        raise ViewerError(400, f"{what} is not a calendar date (YYYY-MM-DD)") from None
+    if not MIN_YEAR <= day.year <= MAX_YEAR:
+        raise ViewerError(400, f"{what} must be between {MIN_YEAR} and {MAX_YEAR}")
+    return day
+
+
+def _parse_page(text: str) -> int:
+    if not text.isdigit() or len(text) > 4 or not 1 <= int(text) <= MAX_PAGE:
+        raise ViewerError(400, f"page must be a whole number from 1 to {MAX_PAGE}")
+    return int(text)
+
+
+def _nearest(days: list[dt.date], day: dt.date) -> dt.date | None:
+    """The first day with messages on or after ``day``, else the last one before it."""
+    import bisect
+
+    if not days:
+        return None
+    at = bisect.bisect_left(days, day)
+    return days[at] if at < len(days) else days[-1]
