@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from waku_legacy.archive import defaults
 from waku_legacy.archive.copies import describe_modes, message_keys, tally
 from waku_legacy.archive.encode import Flavour, IndexEntry
+from waku_legacy.archive.layout import community_folder
 from waku_legacy.archive.message import AnyArchiveMessage, ArchiveMessage
 from waku_legacy.archive.partition import WEEK_SECONDS, window_start
 from waku_legacy.archive.topics import ArchiveTopics, apply_archive_topics
@@ -363,14 +364,6 @@ def with_published_archive_topics(
         request, archive_topics=newest,
         window_topics=tuple((s, e, m) for (s, e), m in sorted(windows.items())),
     )  # fmt: skip
-
-
-def community_folder(directory: Path, community: CommunityId) -> Path:
-    """The archive dir holding ``0x<id>/``: ``directory`` itself, or its parent when it is
-    the community's folder."""
-    if directory.name == str(community) and not (directory / str(community)).is_dir():
-        return directory.parent
-    return directory
 
 
 def _unique(messages: Iterable[ArchiveMessage]) -> list[ArchiveMessage]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from waku_legacy.archive.errors import ArchiveError
 from waku_legacy.identity.topics import CommunityId
 
-__all__ = ["CommunityLayout", "check_directory"]
+__all__ = ["CommunityLayout", "check_directory", "community_folder"]
 
 @dataclass(frozen=True, slots=True)
 class CommunityLayout:
@@ -132,3 +132,11 @@ def check_directory(path: Path, what: str, *, must_exist: bool) -> None:
         raise ArchiveError(f"cannot use {what} {path}: {exc.strerror or exc}") from None
     if not stat.S_ISDIR(mode):
         raise ArchiveError(f"{what} {path} is a file, not a directory")
+
+
+def community_folder(directory: Path, community: CommunityId) -> Path:
+    """The archive dir holding ``0x<id>/``: ``directory`` itself, or its parent when it is
+    the community's folder."""
+    if directory.name == str(community) and not (directory / str(community)).is_dir():
+        return directory.parent
+    return directory

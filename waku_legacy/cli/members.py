@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 from waku_legacy.errors import ConfigError
 
 if TYPE_CHECKING:
+    from waku_legacy.history.sources import ArchiveEntries
     from waku_legacy.identity.topics import CommunityId
-    from waku_legacy.members.preview import ArchivedEntry
     from waku_legacy.members.published import Published
 
 __all__ = ["register"]
+
 
 @dataclass(frozen=True, slots=True)
 class _Row:
@@ -44,63 +45,15 @@ class _Row:
     version: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Archives:
-    entries: list[ArchivedEntry]  # import order: archives oldest first
-    origin: str  # where they came from, for the report
-    folder: Path | None  # where the link message files may be
-    link: str | None = None  # the fetched torrent's info hash or the Logos Storage index CID
+def _archives(args: argparse.Namespace, community: CommunityId, scratch: Path) -> ArchiveEntries:
+    """Every archived message, read from ``--archive-dir`` or fetched as a member does (the
+    options ``history export`` shares: :func:`waku_legacy.history.sources.open_archive_entries`)."""
+    import dataclasses
 
+    from waku_legacy.history.sources import open_archive_entries
 
-def _archives(args: argparse.Namespace, community: CommunityId, scratch: Path) -> _Archives:
-    """Every archived message, read from ``--archive-dir`` or fetched as a member does."""
-    from waku_legacy.members.preview import ArchivedEntry
-
-    given = [v for v in (args.archive_dir, args.torrent, args.magnet, args.cid) if v]
-    if len(given) != 1:
-        raise ConfigError(
-            "members preview: give exactly one of --archive-dir, --torrent, --magnet or --cid"
-        )
-    if args.cid is not None or args.logos_url is not None:
-        if args.cid is None or args.logos_url is None:
-            raise ConfigError("--cid and --logos-url go together")
-        from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
-
-        fetched = fetch_by_cid(LogosStorageClient(args.logos_url, timeout=args.timeout), args.cid)
-        start = {a["archive_id"]: int(a["from"]) for a in fetched.archives}
-        entries = [ArchivedEntry(start[i], m) for i, m in fetched.messages]
-        return _Archives(entries, f"Logos Storage index {args.cid}", None, args.cid)
-    if args.archive_dir:
-        return _folder_archives(args, community)
-    from waku_legacy.archive.cli import Progress, session_config
-    from waku_legacy.archive.encode import Flavour
-    from waku_legacy.archive.fetch import FetchOptions, fetch_archives
-
-    options = FetchOptions(
-        peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
-        data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
-        session=session_config(args),
-    )  # fmt: skip
-    save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
-    source = args.magnet or args.torrent
-    result = fetch_archives(source, community, save_dir, options, progress=Progress(not args.quiet))
-    entries = [ArchivedEntry(f.entry.window_from, m) for f in result.archives
-               for m in f.archive.messages]  # fmt: skip
-    folder = Path(args.torrent).resolve().parent if args.torrent else None
-    origin = f"{'magnet link' if args.magnet else args.torrent} ({result.info_hash})"
-    return _Archives(entries, origin, folder, result.info_hash)
-
-
-def _folder_archives(args: argparse.Namespace, community: CommunityId) -> _Archives:
-    """The archives of ``--archive-dir`` (the archive dir or the community's ``0x<id>``
-    folder), each checked against its index entry as it is read."""
-    from waku_legacy.members.published import folder_entries
-    from waku_legacy.migrate.audit import community_folder
-
-    folder = community_folder(Path(args.archive_dir).resolve(), community)
-    if not (folder / str(community) / "index").is_file():
-        raise ConfigError(f"--archive-dir {args.archive_dir}: no {community}/index there")
-    return _Archives(folder_entries(folder, community, args.flavour), str(folder), folder)
+    found = open_archive_entries(args, community, scratch, command="members preview")
+    return dataclasses.replace(found, entries=list(found.entries))  # the preview reads them twice
 
 
 def _link_mismatch(document: dict[str, Any], previewed: str) -> list[str]:
@@ -184,12 +137,15 @@ def _published(
     out = Published()
     for path in _link_files(args, community, folder):
         out.links += read_link_file(path)
-    if args.store:
+    specs = list(args.source or ())
+    if args.store and args.store.startswith(("http://", "https://")):
+        specs.append(args.store)  # a v2 store node's REST API: read as a source is
+    elif args.store:
         from waku_legacy.store import open_store
 
         with open_store(args.store) as store:
             out.merge(read_store_published(store, community, "store"))
-    for number, spec in enumerate(args.source or (), start=1):
+    for number, spec in enumerate(specs, start=1):
         config = parse_source(parse_source_spec(spec, number), number, Path.cwd())
         rows = _source_rows(config, community, str(scratch / "sources"))
         out.merge(read_published(rows, community, config.name))
@@ -216,12 +172,17 @@ def _preview(args: argparse.Namespace) -> int:
         published = _published(args, community, archives.folder, scratch)
     description = newest_description(published.descriptions)
     if description is None:
+        given = [f"--source {spec}" for spec in args.source or ()]
+        given += [f"--store {args.store}"] if args.store else []
         raise ConfigError(
-            f"members preview: no CommunityDescription signed by {community} in the --source/"
-            f"--store given ({published.unreadable_descriptions} unreadable message(s) on its chat)"
+            f"members preview: no CommunityDescription signed by {community} in "
+            f"{', '.join(given)} ({published.unreadable_descriptions} unreadable message(s) on "
+            "its chat): give a --store that holds it, e.g. a v2 store node's REST URL "
+            "(--store http://HOST:8645) or the bridge's store (--store sqlite:PATH), or a "
+            "--source holding the community's own chat"
         )
     document = preview_community(
-        archives.entries, community, description, published.links, origin=archives.origin
+        list(archives.entries), community, description, published.links, origin=archives.origin
     )
     if archives.link is not None:
         document["warnings"] += _link_mismatch(document, archives.link)
@@ -255,7 +216,11 @@ def register(subparsers: Any) -> None:
         "--source", action="append", default=[],
         help=f"{SOURCE_SPECS} (descriptions and link messages are read there)",
     )  # fmt: skip
-    preview.add_argument("--store", help="v2 store URL (descriptions and link messages)")
+    preview.add_argument(
+        "--store",
+        help="v2 store: a store node's REST URL (http(s)://HOST:PORT) or a store database "
+        "(sqlite:PATH, postgresql://…); descriptions and link messages are read there",
+    )
     preview.add_argument(
         "--link-message", action="append", default=[],
         help="archive-link message file (.pb or .json); default: the one next to the archives",

@@ -1,0 +1,220 @@
+"""The readable tables folded at write time (SQLite and PostgreSQL): modifiers in any order,
+status-go's edit and delete rules, duplicates, reruns. Expected values are derived by hand
+from the events each test builds."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.waku_legacy.history.indexing import (
+    ADMIN,
+    ALICE,
+    BOB,
+    CAROL,
+    COMMUNITY,
+    GENERAL,
+    chat,
+    history_dsn,
+    index,
+    mid,
+    ms,
+)  # fmt: skip
+from waku_legacy.history.events import (
+    DeleteEvent,
+    EditEvent,
+    IdentityEvent,
+    PinEvent,
+    ReactionEvent,
+    Undecodable,
+)
+from waku_legacy.history.index import HistoryIndex, HistoryIndexError, message_rid
+from waku_legacy.identity.descriptions import DescribedChannel, DescribedMember, SignedDescription
+
+__all__ = ["history_dsn", "index"]  # fixtures
+
+
+def _edit(n: int, author: str, target: int, clock: int, text: str) -> EditEvent:
+    return EditEvent(mid(n), author, mid(target), COMMUNITY + GENERAL, clock, text)
+
+
+def _delete(n: int, author: str, target: int, clock: int) -> DeleteEvent:
+    return DeleteEvent(mid(n), author, mid(target), COMMUNITY + GENERAL, clock)
+
+
+def _react(n: int, author: str, target: int, clock: int, emoji: str, retracted: bool = False):
+    return ReactionEvent(mid(n), author, mid(target), COMMUNITY + GENERAL, clock, emoji, retracted)
+
+
+def _description(clock: int, *, admins=(), banned=()) -> SignedDescription:
+    return SignedDescription(
+        clock=clock, name="Demo", channels=(DescribedChannel(GENERAL, "general", 0),),
+        archive_clock=0, members={a: DescribedMember((4,)) for a in admins},
+        banned=frozenset(banned),
+    )  # fmt: skip
+
+
+def test_modifiers_before_their_target_apply_when_it_arrives(index: HistoryIndex) -> None:
+    base = ms("2024-03-01T10:00:00")
+    counts = index.add_events(
+        COMMUNITY,
+        [
+            _edit(101, ALICE, 1, base + 10, "first edit"),
+            _edit(102, ALICE, 1, base + 20, "second edit"),  # newest clock wins
+            _react(103, BOB, 1, base + 5, "❤️"),
+            _react(104, CAROL, 1, base + 6, "❤️"),
+            _react(105, CAROL, 1, base + 7, "👍"),
+            _react(106, CAROL, 1, base + 8, "👍", retracted=True),  # retracts 105
+            PinEvent(mid(107), BOB, mid(1), COMMUNITY + GENERAL, base + 30, True),
+        ],
+    )
+    assert (counts.messages, counts.edits, counts.reactions, counts.pins) == (0, 2, 4, 1)
+    index.add_events(COMMUNITY, [chat(1, ALICE, "original", "2024-03-01T10:00:00")])
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None
+    assert got.text == "second edit" and got.edited and got.edited_at_ms == base + 20
+    assert [(r.emoji, r.count, r.authors) for r in got.reactions] == [("❤️", 2, (BOB, CAROL))]
+    assert got.pinned and got.pinned_by == BOB
+
+
+def test_modifiers_after_their_target_give_the_same_row(index: HistoryIndex) -> None:
+    base = ms("2024-03-01T10:00:00")
+    index.add_events(COMMUNITY, [chat(1, ALICE, "original", "2024-03-01T10:00:00")])
+    index.add_events(COMMUNITY, [_edit(102, ALICE, 1, base + 20, "second edit")])
+    index.add_events(COMMUNITY, [_edit(101, ALICE, 1, base + 10, "first edit")])  # older: kept out
+    index.add_events(COMMUNITY, [_react(105, CAROL, 1, base + 7, "👍")])
+    index.add_events(COMMUNITY, [_react(106, CAROL, 1, base + 8, "👍", retracted=True)])
+    index.add_events(
+        COMMUNITY, [_react(107, CAROL, 1, base + 6, "👍")]
+    )  # older than the retraction
+    index.add_events(
+        COMMUNITY, [PinEvent(mid(108), BOB, mid(1), COMMUNITY + GENERAL, base + 30, True)]
+    )
+    index.add_events(
+        COMMUNITY, [PinEvent(mid(109), BOB, mid(1), COMMUNITY + GENERAL, base + 40, False)]
+    )
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None
+    assert got.text == "second edit" and got.edited_at_ms == base + 20
+    assert got.reactions == () and not got.pinned
+    hits = index.reader().search(COMMUNITY, "second")
+    assert [h.message.id for h in hits] == [mid(1)]
+    assert index.reader().search(COMMUNITY, "original") == []  # the edited-away text
+
+
+def test_an_edit_by_someone_else_is_ignored(index: HistoryIndex) -> None:
+    index.add_events(
+        COMMUNITY,
+        [
+            chat(1, ALICE, "mine", "2024-03-01T10:00:00"),
+            _edit(101, BOB, 1, ms("2024-03-01T11:00:00"), "hijacked"),
+        ],
+    )
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and got.text == "mine" and not got.edited
+
+
+@pytest.mark.parametrize(
+    ("deleter", "admins", "deleted"),
+    [(ALICE, (), True), (ADMIN, (ADMIN,), True), (BOB, (ADMIN,), False), (ADMIN, (), False)],
+    ids=["author", "moderator", "other", "admin-not-in-description"],
+)
+def test_delete_by_author_moderator_or_other(
+    index: HistoryIndex, deleter: str, admins: tuple[str, ...], deleted: bool
+) -> None:
+    index.add_events(COMMUNITY, [chat(1, ALICE, "hello", "2024-03-01T10:00:00")])
+    index.set_description(_description(5, admins=admins), COMMUNITY)
+    index.add_events(COMMUNITY, [_delete(101, deleter, 1, ms("2024-03-01T12:00:00"))])
+    reader = index.reader()
+    assert (reader.message(COMMUNITY, mid(1)) is None) is deleted
+    assert len(reader.day(COMMUNITY, GENERAL, dt.date(2024, 3, 1))) == (0 if deleted else 1)
+    assert reader.community(COMMUNITY).channels[0].messages == (0 if deleted else 1)  # type: ignore[union-attr]
+    assert (reader.search(COMMUNITY, "hello") == []) is deleted
+
+
+def test_a_delete_before_its_target_and_a_moderator_named_later(index: HistoryIndex) -> None:
+    index.add_events(COMMUNITY, [_delete(101, ADMIN, 1, ms("2024-03-01T12:00:00"))])
+    index.add_events(COMMUNITY, [chat(1, ALICE, "hello", "2024-03-01T10:00:00")])
+    assert index.reader().message(COMMUNITY, mid(1)) is not None  # no description yet
+    index.set_description(_description(5, admins=(ADMIN,)), COMMUNITY)
+    assert index.reader().message(COMMUNITY, mid(1)) is None
+    index.set_description(_description(4), COMMUNITY)  # older: ignored
+    assert index.reader().message(COMMUNITY, mid(1)) is None
+    index.set_description(_description(6), COMMUNITY)  # no longer a moderator
+    assert index.reader().message(COMMUNITY, mid(1)) is not None
+
+
+def _dump(index: HistoryIndex) -> list[object]:
+    tables = ["history_messages", "history_edits", "history_reactions", "history_days",
+              "history_channels", "history_authors"]  # fmt: skip
+    out: list[object] = []
+    for table in tables:
+        rows = index.db.execute(f"SELECT * FROM {table}")
+        out.append(sorted(tuple(str(v) for v in row) for row in rows))
+    return out
+
+
+def test_duplicates_keep_one_row_and_a_rerun_changes_nothing(index: HistoryIndex) -> None:
+    events = [
+        chat(1, ALICE, "hello", "2024-03-01T10:00:00"),
+        chat(1, ALICE, "hello", "2024-03-01T10:00:00"),  # the -memberUpdate copy
+        chat(2, BOB, "hi", "2024-03-01T10:01:00"),
+        _edit(101, ALICE, 1, ms("2024-03-01T10:05:00"), "hello!"),
+        _react(102, BOB, 1, ms("2024-03-01T10:06:00"), "😂"),
+        IdentityEvent(ALICE, 5, "Alice"),
+        Undecodable("protobuf", "bad"),
+    ]
+    counts = index.add_events(COMMUNITY, events)
+    assert (counts.messages, counts.duplicates, counts.identities) == (2, 1, 1)
+    assert counts.undecodable == {"protobuf": 1}
+    before = _dump(index)
+    again = index.add_events(COMMUNITY, events)
+    assert (again.messages, again.duplicates) == (0, 3)
+    assert _dump(index) == before
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert (
+        got is not None and got.author.display_name == "Alice" and got.author.shown_name == "Alice"
+    )
+    assert index.reader().community(COMMUNITY).messages == 2  # type: ignore[union-attr]
+
+
+def test_newest_identity_names_the_author(index: HistoryIndex) -> None:
+    index.add_events(
+        COMMUNITY,
+        [
+            IdentityEvent(ALICE, 10, "New"),
+            IdentityEvent(ALICE, 5, "Old"),
+            chat(1, ALICE, "x", "2024-03-01T10:00:00"),
+            chat(2, BOB, "y", "2024-03-01T10:00:01"),
+        ],
+    )
+    index.add_events(COMMUNITY, [IdentityEvent(ALICE, 7, "Older than New")])
+    reader = index.reader()
+    alice, bob = reader.message(COMMUNITY, mid(1)), reader.message(COMMUNITY, mid(2))
+    assert alice is not None and alice.author.shown_name == "New"
+    assert (
+        bob is not None
+        and bob.author.display_name == ""
+        and bob.author.shown_name == bob.author.alias
+    )
+    assert bob.author.compressed.startswith("zQ3")
+
+
+def test_same_millisecond_messages_get_distinct_rids(index: HistoryIndex) -> None:
+    # ids chosen so both ask for the same slot: the second moves to the next free one
+    first = chat(0x1_00000005, ALICE, "a", "2024-03-01T10:00:00")
+    second = chat(0x2_00000005 + 0, BOB, "b", "2024-03-01T10:00:00")
+    assert message_rid(first.timestamp_ms, first.id) == message_rid(second.timestamp_ms, second.id)
+    assert index.add_events(COMMUNITY, [first, second]).messages == 2
+    assert [m.text for m in index.reader().day(COMMUNITY, GENERAL, dt.date(2024, 3, 1))] == [
+        "a",
+        "b",
+    ]
+
+
+def test_a_missing_sqlite_file_is_created_only_when_asked(tmp_path) -> None:
+    with pytest.raises(HistoryIndexError, match="does not exist"):
+        HistoryIndex.open(str(tmp_path / "none.sqlite"))
+    with HistoryIndex.open(str(tmp_path / "new.sqlite"), create=True) as created:
+        assert created.reader().communities() == []

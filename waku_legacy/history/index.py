@@ -1,0 +1,830 @@
+"""The readable history's tables, in the v2 store's own database, folded at write time.
+
+``HistoryIndex.open(store_url)`` opens the database the store lives in (the SQLite file of
+nwaku's ``Message`` table, or the PostgreSQL database of its ``messages`` table) or a
+standalone SQLite file for histories read from archives only, and keeps these tables there
+(all prefixed ``history_``, never touching the store's own)::
+
+    history_messages   one row per shown-or-deleted chat message (community, status-go id),
+                       its current text (edits applied), deleted flag, pin, reactions and
+                       mentions materialized, provenance; indexed on (community, channel, day,
+                       timestamp, clock, id), so a day page and a permalink are one indexed
+                       query each; ``rid`` is time-ordered (timestamp ms * 10^6 + a slot taken
+                       from the id), so a search reads its matches newest first and stops
+                       after a page
+    history_fts        SQLite: FTS5 over the text (external content, unicode61
+                       remove_diacritics 2); PostgreSQL: a ``tsv`` column generated with the
+                       'simple' configuration and a GIN index
+    history_edits / history_deletes / history_reactions / history_pins
+                       every modifier, kept (newest clock per author, per author and emoji,
+                       per target): one that arrives before its target waits here and applies
+                       when the target is added; rebuilding a message from them gives the
+                       same row whatever the arrival order
+    history_authors    per key: compressed key, three-word alias, newest display name
+    history_communities / history_channels / history_banned / history_images
+                       the newest signed description's names, moderators and bans; per
+                       channel the count of non-deleted messages; image bytes apart from the
+                       rows a page reads
+
+Rules (status-go's, owned by :mod:`.rules`): an edit counts only from the original's author,
+the newest clock wins; a delete counts from the author or a moderator of the newest
+description; a reaction per (author, emoji) is its newest clock's state (retracted or not);
+a pin is its newest clock's. Adding the same message twice (its channel-topic and
+``-memberUpdate`` copies) keeps one row, the first copy's provenance; adding everything again
+changes nothing. Writes go in bounded batches, one transaction each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.history.events import (
+    ChatMessageEvent,
+    DeleteEvent,
+    EditEvent,
+    Event,
+    IdentityEvent,
+    PinEvent,
+    ReactionEvent,
+    Undecodable,
+)
+
+if TYPE_CHECKING:
+    from waku_legacy.history.model import ViewPolicy
+    from waku_legacy.history.reader import IndexReader
+    from waku_legacy.history.sources import WakuRow
+    from waku_legacy.identity.descriptions import SignedDescription
+
+__all__ = ["BATCH", "HistoryIndex", "HistoryIndexError", "IndexCounts"]
+
+BATCH = 2000  # events per write transaction
+DAY_MS = 86_400_000
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: a date Python can show
+_SLOTS = 1_000_000  # rids per millisecond
+
+
+class HistoryIndexError(WakuLegacyError):
+    """The readable history's tables cannot be opened or written."""
+
+
+@dataclass(slots=True)
+class IndexCounts:
+    """What one ``add_*`` call did (messages new to the index, and what was set aside)."""
+
+    messages: int = 0  # chat messages new to the index
+    duplicates: int = 0  # chat messages already indexed (another copy of the same id)
+    edits: int = 0
+    deletes: int = 0
+    reactions: int = 0
+    pins: int = 0
+    identities: int = 0
+    other_chat: int = 0  # chat messages on no channel of this community
+    undecodable: dict[str, int] = field(default_factory=dict)  # reason -> messages
+
+    def merge(self, other: IndexCounts) -> None:
+        for name in ("messages", "duplicates", "edits", "deletes", "reactions", "pins",
+                     "identities", "other_chat"):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for reason, n in other.undecodable.items():
+            self.undecodable[reason] = self.undecodable.get(reason, 0) + n
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages, "duplicates": self.duplicates, "edits": self.edits,
+            "deletes": self.deletes, "reactions": self.reactions, "pins": self.pins,
+            "identities": self.identities, "other_chat": self.other_chat,
+            "undecodable": dict(sorted(self.undecodable.items())),
+        }  # fmt: skip
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+_MESSAGE_COLUMNS = (
+    "rid", "community", "id", "channel", "day", "ts_ms", "clock", "author", "content_type",
+    "text", "response_to", "ens_name", "display_name", "sticker_hash", "image_type",
+    "image_size", "audio_ms", "discord_author", "discord_timestamp", "edited_clock", "deleted",
+    "pinned", "pinned_by", "reactions", "mentions", "waku_hash", "content_topic",
+    "pubsub_topic", "signer", "whisper_ts", "window_from", "window_to", "source", "legacy_id",
+)  # fmt: skip
+
+
+def _tables(blob: str, big: str) -> tuple[str, ...]:
+    return (
+        "CREATE TABLE IF NOT EXISTS history_messages ("
+        f" rid {big} PRIMARY KEY, community TEXT NOT NULL, id TEXT NOT NULL,"
+        f" channel TEXT NOT NULL, day {big} NOT NULL, ts_ms {big} NOT NULL,"
+        f" clock {big} NOT NULL, author TEXT NOT NULL, content_type INTEGER NOT NULL,"
+        " text TEXT NOT NULL, response_to TEXT NOT NULL, ens_name TEXT NOT NULL,"
+        " display_name TEXT NOT NULL, sticker_hash TEXT NOT NULL, image_type TEXT NOT NULL,"
+        f" image_size INTEGER NOT NULL, audio_ms {big} NOT NULL, discord_author TEXT NOT NULL,"
+        f" discord_timestamp TEXT NOT NULL, edited_clock {big} NOT NULL,"
+        " deleted INTEGER NOT NULL, pinned INTEGER NOT NULL, pinned_by TEXT NOT NULL,"
+        " reactions TEXT NOT NULL, mentions TEXT NOT NULL, waku_hash TEXT NOT NULL,"
+        " content_topic TEXT NOT NULL, pubsub_topic TEXT NOT NULL, signer TEXT NOT NULL,"
+        f" whisper_ts {big} NOT NULL, window_from {big}, window_to {big},"
+        " source TEXT NOT NULL, legacy_id TEXT NOT NULL, UNIQUE (community, id))",
+        "CREATE INDEX IF NOT EXISTS history_messages_day ON history_messages"
+        " (community, channel, day, ts_ms, clock, id)",
+        # modifiers may name a message by its pre-2019 id
+        "CREATE INDEX IF NOT EXISTS history_messages_legacy ON history_messages"
+        " (community, legacy_id)",
+        "CREATE INDEX IF NOT EXISTS history_messages_author ON history_messages"
+        " (community, author, channel, day)",
+        "CREATE TABLE IF NOT EXISTS history_edits (community TEXT NOT NULL,"
+        f" target TEXT NOT NULL, author TEXT NOT NULL, clock {big} NOT NULL, id TEXT NOT NULL,"
+        " text TEXT NOT NULL, PRIMARY KEY (community, target, author))",
+        "CREATE TABLE IF NOT EXISTS history_deletes (community TEXT NOT NULL,"
+        f" target TEXT NOT NULL, author TEXT NOT NULL, clock {big} NOT NULL, id TEXT NOT NULL,"
+        " PRIMARY KEY (community, target, author))",
+        "CREATE TABLE IF NOT EXISTS history_reactions (community TEXT NOT NULL,"
+        " target TEXT NOT NULL, author TEXT NOT NULL, emoji TEXT NOT NULL,"
+        f" clock {big} NOT NULL, id TEXT NOT NULL, retracted INTEGER NOT NULL,"
+        " PRIMARY KEY (community, target, author, emoji))",
+        "CREATE TABLE IF NOT EXISTS history_pins (community TEXT NOT NULL,"
+        f" target TEXT NOT NULL, author TEXT NOT NULL, clock {big} NOT NULL, id TEXT NOT NULL,"
+        " pinned INTEGER NOT NULL, PRIMARY KEY (community, target))",
+        "CREATE TABLE IF NOT EXISTS history_authors (key TEXT PRIMARY KEY,"
+        " compressed TEXT NOT NULL, alias TEXT NOT NULL, display_name TEXT NOT NULL,"
+        f" name_clock {big} NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS history_communities (community TEXT PRIMARY KEY,"
+        f" name TEXT NOT NULL, clock {big} NOT NULL, channels TEXT NOT NULL,"
+        " moderators TEXT NOT NULL, archive_link TEXT NOT NULL,"
+        f" last_archived_s {big} NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS history_channels (community TEXT NOT NULL,"
+        f" channel TEXT NOT NULL, messages {big} NOT NULL, PRIMARY KEY (community, channel))",
+        "CREATE TABLE IF NOT EXISTS history_days (community TEXT NOT NULL,"
+        f" channel TEXT NOT NULL, day {big} NOT NULL, messages {big} NOT NULL,"
+        " PRIMARY KEY (community, channel, day))",
+        "CREATE TABLE IF NOT EXISTS history_banned (community TEXT NOT NULL,"
+        " author TEXT NOT NULL, PRIMARY KEY (community, author))",
+        "CREATE TABLE IF NOT EXISTS history_images (community TEXT NOT NULL, id TEXT NOT NULL,"
+        f" image_type TEXT NOT NULL, bytes {blob} NOT NULL, PRIMARY KEY (community, id))",
+    )
+
+
+SQLITE_SCHEMA = (
+    *_tables("BLOB", "INTEGER"),
+    "CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(text,"
+    " content='history_messages', content_rowid='rid',"
+    " tokenize='unicode61 remove_diacritics 2')",
+)
+POSTGRES_SCHEMA = (
+    *_tables("BYTEA", "BIGINT"),
+    "ALTER TABLE history_messages ADD COLUMN IF NOT EXISTS tsv tsvector"
+    " GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED",
+    "CREATE INDEX IF NOT EXISTS history_messages_tsv ON history_messages USING GIN (tsv)",
+    "CREATE INDEX IF NOT EXISTS history_messages_recent ON history_messages (community, rid)",
+)
+
+
+# -- the connection ----------------------------------------------------------------------------
+
+
+class Database:
+    """One connection to SQLite or PostgreSQL; statements are written with ``?`` and run on
+    PostgreSQL with ``%s``. Every call holds the lock (the viewer reads from threads)."""
+
+    def __init__(self, conn: Any, postgres: bool, where: str) -> None:
+        self.conn = conn
+        self.postgres = postgres
+        self.where = where
+        self.lock = threading.RLock()
+        self._depth = 0
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.postgres else sql
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        with self.lock:
+            cur = self.conn.execute(self._sql(sql), params)
+            rows = cur.fetchall() if cur.description is not None else []
+            if self.postgres and self._depth == 0:
+                self.conn.rollback()  # end the read transaction
+            return list(rows)
+
+    def stream(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read inside a transaction already open (no rollback after it)."""
+        cur = self.conn.execute(self._sql(sql), params)
+        return list(cur.fetchall()) if cur.description is not None else []
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        if not rows:
+            return
+        if self.postgres:
+            with self.conn.cursor() as cur:
+                cur.executemany(self._sql(sql), rows)
+        else:
+            self.conn.executemany(sql, rows)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.lock:
+            self._depth += 1
+            try:
+                if not self.postgres:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                except BaseException:
+                    self.conn.rollback() if self.postgres else self.conn.execute("ROLLBACK")
+                    raise
+                self.conn.commit() if self.postgres else self.conn.execute("COMMIT")
+            finally:
+                self._depth -= 1
+
+    def in_list(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
+        """``column IN (…)`` for at most 500 values (callers chunk)."""
+        if self.postgres:
+            return f"{column} = ANY(?)", [list(values)]
+        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+    def close(self) -> None:
+        with self.lock, contextlib.suppress(Exception):
+            self.conn.close()
+
+
+def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    for at in range(0, len(values), size):
+        yield values[at : at + size]
+
+
+def _open_database(dsn: str, create: bool) -> Database:
+    from waku_legacy.store import check_store_file, is_postgres_url, sqlite_path
+    from waku_legacy.store.dsn import redact_dsn
+    from waku_legacy.store.types import StoreError
+
+    dsn = dsn.strip()
+    if is_postgres_url(dsn):
+        import psycopg
+
+        try:
+            conn = psycopg.connect(dsn, connect_timeout=10)
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(7377657)")  # one creator at a time
+                for statement in POSTGRES_SCHEMA:
+                    conn.execute(statement)
+            conn.commit()
+        except psycopg.Error as exc:
+            line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise HistoryIndexError(
+                f"cannot open the history tables in {redact_dsn(dsn)}: {line}"
+            ) from None
+        return Database(conn, True, redact_dsn(dsn))
+    import sqlite3
+
+    try:
+        check_store_file(dsn, create=create)
+    except StoreError as exc:
+        raise HistoryIndexError(str(exc).replace("the store", "the history database", 1)) from None
+    path = sqlite_path(dsn)
+    try:
+        lite = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        lite.execute("PRAGMA journal_mode=WAL")
+        lite.execute("PRAGMA synchronous=NORMAL")
+        lite.execute("PRAGMA busy_timeout=30000")
+        lite.execute("BEGIN IMMEDIATE")
+        for statement in SQLITE_SCHEMA:
+            lite.execute(statement)
+        lite.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise HistoryIndexError(f"cannot open the history tables in {path}: {exc}") from None
+    return Database(lite, False, path)
+
+
+# -- the fold ----------------------------------------------------------------------------------
+
+
+def message_rid(timestamp_ms: int, message_id: str) -> int:
+    """A message's time-ordered row id: its (clamped) timestamp's millisecond, then a slot
+    from its id (a clash moves it to the next free slot)."""
+    return _clamp_ms(timestamp_ms) * _SLOTS + int(message_id[-8:] or "0", 16) % _SLOTS
+
+
+def _clamp_ms(timestamp_ms: int) -> int:
+    return min(max(int(timestamp_ms), 0), MAX_TIMESTAMP_MS)
+
+
+def _edit_applies(edit_author: str, original_author: str) -> bool:
+    from waku_legacy.history import rules
+
+    probe_edit = EditEvent("", edit_author, "", "", 0, "")
+    probe = ChatMessageEvent("", original_author, "", "", 0, 0, 0, "")
+    return bool(rules.edit_applies(probe_edit, probe))
+
+
+def _delete_applies(delete_author: str, original_author: str, moderators: frozenset[str]) -> bool:
+    from waku_legacy.history import rules
+
+    probe_delete = DeleteEvent("", delete_author, "", "", 0)
+    probe = ChatMessageEvent("", original_author, "", "", 0, 0, 0, "")
+    return bool(rules.delete_applies(probe_delete, probe, moderators))
+
+
+def _mentions(text: str) -> list[str]:
+    from waku_legacy.history import rules
+
+    return list(dict.fromkeys(k.lower() for k in rules.mentioned_keys(text)))
+
+
+def author_names(public_key: str) -> tuple[str, str]:
+    """(compressed ``zQ3…`` key, three-word alias) of a ``0x04…`` key."""
+    from waku_legacy.history import alias
+
+    return alias.compressed_key(public_key), alias.alias(public_key)
+
+
+@dataclass(slots=True)
+class _Modifiers:
+    edits: list[tuple[str, int, str, str]] = field(default_factory=list)  # author clock id text
+    deletes: list[str] = field(default_factory=list)  # authors
+    reactions: list[tuple[str, str, int, str, int]] = field(default_factory=list)
+    pin: tuple[str, int, str, int] | None = None  # author clock id pinned
+
+
+def _fold(
+    author: str, text: str, mods: _Modifiers, moderators: frozenset[str]
+) -> tuple[str, int, int, int, str, str, str]:
+    """(text, edited clock, deleted, pinned, pinned by, reactions JSON, mentions JSON) of a
+    message by ``author`` whose original text is ``text``, given every modifier of it."""
+    edited = 0
+    best: tuple[int, str] | None = None
+    for edit_author, clock, edit_id, edit_text in mods.edits:
+        if _edit_applies(edit_author, author) and (best is None or (clock, edit_id) > best):
+            best, text, edited = (clock, edit_id), edit_text, clock
+    deleted = any(_delete_applies(d, author, moderators) for d in mods.deletes)
+    pinned, pinned_by = 0, ""
+    if mods.pin is not None and mods.pin[3]:
+        pinned, pinned_by = 1, mods.pin[0]
+    return (text, edited, int(deleted), pinned, pinned_by, reactions_json(mods.reactions),
+            json.dumps(_mentions(text)))  # fmt: skip
+
+
+def reactions_json(rows: Iterable[tuple[str, str, int, str, int]]) -> str:
+    """``[[emoji, [author, …]], …]`` of the reactions not retracted (each row is the newest
+    state of one (author, emoji)), emojis in the order first reacted, authors likewise."""
+    by_emoji: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for reactor, emoji, clock, _id, retracted in rows:
+        if not retracted:
+            by_emoji[emoji].append((clock, reactor))
+    ordered = sorted(by_emoji.items(), key=lambda item: (min(item[1]), item[0]))
+    return json.dumps([[emoji, [a for _, a in sorted(who)]] for emoji, who in ordered])
+
+
+class HistoryIndex:
+    """The readable tables of one database (see the module docstring)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._moderators: dict[str, frozenset[str]] = {}
+        self._known_authors: set[str] = set()
+
+    @classmethod
+    def open(cls, dsn: str, *, create: bool = False) -> HistoryIndex:
+        """The tables in the store at ``dsn`` (a SQLite path or URL, or ``postgresql://…``),
+        created when missing; a missing SQLite file is created only with ``create``."""
+        if not isinstance(dsn, str) or not dsn.strip():
+            raise ConfigError("the history database URL is empty")
+        return cls(_open_database(dsn, create))
+
+    def __enter__(self) -> HistoryIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def reader(self, policy: ViewPolicy | None = None) -> IndexReader:
+        from waku_legacy.history.model import ViewPolicy
+        from waku_legacy.history.reader import IndexReader
+
+        return IndexReader(self, policy or ViewPolicy())
+
+    # -- communities ---------------------------------------------------------------------------
+
+    def moderators(self, community_id: str) -> frozenset[str]:
+        """Who may delete others' messages (the newest description's moderators)."""
+        if community_id not in self._moderators:
+            rows = self.db.execute(
+                "SELECT moderators FROM history_communities WHERE community = ?", [community_id]
+            )
+            self._moderators[community_id] = frozenset(json.loads(rows[0][0]) if rows else [])
+        return self._moderators[community_id]
+
+    def set_description(
+        self, description: SignedDescription, community_id: str | None = None
+    ) -> None:
+        """Keep ``description`` when it is newer than the one kept: channel names, bans and
+        moderators (deletes by them are applied again). ``community_id``: whose it is (a
+        SignedDescription does not say; it may be left out when the index holds one
+        community only)."""
+        from waku_legacy.history import rules
+
+        community = community_id or self._only_community()
+        rows = self.db.execute(
+            "SELECT clock FROM history_communities WHERE community = ?", [community]
+        )
+        if rows and int(rows[0][0]) > description.clock:
+            return
+        from waku_legacy.identity.topics import CommunityId
+
+        # the control node (the community key) may always delete
+        owner = "0x" + CommunityId.parse(community).uncompressed.hex()
+        moderators = sorted({*rules.moderators_of(description), owner})
+        channels = [[c.uuid, c.name, c.position] for c in description.channels]
+        with self.db.transaction():
+            self.db.stream(
+                "INSERT INTO history_communities (community, name, clock, channels, moderators,"
+                " archive_link, last_archived_s) VALUES (?, ?, ?, ?, ?, '', 0)"
+                " ON CONFLICT (community) DO UPDATE SET name = excluded.name,"
+                " clock = excluded.clock, channels = excluded.channels,"
+                " moderators = excluded.moderators",
+                [community, description.name, description.clock, json.dumps(channels),
+                 json.dumps(moderators)],
+            )  # fmt: skip
+            self.db.stream("DELETE FROM history_banned WHERE community = ?", [community])
+            self.db.executemany(
+                "INSERT INTO history_banned (community, author) VALUES (?, ?)",
+                [(community, key) for key in sorted(description.banned)],
+            )
+            self._moderators[community] = frozenset(moderators)
+            # deletes by others than the author may now apply, or no longer
+            targets = self.db.stream(
+                "SELECT DISTINCT d.target FROM history_deletes d JOIN history_messages m"
+                " ON m.community = d.community AND m.id = d.target"
+                " WHERE d.community = ? AND d.author <> m.author",
+                [community],
+            )
+            self._refold(community, [t for (t,) in targets])
+
+    def _only_community(self) -> str:
+        rows = self.db.execute(
+            "SELECT DISTINCT community FROM history_channels UNION"
+            " SELECT community FROM history_communities"
+        )
+        if len(rows) != 1:
+            raise ConfigError(
+                f"set_description: the index holds {len(rows)} communities; say which one "
+                "the description is of (community_id)"
+            )
+        return str(rows[0][0])
+
+    def set_archive_link(self, community_id: str, link: str, last_archived_s: int) -> None:
+        """The newest archive link (magnet URI or CID) and the end of its newest window."""
+        with self.db.transaction():
+            self.db.stream(
+                "INSERT INTO history_communities (community, name, clock, channels, moderators,"
+                " archive_link, last_archived_s) VALUES (?, '', 0, '[]', '[]', ?, ?)"
+                " ON CONFLICT (community) DO UPDATE SET archive_link = excluded.archive_link,"
+                " last_archived_s = excluded.last_archived_s",
+                [community_id, link, int(last_archived_s)],
+            )
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add_waku_messages(self, community_id: str, rows: Iterable[WakuRow]) -> IndexCounts:
+        """Decrypted Waku messages (:class:`~.sources.WakuRow`: the 26/WAKU-PAYLOAD data, its
+        signer and provenance) decoded and added: the bridge's hook for live envelopes."""
+        from waku_legacy.history.sources import decode_rows
+
+        return self.add_events(community_id, decode_rows(rows, community_id))
+
+    def add_events(self, community_id: str, events: Iterable[Event]) -> IndexCounts:
+        """Fold decoded events into the tables, :data:`BATCH` per transaction."""
+        counts = IndexCounts()
+        batch: list[Event] = []
+        for event in events:
+            batch.append(event)
+            if len(batch) >= BATCH:
+                counts.merge(self._add_batch(community_id, batch))
+                batch = []
+        if batch:
+            counts.merge(self._add_batch(community_id, batch))
+        return counts
+
+    def _add_batch(self, community: str, events: list[Event]) -> IndexCounts:
+        counts = IndexCounts()
+        chats: dict[str, ChatMessageEvent] = {}
+        edits: dict[tuple[str, str], EditEvent] = {}
+        deletes: dict[tuple[str, str], DeleteEvent] = {}
+        reactions: dict[tuple[str, str, str], ReactionEvent] = {}
+        pins: dict[str, PinEvent] = {}
+        names: dict[str, tuple[int, str]] = {}
+        for event in events:
+            if isinstance(event, ChatMessageEvent):
+                if not event.channel_id:
+                    counts.other_chat += 1
+                elif event.id in chats:
+                    counts.duplicates += 1
+                else:
+                    chats[event.id] = event
+                if event.display_name:
+                    _newest_name(names, event.author, event.clock, event.display_name)
+            elif isinstance(event, EditEvent):
+                counts.edits += 1
+                _keep_newest(edits, (event.target_id, event.author), event)
+            elif isinstance(event, DeleteEvent):
+                counts.deletes += 1
+                _keep_newest(deletes, (event.target_id, event.author), event)
+            elif isinstance(event, ReactionEvent):
+                counts.reactions += 1
+                _keep_newest(reactions, (event.target_id, event.author, event.emoji), event)
+            elif isinstance(event, PinEvent):
+                counts.pins += 1
+                _keep_newest(pins, event.target_id, event)
+            elif isinstance(event, IdentityEvent):
+                counts.identities += 1
+                _newest_name(names, event.author, event.clock, event.display_name)
+            elif isinstance(event, Undecodable):
+                counts.undecodable[event.reason] = counts.undecodable.get(event.reason, 0) + 1
+        with self.db.transaction():
+            self._write_authors(names, [c.author for c in chats.values()])
+            self._write_modifiers(community, edits, deletes, reactions, pins)
+            new = self._write_messages(community, chats)
+            counts.messages += len(new)
+            counts.duplicates += len(chats) - len(new)
+            # modifiers of messages indexed before this batch
+            targets = {e.target_id for e in edits.values()} | {
+                d.target_id for d in deletes.values()
+            }
+            targets |= {r.target_id for r in reactions.values()} | set(pins)
+            self._refold(community, sorted(targets - set(new)))
+        return counts
+
+    def _write_authors(self, names: dict[str, tuple[int, str]], authors: list[str]) -> None:
+        fresh = sorted({*names, *authors} - self._known_authors)
+        rows = []
+        for key in fresh:
+            compressed, alias = author_names(key)
+            rows.append((key, compressed, alias))
+        self.db.executemany(
+            "INSERT INTO history_authors (key, compressed, alias, display_name, name_clock)"
+            " VALUES (?, ?, ?, '', -1) ON CONFLICT (key) DO NOTHING",
+            rows,
+        )
+        self.db.executemany(
+            "UPDATE history_authors SET display_name = ?, name_clock = ?"
+            " WHERE key = ? AND name_clock < ?",
+            [(name, clock, key, clock) for key, (clock, name) in sorted(names.items())],
+        )
+        self._known_authors.update(fresh)
+        if len(self._known_authors) > 200_000:  # a cache, bounded
+            self._known_authors.clear()
+
+    def _write_modifiers(
+        self,
+        community: str,
+        edits: dict[tuple[str, str], EditEvent],
+        deletes: dict[tuple[str, str], DeleteEvent],
+        reactions: dict[tuple[str, str, str], ReactionEvent],
+        pins: dict[str, PinEvent],
+    ) -> None:
+        newer = "WHERE excluded.clock > {t}.clock OR (excluded.clock = {t}.clock AND excluded.id > {t}.id)"  # noqa: E501
+        self.db.executemany(
+            "INSERT INTO history_edits (community, target, author, clock, id, text)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (community, target, author) DO UPDATE"
+            " SET clock = excluded.clock, id = excluded.id, text = excluded.text "
+            + newer.format(t="history_edits"),
+            [(community, e.target_id, e.author, e.clock, e.id, e.text) for e in edits.values()],
+        )
+        self.db.executemany(
+            "INSERT INTO history_deletes (community, target, author, clock, id)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (community, target, author) DO UPDATE"
+            " SET clock = excluded.clock, id = excluded.id " + newer.format(t="history_deletes"),
+            [(community, d.target_id, d.author, d.clock, d.id) for d in deletes.values()],
+        )
+        self.db.executemany(
+            "INSERT INTO history_reactions (community, target, author, emoji, clock, id,"
+            " retracted) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (community, target, author,"
+            " emoji) DO UPDATE SET clock = excluded.clock, id = excluded.id,"
+            " retracted = excluded.retracted " + newer.format(t="history_reactions"),
+            [(community, r.target_id, r.author, r.emoji, r.clock, r.id, int(r.retracted))
+             for r in reactions.values()],
+        )  # fmt: skip
+        self.db.executemany(
+            "INSERT INTO history_pins (community, target, author, clock, id, pinned)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (community, target) DO UPDATE"
+            " SET author = excluded.author, clock = excluded.clock, id = excluded.id,"
+            " pinned = excluded.pinned " + newer.format(t="history_pins"),
+            [(community, p.target_id, p.author, p.clock, p.id, int(p.pinned))
+             for p in pins.values()],
+        )  # fmt: skip
+
+    def _modifiers(self, community: str, targets: Sequence[str]) -> dict[str, _Modifiers]:
+        """Every stored modifier of ``targets``."""
+        mods: dict[str, _Modifiers] = defaultdict(_Modifiers)
+        db = self.db
+        for chunk in _chunks(targets):
+            clause, values = db.in_list("target", chunk)
+            where = f"WHERE community = ? AND {clause}"
+            for target, author, clock, edit_id, text in db.stream(
+                f"SELECT target, author, clock, id, text FROM history_edits {where}",
+                [community, *values],
+            ):
+                mods[target].edits.append((author, int(clock), edit_id, text))
+            for target, author in db.stream(
+                f"SELECT target, author FROM history_deletes {where}", [community, *values]
+            ):
+                mods[target].deletes.append(author)
+            for target, author, emoji, clock, rid, retracted in db.stream(
+                "SELECT target, author, emoji, clock, id, retracted FROM history_reactions"
+                f" {where}",
+                [community, *values],
+            ):
+                mods[target].reactions.append((author, emoji, int(clock), rid, int(retracted)))
+            for target, author, clock, pin_id, pinned in db.stream(
+                f"SELECT target, author, clock, id, pinned FROM history_pins {where}",
+                [community, *values],
+            ):
+                mods[target].pin = (author, int(clock), pin_id, int(pinned))
+        return mods
+
+    def _write_messages(self, community: str, chats: dict[str, ChatMessageEvent]) -> list[str]:
+        """Insert the messages not indexed yet, their modifiers folded in; their ids."""
+        db = self.db
+        ids = sorted(chats)
+        existing: set[str] = set()
+        for chunk in _chunks(ids):
+            clause, values = db.in_list("id", chunk)
+            existing.update(
+                i for (i,) in db.stream(
+                    f"SELECT id FROM history_messages WHERE community = ? AND {clause}",
+                    [community, *values],
+                )
+            )  # fmt: skip
+        new = [chats[i] for i in ids if i not in existing]
+        if not new:
+            return []
+        rids = self._free_rids(new)
+        mods = self._modifiers(community, [*(c.id for c in new),
+                                           *(c.legacy_id for c in new if c.legacy_id)])  # fmt: skip
+        moderators = self.moderators(community)
+        rows = []
+        images = []
+        per_day: dict[tuple[str, int], int] = defaultdict(int)
+        for chat, rid in zip(new, rids, strict=True):
+            facts = chat.facts
+            text, edited, deleted, pinned, pinned_by, reactions, mentions = _fold(
+                chat.author, chat.text, _both(mods, chat.id, chat.legacy_id), moderators
+            )
+            ts = _clamp_ms(chat.timestamp_ms)
+            rows.append((
+                rid, community, chat.id, chat.channel_id, ts // DAY_MS, ts, chat.clock,
+                chat.author, chat.content_type, text, chat.response_to, chat.ens_name,
+                chat.display_name, chat.sticker_hash, chat.image_type,
+                len(chat.image) if chat.image_type else 0, chat.audio_duration_ms,
+                chat.discord_author, chat.discord_timestamp, edited, deleted, pinned, pinned_by,
+                reactions, mentions,
+                facts.waku_hash if facts else "", facts.content_topic if facts else "",
+                facts.pubsub_topic if facts else "", chat.author,  # the recovered signer
+                facts.whisper_timestamp if facts else 0,
+                facts.archive_window[0] if facts and facts.archive_window else None,
+                facts.archive_window[1] if facts and facts.archive_window else None,
+                facts.source if facts else "", chat.legacy_id,
+            ))  # fmt: skip
+            if chat.image_type and chat.image:
+                images.append((community, chat.id, chat.image_type, bytes(chat.image)))
+            if not deleted:
+                per_day[chat.channel_id, ts // DAY_MS] += 1
+        columns = ", ".join(_MESSAGE_COLUMNS)
+        marks = ", ".join("?" * len(_MESSAGE_COLUMNS))
+        db.executemany(f"INSERT INTO history_messages ({columns}) VALUES ({marks})", rows)
+        if not db.postgres:
+            db.executemany(
+                "INSERT INTO history_fts (rowid, text) VALUES (?, ?)",
+                [(r[0], r[9]) for r in rows if not r[20]],
+            )
+        db.executemany(
+            "INSERT INTO history_images (community, id, image_type, bytes) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (community, id) DO NOTHING",
+            images,
+        )
+        self._count(community, per_day)
+        return [c.id for c in new]
+
+    def _count(self, community: str, per_day: dict[tuple[str, int], int]) -> None:
+        """Add to the non-deleted message counts of channels and their days."""
+        per_channel: dict[str, int] = defaultdict(int)
+        for (channel, _), n in per_day.items():
+            per_channel[channel] += n
+        self.db.executemany(
+            "INSERT INTO history_days (community, channel, day, messages) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (community, channel, day) DO UPDATE"
+            " SET messages = history_days.messages + excluded.messages",
+            [(community, channel, day, n) for (channel, day), n in sorted(per_day.items())],
+        )
+        self.db.executemany(
+            "INSERT INTO history_channels (community, channel, messages) VALUES (?, ?, ?)"
+            " ON CONFLICT (community, channel) DO UPDATE"
+            " SET messages = history_channels.messages + excluded.messages",
+            [(community, channel, n) for channel, n in sorted(per_channel.items())],
+        )
+
+    def _free_rids(self, new: list[ChatMessageEvent]) -> list[int]:
+        """Each message's rid, moved past rids taken (in the table or earlier in ``new``)."""
+        wanted = [message_rid(c.timestamp_ms, c.id) for c in new]
+        taken: set[int] = set()
+        for chunk in _chunks(sorted(set(wanted))):
+            clause, values = self.db.in_list("rid", chunk)
+            taken.update(
+                int(r) for (r,) in self.db.stream(
+                    f"SELECT rid FROM history_messages WHERE {clause}", values
+                )
+            )  # fmt: skip
+        out = []
+        for rid in wanted:
+            while rid in taken:
+                rid += 1
+                if rid in taken:
+                    continue
+                rows = self.db.stream("SELECT 1 FROM history_messages WHERE rid = ?", [rid])
+                if rows:
+                    taken.add(rid)
+            taken.add(rid)
+            out.append(rid)
+        return out
+
+    def _refold(self, community: str, targets: Sequence[str]) -> None:
+        """Fold the stored modifiers into the indexed messages among ``targets`` again."""
+        if not targets:
+            return
+        db = self.db
+        found: dict[int, tuple[Any, ...]] = {}
+        for column in ("id", "legacy_id"):
+            for chunk in _chunks(targets):
+                clause, values = db.in_list(column, chunk)
+                for row in db.stream(
+                    "SELECT rid, id, legacy_id, channel, day, author, text, deleted"
+                    f" FROM history_messages WHERE community = ? AND {clause}",
+                    [community, *values],
+                ):
+                    found[int(row[0])] = row
+        if not found:
+            return
+        rows = [found[rid] for rid in sorted(found)]
+        mods = self._modifiers(community, [*(r[1] for r in rows), *(r[2] for r in rows if r[2])])
+        moderators = self.moderators(community)
+        updates = []
+        fts: list[tuple[Any, ...]] = []
+        per_day: dict[tuple[str, int], int] = defaultdict(int)
+        for rid, message_id, legacy_id, channel, day, author, text, deleted in rows:
+            # An edited row's text is its newest applicable edit's; edits are never
+            # removed, so folding again picks that edit or a newer one: the text sent
+            # is needed only while no edit applies, and then it is the row's.
+            folded = _fold(author, text, _both(mods, message_id, legacy_id), moderators)
+            updates.append((*folded, rid))
+            new_text, new_deleted = folded[0], folded[2]
+            if not db.postgres and (new_text != text or new_deleted != deleted):
+                if not deleted:
+                    fts.append(("delete", rid, text))
+                if not new_deleted:
+                    fts.append(("insert", rid, new_text))
+            if new_deleted != deleted:
+                per_day[channel, int(day)] += -1 if new_deleted else 1
+        db.executemany(
+            "UPDATE history_messages SET text = ?, edited_clock = ?, deleted = ?, pinned = ?,"
+            " pinned_by = ?, reactions = ?, mentions = ? WHERE rid = ?",
+            updates,
+        )
+        for op, rid, text in fts:
+            if op == "delete":
+                db.stream(
+                    "INSERT INTO history_fts (history_fts, rowid, text) VALUES ('delete', ?, ?)",
+                    [rid, text],
+                )
+            else:
+                db.stream("INSERT INTO history_fts (rowid, text) VALUES (?, ?)", [rid, text])
+        self._count(community, per_day)
+
+
+def _both(mods: dict[str, _Modifiers], message_id: str, legacy_id: str) -> _Modifiers:
+    """The modifiers naming a message by its id or by its legacy id."""
+    first = mods.get(message_id) or _Modifiers()
+    second = mods.get(legacy_id) if legacy_id else None
+    if second is None:
+        return first
+    pins = [p for p in (first.pin, second.pin) if p is not None]
+    return _Modifiers(
+        first.edits + second.edits, first.deletes + second.deletes,
+        first.reactions + second.reactions, max(pins, key=lambda p: (p[1], p[2]), default=None),
+    )  # fmt: skip
+
+
+def _keep_newest(into: dict[Any, Any], key: Any, event: Any) -> None:
+    kept = into.get(key)
+    if kept is None or (event.clock, event.id) > (kept.clock, kept.id):
+        into[key] = event
+
+
+def _newest_name(into: dict[str, tuple[int, str]], author: str, clock: int, name: str) -> None:
+    kept = into.get(author)
+    if kept is None or (clock, name) > kept:
+        into[author] = (clock, name)

@@ -1,0 +1,296 @@
+"""Where the readable history comes from: a v2 store's rows or the archives, decoded and indexed.
+
+- The store (:func:`index_from_store`): the ``messages`` rows of each channel's content topic,
+  read in pages of :data:`STORE_PAGE` in (timestamp, hash) order. Their payloads are
+  version-1 26/WAKU-PAYLOAD encrypted with the channel's symmetric key (``symmetric_key_for_chat``
+  of ``<community id><uuid>``), opened with :func:`waku_legacy.crypto.payload.decode_payload`
+  as the migration's archive step opens them (``migrate/archives.archive_fields``); what does
+  not open is counted as ``undecryptable``, never dropped silently. The channels are the
+  community config's, else those of the newest description signed by the community key on its
+  chat in the store (also kept by the index: names, bans, moderators).
+- The archives (:func:`index_from_archive_entries`): each archived message's ``payload`` is the
+  26/WAKU-PAYLOAD data already decrypted and ``sig`` its signer's 65-byte key; the archive's
+  window is its index entry's start and the 7-day partition's end.
+  :func:`open_archive_entries` obtains them as ``members preview`` does (``--archive-dir``,
+  ``--torrent``, ``--magnet [--peer]``, ``--cid --logos-url``): the CLI commands share it.
+
+Both then call :func:`~.decode.decode_application` per message and
+:meth:`~.index.HistoryIndex.add_events` in bounded batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from waku_legacy.errors import ConfigError, WakuLegacyError
+from waku_legacy.history.events import Event, Undecodable, WakuFacts
+
+if TYPE_CHECKING:
+    from waku_legacy.community_config import CommunityConfig
+    from waku_legacy.history.index import HistoryIndex, IndexCounts
+    from waku_legacy.identity.topics import CommunityId
+    from waku_legacy.members.preview import ArchivedEntry
+    from waku_legacy.store.types import MessageStore
+
+__all__ = [
+    "STORE_PAGE",
+    "ArchiveEntries",
+    "WakuRow",
+    "archive_rows",
+    "decode_rows",
+    "index_from_archive_entries",
+    "index_from_store",
+    "open_archive_entries",
+    "store_rows",
+]
+
+STORE_PAGE = 1000  # store rows per read
+_NANOS = 1_000_000_000
+# called with (community id, messages read so far) as a store is read
+Progress = Callable[[str, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class WakuRow:
+    """One Waku message's decrypted 26/WAKU-PAYLOAD data and where it came from (its
+    ``facts.payload_signer`` is the payload's signer, ``""`` when unsigned)."""
+
+    data: bytes
+    facts: WakuFacts
+
+
+def decode_rows(rows: Iterable[WakuRow | Undecodable], community_id: str) -> Iterator[Event]:
+    """Each row decoded at the Status application layer (undecodable rows passed on)."""
+    from waku_legacy.history.decode import decode_application
+
+    for row in rows:
+        if isinstance(row, Undecodable):
+            yield row
+        else:
+            yield decode_application(row.data, row.facts.payload_signer, row.facts, community_id)
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+def store_rows(
+    store: MessageStore, content_topic: str, symmetric_key: bytes, *, source: str = "store"
+) -> Iterator[WakuRow | Undecodable]:
+    """The topic's stored messages, oldest first, decrypted with the channel's key."""
+    from waku_legacy.crypto.payload import decode_payload
+    from waku_legacy.store.types import StoreQuery
+
+    cursor: bytes | None = None
+    while True:
+        page = store.query(
+            StoreQuery(content_topics=[content_topic], cursor=cursor, limit=STORE_PAGE)
+        )
+        for message in page.messages:
+            facts = WakuFacts(
+                "0x" + message.message_hash.hex(), message.content_topic, message.pubsub_topic,
+                message.timestamp // _NANOS, "", None, source,
+            )  # fmt: skip
+            if message.version != 1:
+                yield Undecodable(
+                    "undecryptable", f"payload version {message.version}, not 1", facts
+                )
+                continue
+            try:
+                decoded = decode_payload(bytes(message.payload), symmetric_key=symmetric_key)
+            except WakuLegacyError as exc:
+                yield Undecodable("undecryptable", f"{type(exc).__name__}: {exc}"[:160], facts)
+                continue
+            signer = "0x" + decoded.signer.hex() if decoded.signer else ""
+            yield WakuRow(
+                bytes(decoded.payload),
+                WakuFacts(
+                    facts.waku_hash,
+                    facts.content_topic,
+                    facts.pubsub_topic,
+                    facts.whisper_timestamp,
+                    signer,
+                    None,
+                    source,
+                ),
+            )
+        if page.cursor is None:
+            return
+        cursor = page.cursor
+
+
+def _community(given: CommunityConfig | CommunityId | str) -> tuple[CommunityId, tuple[str, ...]]:
+    from waku_legacy.community_config import CommunityConfig
+    from waku_legacy.identity.topics import CommunityId
+
+    if isinstance(given, CommunityConfig):
+        return given.id, tuple(given.channels)
+    if isinstance(given, CommunityId):
+        return given, ()
+    return CommunityId.parse(given), ()
+
+
+def index_from_store(
+    store_dsn: str,
+    community_ids: Iterable[CommunityConfig | CommunityId | str],
+    index: HistoryIndex,
+    *,
+    progress: Progress | None = None,
+) -> IndexCounts:
+    """Index every channel message of the communities in the store at ``store_dsn``: the
+    channels of a given :class:`~waku_legacy.community_config.CommunityConfig`, plus those of
+    the newest description signed by the community key found in the store."""
+    from waku_legacy.history.index import IndexCounts
+    from waku_legacy.identity.descriptions import newest_description
+    from waku_legacy.identity.topics import (
+        chat_topic,
+        symmetric_key_for_chat,
+        v1_topic_to_content_topic,
+    )
+    from waku_legacy.members.published import read_store_published
+    from waku_legacy.store import open_store
+
+    total = IndexCounts()
+    with open_store(store_dsn) as store:
+        for given in community_ids:
+            community, channels = _community(given)
+            description = newest_description(
+                read_store_published(store, community, "store").descriptions
+            )
+            if description is not None:
+                index.set_description(description, str(community))
+                channels = tuple(dict.fromkeys([*channels, *description.channel_uuids]))
+            if not channels:
+                raise ConfigError(
+                    f"{community}: no channels to read: give the community's [[community]] "
+                    "table (its channels) or a store holding its signed CommunityDescription"
+                )
+            read = 0
+            for channel in channels:
+                chat = community.channel_chat_id(channel)
+                rows = store_rows(store, v1_topic_to_content_topic(chat_topic(chat)),
+                                  symmetric_key_for_chat(chat))  # fmt: skip
+                counts = index.add_events(str(community), decode_rows(rows, str(community)))
+                total.merge(counts)
+                read += counts.messages + counts.duplicates
+                if progress is not None:
+                    progress(str(community), read)
+    return total
+
+
+# -- the archives ----------------------------------------------------------------------------------
+
+
+def archive_rows(entries: Iterable[ArchivedEntry], *, source: str) -> Iterator[WakuRow]:
+    """Archived messages as rows: the payload is the decrypted data, ``sig`` the signer."""
+    from waku_legacy.archive.partition import WEEK_SECONDS
+    from waku_legacy.identity.topics import v1_topic_to_content_topic
+
+    for entry in entries:
+        message = entry.message
+        signer = "0x" + bytes(message.sig).hex() if len(message.sig) == 65 else ""
+        window = (entry.window_from, entry.window_from + WEEK_SECONDS)
+        yield WakuRow(
+            bytes(message.payload),
+            WakuFacts(
+                "0x" + bytes(message.hash).hex(),
+                v1_topic_to_content_topic(bytes(message.topic)),
+                "",
+                int(message.timestamp),
+                signer,
+                window,
+                source,
+            ),
+        )
+
+
+def index_from_archive_entries(
+    entries: Iterable[ArchivedEntry], community_id: str, index: HistoryIndex, *, source: str
+) -> IndexCounts:
+    """Index archived messages (their channel-topic and ``-memberUpdate`` copies are one)."""
+    return index.add_events(community_id, decode_rows(archive_rows(entries, source=source),
+                                                      community_id))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveEntries:
+    """The archived messages of one community and where they came from."""
+
+    entries: Iterable[ArchivedEntry]  # import order: archives oldest first
+    origin: str  # where they came from, for a report
+    folder: Path | None  # where the link message files may be
+    link: str | None = None  # the fetched torrent's info hash or the Logos Storage index CID
+    source: str = ""  # Provenance.source: "archive-dir", "torrent", "logos-storage"
+
+
+def folder_archive_entries(
+    archive_dir: Path, community: CommunityId, flavour: str
+) -> Iterator[ArchivedEntry]:
+    """The archives of a folder, one archive in memory at a time, oldest window first."""
+    from waku_legacy.archive.data_files import read_archive, read_index
+    from waku_legacy.members.preview import ArchivedEntry
+
+    index = read_index(archive_dir, community, flavour=flavour)
+    for entry in sorted(index.entries, key=lambda e: (e.window_from, e.offset)):
+        archive = read_archive(archive_dir, community, entry, flavour=flavour)
+        for message in archive.messages:
+            yield ArchivedEntry(entry.window_from, message)
+
+
+def open_archive_entries(
+    args: argparse.Namespace, community: CommunityId, scratch: Path, *, command: str
+) -> ArchiveEntries:
+    """The archived messages named by the source options ``members preview`` and ``history
+    export`` share (exactly one of ``archive_dir``, ``torrent``, ``magnet``, ``cid`` with
+    ``logos_url``; ``peer``, ``flavour``, ``save_dir``, ``metadata_timeout``, ``timeout``,
+    ``quiet`` and the torrent session's options), read from the folder or fetched as a
+    member fetches them (into ``save_dir`` or ``scratch``)."""
+    from waku_legacy.members.preview import ArchivedEntry
+
+    given = [v for v in (args.archive_dir, args.torrent, args.magnet, args.cid) if v]
+    if len(given) != 1:
+        raise ConfigError(
+            f"{command}: give exactly one of --archive-dir, --torrent, --magnet or --cid"
+        )
+    if args.cid is not None or args.logos_url is not None:
+        if args.cid is None or args.logos_url is None:
+            raise ConfigError("--cid and --logos-url go together")
+        from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
+
+        fetched = fetch_by_cid(LogosStorageClient(args.logos_url, timeout=args.timeout), args.cid)
+        start = {a["archive_id"]: int(a["from"]) for a in fetched.archives}
+        entries = [ArchivedEntry(start[i], m) for i, m in fetched.messages]
+        return ArchiveEntries(
+            entries, f"Logos Storage index {args.cid}", None, args.cid, "logos-storage"
+        )
+    if args.archive_dir:
+        from waku_legacy.archive.layout import community_folder
+
+        folder = community_folder(Path(args.archive_dir).resolve(), community)
+        if not (folder / str(community) / "index").is_file():
+            raise ConfigError(f"--archive-dir {args.archive_dir}: no {community}/index there")
+        return ArchiveEntries(
+            folder_archive_entries(folder, community, args.flavour), str(folder), folder,
+            source="archive-dir",
+        )  # fmt: skip
+    from waku_legacy.archive.cli import Progress, session_config
+    from waku_legacy.archive.encode import Flavour
+    from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+
+    options = FetchOptions(
+        peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
+        data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
+        session=session_config(args),
+    )  # fmt: skip
+    save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
+    source = args.magnet or args.torrent
+    result = fetch_archives(source, community, save_dir, options, progress=Progress(not args.quiet))
+    fetched_entries: Sequence[ArchivedEntry] = [
+        ArchivedEntry(f.entry.window_from, m) for f in result.archives for m in f.archive.messages
+    ]
+    torrent_folder = Path(args.torrent).resolve().parent if args.torrent else None
+    origin = f"{'magnet link' if args.magnet else args.torrent} ({result.info_hash})"
+    return ArchiveEntries(fetched_entries, origin, torrent_folder, result.info_hash, "torrent")
