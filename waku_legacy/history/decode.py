@@ -302,9 +302,9 @@ def _chat_message(
     display_name = valid_display_name(chat.display_name)
     if display_name is None:
         raise _Refused("refused", "display name is not allowed (ValidateDisplayName)")
-    channel = (
-        community.channel_of(chat.chat_id) if int(chat.message_type) == COMMUNITY_CHAT else None
-    )
+    channel = community.channel_of(chat.chat_id)
+    if int(chat.message_type) != COMMUNITY_CHAT or chat.chat_id != f"{community}{channel}":
+        channel = None  # status-go finds the chat by the exact id (allChats.Load)
     return ChatMessageEvent(
         id=event_id,
         author=author,
