@@ -211,9 +211,19 @@ def _members(preview: Mapping[str, Any] | None) -> str:
         acted = bool(view["linkActedOn"])
         link = "link acted on" if acted else "link NOT acted on"
         why = "" if acted else f" ({_e(view['linkReason'])})"
+        copies = view.get("copiesImported")  # absent from a preview taken before issue 34
         lines.append(
             f"{_e(name)}: {_badge(link, good=acted, bad=not acted)}{why} "
-            f"{_e(number(view['imported']))} imported; refused: {refused or 'none'}"
+            f"{_e(number(view['imported']))} messages imported"
+            + (f" ({_e(number(copies))} copies)" if copies is not None else "")
+            + f"; refused: {refused or 'none'}"
+        )
+    archived = preview.get("archivedMessages")
+    if archived is not None and "copiesArchived" in preview:
+        lines.append(
+            f"of {_e(number(archived))} archived messages in "
+            f"{_e(number(preview['copiesArchived']))} copies (archive topics "
+            f"{_e(preview.get('archiveTopics'))}): a message counts once, with its best copy's fate"
         )
     return "<br>".join(lines)
 

@@ -8,23 +8,25 @@ the member preview, the bridge's status) counts *messages*, one per Waku message
 original, and a message's fate is the best fate of its copies (imported when any copy is,
 missing when no copy is archived); copies are counted separately, as copies.
 
-:func:`message_keys` names the message each copy belongs to, :func:`tally` counts messages
-by their best fate beside the copies by theirs, :func:`describe_modes` says which
-archive-topics mode a report found.
+:func:`message_keys` names the message each copy belongs to, :func:`best_copies` picks each
+message's best copy, :func:`tally` counts messages by their best fate beside the copies by
+theirs, :func:`describe_modes` says which archive-topics mode a report found.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from waku_legacy.archive.topics import ArchiveTopics, relabelled_hash, universal_topic
 from waku_legacy.identity.topics import CommunityId
 
-__all__ = ["MIXED", "Tally", "describe_modes", "message_keys", "tally"]
+__all__ = ["MIXED", "Tally", "best_copies", "describe_modes", "message_keys", "tally"]
 
 MIXED = "mixed"  # windows written in different modes
+T = TypeVar("T")
 
 
 def message_keys(
@@ -58,6 +60,20 @@ def message_keys(
     return out
 
 
+def best_copies(
+    copies: Iterable[tuple[bytes, T]], order: Sequence[str], fate: Callable[[T], str]
+) -> dict[bytes, T]:
+    """message key -> its copy whose ``fate`` comes first in ``order`` (best first; the
+    earliest copy among equals), for ``(message key, copy)`` pairs, in first-seen order."""
+    rank = {name: i for i, name in enumerate(order)}
+    best: dict[bytes, T] = {}
+    for message, copy in copies:
+        before = best.get(message)
+        if before is None or rank[fate(copy)] < rank[fate(before)]:
+            best[message] = copy
+    return best
+
+
 @dataclass(slots=True)
 class Tally:
     """Messages by their best fate, copies by their own."""
@@ -70,13 +86,9 @@ class Tally:
 def tally(fates: Iterable[tuple[bytes, str]], order: Sequence[str]) -> Tally:
     """Count ``(message key, fate of one copy)`` pairs: each message once, with the fate
     earliest in ``order`` among its copies' (``order`` lists every fate, best first)."""
-    rank = {fate: i for i, fate in enumerate(order)}
-    result = Tally()
-    for message, fate in fates:
-        result.copies[fate] += 1
-        before = result.fate_of.get(message)
-        if before is None or rank[fate] < rank[before]:
-            result.fate_of[message] = fate
+    listed = list(fates)
+    result = Tally(copies=Counter(fate for _, fate in listed))
+    result.fate_of = best_copies(listed, order, str)
     result.messages.update(result.fate_of.values())
     return result
 

@@ -56,6 +56,15 @@ Membership (``CanView``/``CanPost``, ``protocol/communities/community.go`` at ``
 Application messages other than CHAT_MESSAGE (reactions, edits, pins ...) have their own
 handlers; they are counted as ``other`` with their type, not previewed further.
 
+Messages, not copies (issue 34, :mod:`waku_legacy.archive.copies`): with ``archive_topics =
+"both"`` each message is archived twice, and the client judges each copy. The counts are of
+messages (one per original hash): a message's fate is the best of its copies' fates
+(:data:`FATE_ORDER`: imported first, then how far a refused copy got), so the channel-topic
+copy a current client has no filter for is no message lost when it imports the
+``-memberUpdate`` one; a message is ``duplicate`` only when every copy is (its id came with
+another message). The copies' own fates are counted apart (``copies_imported``,
+``copies_skipped``).
+
 What no archive can change, and this preview therefore assumes: the member's client must be
 built with an archive back end (status-go's ``USE_TORRENT`` / ``USE_LOGOS_STORAGE`` make
 variables, default false, set the build tags ``use_torrent`` / ``use_logos_storage``:
@@ -72,20 +81,21 @@ settings.HistoryArchiveSupportEnabled``).
 from __future__ import annotations
 
 import enum
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from waku_legacy.archive.copies import best_copies, describe_modes, message_keys
 from waku_legacy.archive.message import ArchiveMessage
-from waku_legacy.crypto.keccak import keccak256
-from waku_legacy.crypto.secp256k1 import recover_public_key, uncompressed_public_key
+from waku_legacy.crypto.secp256k1 import uncompressed_public_key
 from waku_legacy.errors import WakuLegacyError
+from waku_legacy.identity.application import refuse_chat_message as _invalid
 from waku_legacy.identity.descriptions import SignedDescription
 from waku_legacy.identity.topics import CommunityId, chat_topic
 
 __all__ = [
+    "FATE_ORDER",
     "IMPORTED",
     "REASONS",
     "ArchivedEntry",
@@ -107,15 +117,17 @@ REASONS = (
     "departed", "banned", "deleted_channel", "no_filter", "duplicate", "clock_skew",
     "undecodable", "other",
 )  # fmt: skip
+# a message's fate is its best copy's: imported, then the refusals of a copy the client read
+# furthest (membership, routing, validation), the id seen before, not decoded, not heard
+FATE_ORDER = (
+    IMPORTED, "departed", "banned", "deleted_channel", "clock_skew", "other", "duplicate",
+    "undecodable", "no_filter",
+)  # fmt: skip
+VERSION = 2  # 2: counts are messages, copies_* count copies (issue 34)
 
 CHAT_MESSAGE = 1  # ApplicationMetadataMessage.Type
 COMMUNITY_DESCRIPTION = 25
 COMMUNITY_CHAT = 5  # MessageType
-_UNKNOWN_MESSAGE_TYPES = (0, 4)  # UNKNOWN_MESSAGE_TYPE, SYSTEM_MESSAGE_PRIVATE_GROUP
-_IMAGE, _DISCORD, _BRIDGE = 7, 12, 18  # ChatMessage.ContentType
-_TRANSACTION_COMMAND = 5
-MAX_WHISPER_FUTURE_DRIFT_MS = 120_000  # maxWhisperFutureDriftMs
-MAX_TEXT_LENGTH = 4096  # maxChatMessageTextLength
 CHANNEL_ROLE_VIEWER = 1
 MAX_APPLICATION_BYTES = 16 * 1024 * 1024  # an archived payload; the archive limit is 30 MB
 
@@ -263,29 +275,20 @@ class _Opened:
 
 
 def _open(message: ArchiveMessage) -> _Opened | str:
-    """The author, id and payload of an archived message, or why it does not decode."""
-    from waku_legacy.proto import application_metadata_pb2
-    from waku_legacy.proto.codec import parse_message
-    from waku_legacy.proto.status_layers import open_layers
+    """The author, id and payload of an archived message, or why it does not decode
+    (:func:`waku_legacy.identity.application.open_application` opens it)."""
+    from waku_legacy.identity.application import open_application
 
     if len(message.sig) != 65:
         return f"sig is {len(message.sig)} bytes, not the payload signer's 65-byte key"
     try:
         uncompressed_public_key(message.sig)  # UnmarshalPubkey
-        _, _, application = open_layers(
+        opened = open_application(
             message.payload, "archived message", max_size=MAX_APPLICATION_BYTES
         )
-        wrapper = parse_message(
-            application_metadata_pb2.ApplicationMetadataMessage, application,
-            "ApplicationMetadataMessage", max_size=MAX_APPLICATION_BYTES,
-        )  # fmt: skip
-        author = recover_public_key(keccak256(wrapper.payload), wrapper.signature)
     except WakuLegacyError as exc:
         return (getattr(exc, "reason", None) or str(exc))[:120]
-    return _Opened(
-        "0x" + author.hex(), keccak256(author + application), int(wrapper.type),
-        bytes(wrapper.payload),
-    )  # fmt: skip
+    return _Opened("0x" + opened.author.hex(), opened.message_id, opened.type, opened.payload)
 
 
 def _chat_message(payload: bytes) -> Any:
@@ -297,41 +300,9 @@ def _chat_message(payload: bytes) -> Any:
     )
 
 
-def _invalid(chat: Any, whisper_ms: int) -> tuple[str, str] | None:
-    """``ValidateReceivedChatMessage``'s refusal as (reason, detail), or None."""
-    if chat.clock == 0:
-        return "other", "clock can't be 0"
-    if chat.clock > whisper_ms and chat.clock - whisper_ms > MAX_WHISPER_FUTURE_DRIFT_MS:
-        return "clock_skew", f"clock {chat.clock} ms is over 120 s past the envelope's {whisper_ms}"
-    if chat.timestamp == 0:
-        return "other", "timestamp can't be 0"
-    content = int(chat.content_type)
-    if content not in (_DISCORD, _BRIDGE) and (content != _IMAGE or chat.text != ""):
-        if not chat.text.strip():
-            return "other", "text can't be empty"
-        if len(chat.text) > MAX_TEXT_LENGTH:
-            return "other", f"text longer than {MAX_TEXT_LENGTH}"
-    if not chat.chat_id:
-        return "other", "chatId can't be empty"
-    if int(chat.message_type) in _UNKNOWN_MESSAGE_TYPES:
-        return "other", "unknown message type"
-    if content == 0:
-        return "other", "unknown content type"
-    if content == _TRANSACTION_COMMAND:
-        return "other", "transaction commands are refused from others"
-    return None
-
-
 def _channel_of(chat_id: str, community: CommunityId) -> str | None:
     """The channel uuid of ``<id><uuid>``, or None when it is not one of this community's."""
-    prefix = str(community)
-    if not chat_id.lower().startswith(prefix):
-        return None
-    try:
-        value = str(uuid.UUID(chat_id[len(prefix) :]))
-    except ValueError:
-        return None
-    return value if value == chat_id[len(prefix) :].lower() else None
+    return community.channel_of(chat_id)
 
 
 def _may_post(author: str, channel: str, community: CommunityId,
@@ -419,12 +390,14 @@ def _decoded_outcome(
 
 @dataclass(slots=True)
 class GenerationPreview:
-    """One generation's view: the link verdict and every archived message's fate."""
+    """One generation's view: the link verdict and every archived message's fate (its best
+    copy's), with the copies' own fates counted apart."""
 
     generation: Generation
     link: LinkVerdict
     imported: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    copies: Counter[str] = field(default_factory=Counter)  # outcome -> copies
     lost_authors: Counter[str] = field(default_factory=Counter)  # author -> messages refused
     weeks: dict[int, Counter[str]] = field(default_factory=dict)  # window start -> outcomes
     details: Counter[tuple[str, str]] = field(default_factory=Counter)  # (reason, detail)
@@ -447,6 +420,8 @@ class GenerationPreview:
             "imported": self.imported,
             "members_receive": self.imported if self.link.acted_on else 0,
             "skipped": {reason: self.skipped[reason] for reason in REASONS},
+            "copies_imported": self.copies[IMPORTED],
+            "copies_skipped": {reason: self.copies[reason] for reason in REASONS},
             "skip_details": [
                 {"reason": r, "detail": d, "count": n}
                 for (r, d), n in sorted(self.details.items(), key=lambda x: (-x[1], x[0]))
@@ -474,14 +449,35 @@ def preview_generation(
     generation: Generation,
 ) -> GenerationPreview:
     """Every entry's fate for a member of ``generation``, in the order given (the import's
-    order: archives oldest first, messages as archived)."""
+    order: archives oldest first, messages as archived); each message counted once, with its
+    best copy's fate and window, the copies apart."""
     topics = frozenset(chat_topic(c) for c in filter_chat_ids(community, description, generation))
     result = GenerationPreview(generation, judge_link(links, community, description, generation))
     seen: set[bytes] = set()
+    key_of = _message_keys(entries, community)
+    judged = []
     for entry in entries:
         fate = judge_message(entry.message, community, description, topics, seen, generation)
-        result.add(entry.window_from, fate)
+        result.copies[fate.outcome] += 1
+        judged.append((key_of[bytes(entry.message.hash)], (entry.window_from, fate)))
+    for window_from, fate in best_copies(judged, FATE_ORDER, lambda c: c[1].outcome).values():
+        result.add(window_from, fate)
     return result
+
+
+def _message_keys(entries: Sequence[ArchivedEntry], community: CommunityId) -> dict[bytes, bytes]:
+    """copy hash -> its message's (:func:`waku_legacy.archive.copies.message_keys`)."""
+    return message_keys(((e.message.hash, e.message.topic) for e in entries), community)
+
+
+def archive_topics_found(entries: Sequence[ArchivedEntry], community: CommunityId) -> str:
+    """The archive-topics mode of the archives previewed, read from each window's topics."""
+    from waku_legacy.archive.topics import archive_topics_of
+
+    windows: dict[int, set[bytes]] = {}
+    for entry in entries:
+        windows.setdefault(entry.window_from, set()).add(bytes(entry.message.topic))
+    return describe_modes(archive_topics_of((), community, t) for t in windows.values())
 
 
 def preview_community(
@@ -492,16 +488,18 @@ def preview_community(
     *,
     origin: str = "",
 ) -> dict[str, Any]:
-    """The preview document (version 1) for both generations."""
+    """The preview document (version 2) for both generations."""
     generations = {
         g.value: preview_generation(entries, community, description, links, g).to_json()
         for g in Generation
     }
     return {
-        "version": 1,
+        "version": VERSION,
         "community": str(community),
         "generations": generations,
-        "archived_messages": len(entries),
+        "archived_messages": len(set(_message_keys(entries, community).values())),
+        "copies_archived": len(entries),
+        "archive_topics": archive_topics_found(entries, community),
         "archives": {"origin": origin, "windows": len({e.window_from for e in entries})},
         "description": {
             "clock": description.clock,
@@ -543,9 +541,12 @@ ASSUMPTIONS = (
 
 def status_summary(document: dict[str, Any]) -> dict[str, Any]:
     """The preview in brief, camelCase, for the bridge's status report: per generation the
-    link verdict, imported, refused by reason, and how many authors lose messages."""
+    link verdict, imported, refused by reason, and how many authors lose messages (messages;
+    the copies apart)."""
     return {
         "archivedMessages": document["archived_messages"],
+        "copiesArchived": document["copies_archived"],
+        "archiveTopics": document["archive_topics"],
         "descriptionClock": document["description"]["clock"],
         "generations": {
             name: {
@@ -554,6 +555,7 @@ def status_summary(document: dict[str, Any]) -> dict[str, Any]:
                 "imported": view["imported"],
                 "membersReceive": view["members_receive"],
                 "skipped": dict(view["skipped"]),
+                "copiesImported": view["copies_imported"],
                 "authorsLosingMessages": len(view["lost_authors"]),
             }
             for name, view in document["generations"].items()

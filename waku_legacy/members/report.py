@@ -31,10 +31,14 @@ def _generation_lines(name: str, view: Mapping[str, Any]) -> list[str]:
     acted = "acted on" if view["link_acted_on"] else "NOT acted on"
     lines = [
         f"{name} client: link {acted} ({link['reason']})",
-        f"  {'imported':<16}{view['imported']:>8}"
+        f"  {'':<16}{'messages':>10}{'copies':>10}",
+        f"  {'imported':<16}{view['imported']:>10}{view['copies_imported']:>10}"
         + ("" if view["link_acted_on"] else "   (members receive none: the link is not acted on)"),
     ]
-    lines += [f"  {reason:<16}{view['skipped'][reason]:>8}" for reason in REASONS]
+    lines += [
+        f"  {reason:<16}{view['skipped'][reason]:>10}{view['copies_skipped'][reason]:>10}"
+        for reason in REASONS
+    ]
     return lines
 
 
@@ -44,11 +48,15 @@ def render_preview_table(document: Mapping[str, Any]) -> str:
     lines = [
         f"what members will see of {document['community']}",
         f"archives: {document['archives']['origin']} ({document['archived_messages']} archived "
-        f"messages, {document['archives']['windows']} week(s)); description clock "
+        f"messages in {document['copies_archived']} copies, archive topics "
+        f"{document['archive_topics']}, {document['archives']['windows']} week(s)); "
+        "description clock "
         f"{document['description']['clock']}: {document['description']['members']} members, "
         f"{document['description']['banned']} banned, "
         f"{len(document['description']['channels'])} channels; "
         f"{document['links_found']} archive-link message(s) found",
+        "counts are messages (one per original message hash), each with its best copy's fate; "
+        "copies are counted apart (two per channel message in 'both')",
         "",
     ]
     lines += [f"warning: {w}" for w in document["warnings"]]
@@ -140,15 +148,21 @@ def _generation(name: str, view: Mapping[str, Any]) -> str:
         '<span class="ok">acted on</span>' if view["link_acted_on"]
         else '<span class="bad">not acted on: members receive none of this</span>'
     )  # fmt: skip
-    rows = "".join(f"<tr><td>{_e(r)}</td><td>{view['skipped'][r]:,}</td></tr>" for r in REASONS)
+    rows = "".join(
+        f"<tr><td>{_e(r)}</td><td>{view['skipped'][r]:,}</td>"
+        f"<td>{view['copies_skipped'][r]:,}</td></tr>"
+        for r in REASONS
+    )
     authors = "".join(
         f"<tr><td><code>{_e(a['author'])}</code></td><td>{a['messages']:,}</td></tr>"
         for a in view["lost_authors"][:200]
     )
     return (
         f'<h2>{_e(name)} client</h2><div class="card"><p>Archive link: {verdict} '
-        f"({_e(link['reason'])})</p><p>Imported: <b>{view['imported']:,}</b></p>"
-        f"<table><tr><th>refused because</th><th>messages</th></tr>{rows}</table></div>"
+        f"({_e(link['reason'])})</p><p>Imported: <b>{view['imported']:,}</b> messages "
+        f"({view['copies_imported']:,} copies)</p>"
+        f"<table><tr><th>refused because</th><th>messages</th><th>copies</th></tr>{rows}"
+        "</table></div>"
         f'<div class="card">{_chart(view["weeks"])}</div>'
         + (f'<div class="card"><table><tr><th>author whose messages are lost</th>'
            f"<th>messages</th></tr>{authors}</table></div>" if authors else "")
@@ -161,13 +175,16 @@ def render_preview_html(document: Mapping[str, Any]) -> str:
     assumes = "".join(f"<li>{_e(a)}</li>" for a in document["assumes"])
     body = "".join(_generation(name, view) for name, view in document["generations"].items())
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>What members will see: {_e(document['community'])}</title>"
         f"<style>{STYLE}</style></head><body><header><h1>What members will see</h1>"
         f"<p><code>{_e(document['community'])}</code></p></header><main>"
         f'<div class="card">Archives: {_e(document["archives"]["origin"])}, '
-        f"{document['archived_messages']:,} archived messages; description clock "
+        f"{document['archived_messages']:,} archived messages in "
+        f"{document['copies_archived']:,} copies (archive topics "
+        f"{_e(document['archive_topics'])}; a message counts once, with its best copy's fate); "
+        "description clock "
         f"{_e(description['clock'])}: {description['members']:,} members, "
         f"{description['banned']:,} banned, {len(description['channels'])} channels; "
         f"{document['links_found']} archive-link message(s) found.</div>"

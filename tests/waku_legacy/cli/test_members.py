@@ -10,7 +10,9 @@ signer, recovered here with coincurve and pycryptodome's keccak) and status-go's
 client imports a member's channel copy and skips the second as a duplicate id; a current one
 has no filter for the channel copy and imports the relabelled one; a departed or banned
 author's first copy is refused (``departed``/``banned``), the second is no_filter (current)
-or a duplicate id (2024).
+or a duplicate id (2024). Counted by message (issue 34), each message has its best copy's
+fate: every member's message imported, the departed and banned authors' refused, by either
+generation; those copy counts are the copies'.
 """
 
 from __future__ import annotations
@@ -120,23 +122,34 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
         archive_topics="both",
     )  # fmt: skip
     return {"tmp": tmp, "dump": dump, "authors": authors, "gone": gone, "banned": banned,
-            "report": report, "total": len(messages)}  # fmt: skip
+            "report": report, "total": len(messages), "description": description,
+            "sent": sent + 10}  # fmt: skip
 
 
 def _expected(p: dict) -> dict[str, dict[str, int]]:
+    """By message: the same for both generations (each imports one copy of a member's)."""
     gone, banned = p["authors"][p["gone"]], p["authors"][p["banned"]]
     members = p["total"] - gone - banned
     refused = {"departed": gone, "banned": banned}
+    return {"2024": {"imported": members, **refused}, "current": {"imported": members, **refused}}
+
+
+def _expected_copies(p: dict) -> dict[str, dict[str, int]]:
+    """By copy: the second copy of each message is a duplicate id (2024) or unheard."""
+    messages = _expected(p)
     return {
-        "2024": {"imported": members, **refused, "duplicate": p["total"]},
-        "current": {"imported": members, **refused, "no_filter": p["total"]},
+        "2024": {**messages["2024"], "duplicate": p["total"]},
+        "current": {**messages["current"], "no_filter": p["total"]},
     }
 
 
 def _check(document: dict, p: dict) -> None:
-    assert document["version"] == 1 and document["community"] == CID
+    assert document["version"] == 2 and document["community"] == CID
     assert document["warnings"] == []
-    assert document["archived_messages"] == 2 * p["total"]
+    assert document["archived_messages"] == p["total"]
+    assert document["copies_archived"] == 2 * p["total"]
+    assert document["archive_topics"] == "both"
+    copies = _expected_copies(p)
     for generation, want in _expected(p).items():
         got = document["generations"][generation]
         assert got["link_acted_on"] is True, got["link"]
@@ -144,6 +157,9 @@ def _check(document: dict, p: dict) -> None:
         assert got["imported"] == want["imported"]
         skipped = {reason: n for reason, n in got["skipped"].items() if n}
         assert skipped == {k: v for k, v in want.items() if k != "imported"}
+        assert got["copies_imported"] == copies[generation]["imported"]
+        skipped = {reason: n for reason, n in got["copies_skipped"].items() if n}
+        assert skipped == {k: v for k, v in copies[generation].items() if k != "imported"}
         lost = {a["author"]: a["messages"] for a in got["lost_authors"]}
         assert lost == {p["gone"]: p["authors"][p["gone"]], p["banned"]: p["authors"][p["banned"]]}
         weeks = got["weeks"]
@@ -166,7 +182,11 @@ def test_preview_of_an_archive_folder(published: dict, capsys: pytest.CaptureFix
     assert main(argv) == 0  # the table
     table = capsys.readouterr().out
     assert "2024 client: link acted on" in table and "current client: link acted on" in table
-    assert f"  departed        {p['authors'][p['gone']]:>8}" in table
+    gone = p["authors"][p["gone"]]
+    assert f"  {'departed':<16}{gone:>10}{gone:>10}" in table
+    assert (
+        f"({p['total']} archived messages in {2 * p['total']} copies, archive topics both" in table
+    )
 
 
 def test_without_a_description_it_says_where_to_find_one(
@@ -176,6 +196,40 @@ def test_without_a_description_it_says_where_to_find_one(
             str(published["tmp"] / "archives"), "--quiet"]  # fmt: skip
     assert main(argv) == 2
     assert "needs --source or --store" in capsys.readouterr().err
+    # a source without the community's chat: the one-line error says how to supply one
+    empty = published["tmp"] / "no-description.dump"
+    with DumpWriter(empty) as writer:
+        writer.append(next(iter(generate_envelopes(SPEC, [COMMUNITY]))))
+    assert main([*argv, "--source", f"dump:{empty}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"no CommunityDescription signed by {CID} in --source dump:{empty}" in err
+    assert "give a --store that holds it, e.g. a v2 store node's REST URL" in err
+
+
+@pytest.mark.network
+def test_the_description_from_a_store_nodes_rest_url(
+    published: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--store http://…``: a v2 store node's REST API, as that error suggests."""
+    from tests.waku_legacy.store.test_rest_client import NwakuRestServer
+    from waku_legacy.identity.message_hash import message_hash
+    from waku_legacy.identity.topics import content_topic_of_chat
+    from waku_legacy.proto import waku_message_pb2
+    from waku_legacy.store import StoredMessage
+
+    p, pubsub = published, "/waku/2/rs/16/128"
+    message = waku_message_pb2.WakuMessage(
+        payload=p["description"], content_topic=content_topic_of_chat(COMMUNITY.id.chat_id),
+        version=1, timestamp=p["sent"] * 10**9,
+    )  # fmt: skip
+    stored = StoredMessage(message_hash(pubsub, message), pubsub, message.content_topic,
+                           p["description"], 1, message.timestamp, None)  # fmt: skip
+    with NwakuRestServer([stored]) as node:
+        argv = ["members", "preview", "--community", CID, "--archive-dir",
+                str(p["tmp"] / "archives"), "--store", node.url, "--quiet", "--json"]  # fmt: skip
+        assert main(argv) == 0
+    _check(json.loads(capsys.readouterr().out), p)
 
 
 @pytest.mark.torrent

@@ -150,18 +150,44 @@ def cases() -> list[tuple[ArchiveMessage, int, str, str]]:
         # ... relabelled, it is routed by chat_id to a chat that does not exist
         (archived(ALICE, D, MEMBER_UPDATE, T0 + 50), T0, "deleted_channel", "deleted_channel"),
         # clock 121 s past the envelope's second (maxWhisperFutureDriftMs = 120000)
-        (archived(ALICE, A, MEMBER_UPDATE, T0 + 60, clock_ms=(T0 + 60) * 1000 + 121_000),
-         T0, "clock_skew", "clock_skew"),
+        (
+            archived(ALICE, A, MEMBER_UPDATE, T0 + 60, clock_ms=(T0 + 60) * 1000 + 121_000),
+            T0,
+            "clock_skew",
+            "clock_skew",
+        ),
         # 120 s exactly is still fine
-        (archived(ALICE, B, MEMBER_UPDATE, T0 + 70, clock_ms=(T0 + 70) * 1000 + 120_000),
-         T0 + WEEK, "imported", "imported"),
+        (
+            archived(ALICE, B, MEMBER_UPDATE, T0 + 70, clock_ms=(T0 + 70) * 1000 + 120_000),
+            T0 + WEEK,
+            "imported",
+            "imported",
+        ),
         # no transport signature: HandleTransportLayer cannot UnmarshalPubkey
-        (ArchiveMessage(timestamp=unsigned.timestamp, hash=unsigned.hash, topic=MEMBER_UPDATE,
-                        payload=unsigned.payload), T0 + WEEK, "undecodable", "undecodable"),
+        (
+            ArchiveMessage(
+                timestamp=unsigned.timestamp,
+                hash=unsigned.hash,
+                topic=MEMBER_UPDATE,
+                payload=unsigned.payload,
+            ),
+            T0 + WEEK,
+            "undecodable",
+            "undecodable",
+        ),
         # bytes that are no ApplicationMetadataMessage with a signature
-        (ArchiveMessage(timestamp=T0 + 90, hash=b"\x01" * 32, topic=MEMBER_UPDATE,
-                        payload=b"\xff\xff\xff", sig=ALICE.public_key.format(compressed=False)),
-         T0 + WEEK, "undecodable", "undecodable"),
+        (
+            ArchiveMessage(
+                timestamp=T0 + 90,
+                hash=b"\x01" * 32,
+                topic=MEMBER_UPDATE,
+                payload=b"\xff\xff\xff",
+                sig=ALICE.public_key.format(compressed=False),
+            ),
+            T0 + WEEK,
+            "undecodable",
+            "undecodable",
+        ),
         # a topic no generation has a filter for
         (archived(ALICE, A, topic("status"), T0 + 100), T0 + WEEK, "no_filter", "no_filter"),
         # dave may view channel A only (CHANNEL_ROLE_VIEWER): CanPost is false
@@ -188,16 +214,24 @@ def test_counts_per_generation_and_week() -> None:
     table = cases()
     entries = [ArchivedEntry(week, m) for m, week, _, _ in table]
     document = preview_community(entries, COMMUNITY, DESCRIPTION, [link(T0 * 1000)])
-    assert document["version"] == 1 and document["community"] == CID
-    for column, generation in ((2, "2024"), (3, "current")):
-        want = [row[column] for row in table]
+    assert document["version"] == 2 and document["community"] == CID
+    # the first two rows are one message's two copies ("both"): imported by either client
+    # through one of them; every other row is a message of its own
+    messages = [(table[0][1], "imported", "imported"), *((w, a, b) for _, w, a, b in table[2:])]
+    assert document["archived_messages"] == len(messages)
+    assert document["copies_archived"] == len(table)
+    for column, generation in ((1, "2024"), (2, "current")):
+        want = [row[column] for row in messages]
         got = document["generations"][generation]
         assert got["link_acted_on"] is True
         assert got["imported"] == want.count("imported")
         assert got["skipped"] == {reason: want.count(reason) for reason in REASONS}
+        copies = [row[column + 1] for row in table]
+        assert got["copies_imported"] == copies.count("imported")
+        assert got["copies_skipped"] == {reason: copies.count(reason) for reason in REASONS}
         weeks = {w["start"]: w for w in got["weeks"]}
         for start in (T0, T0 + WEEK):
-            rows = [row[column] for row in table if row[1] == start]
+            rows = [row[column] for row in messages if row[0] == start]
             assert weeks[start]["imported"] == rows.count("imported")
             assert sum(weeks[start][r] for r in REASONS) == len(rows) - rows.count("imported")
     lost = {a["author"]: a["messages"] for a in document["generations"]["current"]["lost_authors"]}
@@ -208,13 +242,15 @@ def test_counts_per_generation_and_week() -> None:
 
 def test_a_duplicate_of_a_refused_message_is_a_duplicate() -> None:
     """messageExists records the id before CanPost refuses it: the second copy of carol's
-    message is skipped as a duplicate, not counted as a second departed one."""
+    message is skipped as a duplicate, not counted as a second departed one; the same
+    message archived twice is one message (departed), its copies counted apart."""
     message = archived(CAROL, A, MEMBER_UPDATE, T0)
     result = preview_generation(
         [ArchivedEntry(T0, message), ArchivedEntry(T0, message)], COMMUNITY, DESCRIPTION, [],
         Generation.CURRENT,
     )  # fmt: skip
-    assert dict(result.skipped) == {"departed": 1, "duplicate": 1}
+    assert dict(result.skipped) == {"departed": 1}
+    assert dict(result.copies) == {"departed": 1, "duplicate": 1}
     assert result.lost_authors == {hexkey(CAROL): 1}
 
 
