@@ -9,6 +9,8 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+import coincurve
+
 from waku_legacy.history.model import (
     Author,
     ChannelSummary,
@@ -146,24 +148,25 @@ DAY2 = dt.datetime(2024, 3, 14, tzinfo=dt.UTC)
 
 
 def key(n: int) -> str:
-    return "0x04" + f"{n:02x}" * 64
+    """A real member key (a curve point: mentions of it resolve as status-go's do)."""
+    return "0x" + coincurve.PrivateKey(bytes([n]) * 32).public_key.format(False).hex()
 
 
 ALICE = Author(
-    key(0xA1), "zQ3shPyZJnxZK4Bwyx9QsaksFKaYQ1uBMHhrqnbEECjdn9Rn1",
-    "Ample Red Fox", display_name="Alice", ens_name="alice.eth", shown_name="Alice",
+    key(9), "zQ3shTFEGV8WixKXTA1kBgCkWsuHXxAeJrrYf57uA635Ma8ea",
+    "Active Curly Goat", display_name="Alice", ens_name="alice.eth", shown_name="Alice",
 )  # fmt: skip
 BOB = Author(
-    key(0xB0), "zQ3shZeEnvwEtw4fZxWbYVyp8nvaL5pCo3LhHgRhN2xpqJKgw",
-    "Bouncy Teal Otter", shown_name="Bouncy Teal Otter",
+    key(22), "zQ3shYjU5rMzNhXoshMP7rGtkedaNbMz3aV11jrLpZAPe8YuZ",
+    "Fond Bossy Buck", shown_name="Fond Bossy Buck",
 )  # fmt: skip
 CAROL = Author(
-    key(0xC0), "zQ3shTAten2v9CwyQD1Kc7VXAqNkaDxhrhHkgUsoDK9m6zSJv",
-    "Dapper Gold Heron", ens_name="carol.eth", shown_name="carol.eth",
+    key(41), "zQ3shkrRfei2rsHqrkoSM7X21hE66pMKqS555FyfmRytu5UmB",
+    "Brisk Medical Goral", ens_name="carol.eth", shown_name="carol.eth",
 )  # fmt: skip
 MALLORY = Author(
-    key(0xDD), "zQ3shQ7QjpZ8m1WM5Xy5WjQz6aTzMDRKr9V8n2BZfLPx3MRRT",
-    "Grim Slate Crow", display_name="Mallory", shown_name="Mallory",
+    key(27), "zQ3shnTfFUsqaTaDkbXuzw29mSPri51NUYsEoduT16YQW3W7F",
+    "Grim Blaring Mullet", display_name="Mallory", shown_name="Mallory",
 )  # fmt: skip
 
 
@@ -171,12 +174,12 @@ def mid(n: int) -> str:
     return "0x" + f"{n:064x}"
 
 
-def provenance(n: int, seconds: int) -> Provenance:
+def provenance(n: int, seconds: int, signer: str) -> Provenance:
     return Provenance(
         waku_hash="0x" + f"{n + 7000:064x}",
         content_topic="/waku/1/0x1a2b3c4d/rfc26",
         pubsub_topic="/waku/2/rs/16/32",
-        signer=key(0xA1),
+        signer=signer,
         whisper_timestamp=seconds,
         archive_window=(seconds - seconds % 604800, seconds - seconds % 604800 + 604800),
         source="store",
@@ -196,7 +199,7 @@ def message(
     return ReadableMessage(
         id=mid(n), community_id=COMMUNITY, channel_id=channel, author=author, clock=ms,
         timestamp_ms=ms, content_type=int(extra.pop("content_type", ContentType.TEXT_PLAIN)),  # type: ignore[call-overload]
-        text=text, provenance=provenance(n, ms // 1000), **extra,  # type: ignore[arg-type]
+        text=text, provenance=provenance(n, ms // 1000, author.public_key), **extra,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -215,17 +218,17 @@ def sample_history() -> MemoryHistory:
             BOB,
             t + 3 * minute,
             "Nice! Does it keep replies and reactions?",
-            reactions=(Reaction("❤️", 2, (key(0xA1), key(0xC0))), Reaction("👍", 1, (key(0xA1),))),
+            reactions=(Reaction("❤️", 2, (key(9), key(41))), Reaction("👍", 1, (key(9),))),
         ),
         message(
             4,
             CAROL,
             t + 5 * minute,
-            f"@{key(0xB0)} yes, and edits too. Pinned the guide.",
+            f"@{key(22)} yes, and edits too. Pinned the guide.",
             response_to=mid(3),
             edited=True,
             edited_at_ms=int((t + 9 * minute).timestamp() * 1000),
-            mentions={key(0xB0): "Bouncy Teal Otter"},
+            mentions={key(22): "Fond Bossy Buck"},
         ),
         message(
             5,
@@ -233,7 +236,7 @@ def sample_history() -> MemoryHistory:
             t + 12 * minute,
             "Migration guide: `waku-legacy migrate --config c.toml`",
             pinned=True,
-            pinned_by=key(0xA1),
+            pinned_by=key(9),
         ),
         message(
             6,
@@ -289,5 +292,5 @@ def sample_history() -> MemoryHistory:
         last_archived_s=int(DAY2.timestamp()), description_clock=42,
     )  # fmt: skip
     return MemoryHistory(
-        [summary], messages, images={mid(6): ("png", PNG_1X1)}, banned=frozenset({key(0xDD)})
+        [summary], messages, images={mid(6): ("png", PNG_1X1)}, banned=frozenset({key(27)})
     )

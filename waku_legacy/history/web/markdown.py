@@ -5,13 +5,13 @@ markdown-it-py's CommonMark preset with raw HTML off (``<b>`` stays text), plus 
 comes as an IMAGE message, never from a URL, and the pages' CSP loads nothing from outside).
 Links are kept only with an ``http``, ``https`` or ``mailto`` scheme (anything else, relative
 ones included, stays text) and carry ``rel="nofollow noopener noreferrer ugc"``. Mentions
-(``@0x04…``, a key as status-go writes it in the text) become the mentioned member's name,
-escaped as text.
+(``@0x04…`` or ``@zQ3…``, recognised by :data:`waku_legacy.history.rules.MENTION_RE` as
+status-go's parser does) become the mentioned member's name (the reader's, else the
+three-word alias), escaped as text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,12 +22,13 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-__all__ = ["LINK_REL", "MENTION_RE", "render_markdown"]
+from waku_legacy.history.alias import alias
+from waku_legacy.history.rules import MENTION_RE, mention_key
+
+__all__ = ["LINK_REL", "render_markdown"]
 
 LINK_REL = "nofollow noopener noreferrer ugc"
 ALLOWED_SCHEMES = ("http:", "https:", "mailto:")
-#: status-go's mention: "@" + PubkeyToHex (0x04 + 128 hex digits)
-MENTION_RE = re.compile(r"@(0x04[0-9a-fA-F]{128})")
 
 
 def _validate_link(url: str) -> bool:
@@ -41,17 +42,20 @@ def _mentions(state: StateCore) -> None:
             continue
         children: list[Token] = []
         for token in block.children:
-            if token.type != "text" or "@0x04" not in token.content:
+            if token.type != "text" or "@" not in token.content:
                 children.append(token)
                 continue
             position = 0
             for match in MENTION_RE.finditer(token.content):
+                key = mention_key(match)  # status-go's rules: a key that is a curve point
+                if key is None:
+                    continue
                 if match.start() > position:
                     text = Token("text", "", 0)
                     text.content = token.content[position : match.start()]
                     children.append(text)
                 mention = Token("mention", "", 0)
-                mention.meta = {"key": match.group(1).lower()}
+                mention.meta = {"key": key}
                 children.append(mention)
                 position = match.end()
             if position < len(token.content):
@@ -66,7 +70,7 @@ def _render_mention(
 ) -> str:
     key = tokens[idx].meta["key"]
     names: Mapping[str, str] = env.get("mentions", {})
-    name = names.get(key) or f"{key[:6]}…{key[-4:]}"
+    name = names.get(key) or alias(key)
     return f'<span class="mention" title="{escapeHtml(key)}">@{escapeHtml(name)}</span>'
 
 
