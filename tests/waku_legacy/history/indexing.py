@@ -50,8 +50,8 @@ def chat(
                       when // 1000, author, None, "test")  # fmt: skip
     return ChatMessageEvent(
         id=f"0x{n:064x}", author=author, chat_id=COMMUNITY + channel, channel_id=channel,
-        clock=clock if clock is not None else when, timestamp_ms=when, content_type=1,
-        text=text, facts=facts, **fields,  # type: ignore[arg-type]
+        clock=clock if clock is not None else when, timestamp_ms=when,
+        content_type=fields.pop("content_type", 1), text=text, facts=facts, **fields,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
