@@ -101,6 +101,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--config", required=True, metavar="FILE", help="TOML configuration")
     parser.add_argument("--check", action="store_true", help="validate the config and exit")
     parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), help="override [logging]"
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="override [logging] (default: the config's [logging] level)",
     )
     parser.set_defaults(func=_serve)

@@ -391,7 +391,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     which.add_argument(
         "--topics", nargs="+", help="4-byte topics as hex (comma or space separated)"
     )
-    which.add_argument("--bloom", help="64-byte bloom filter as hex")
+    which.add_argument(
+        "--bloom", help="64-byte bloom filter as hex (no default: give --topics or --bloom)"
+    )
     pull.add_argument("--from", dest="from_", required=True, help="unix seconds or ISO 8601")
     pull.add_argument("--to", required=True, help="unix seconds or ISO 8601")
     pull.add_argument("--out", required=True, help="envelope dump to append to")

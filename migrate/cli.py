@@ -361,10 +361,14 @@ def _audit_repair(
     return document
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
+def add_run_options(
+    parser: argparse.ArgumentParser, master_default: str = "the config's [spark] master"
+) -> None:
     """--json, --master and --quiet of every command that runs the migration."""
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--master", help="Spark master URL (overrides the config)")
+    parser.add_argument(
+        "--master", help=f"Spark master URL, overrides the config (default: {master_default})"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 

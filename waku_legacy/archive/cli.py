@@ -565,7 +565,13 @@ def _register_archive(subparsers: Any) -> None:
     build.add_argument(
         "--community-key-file", help="file with the community private key (hex) to sign"
     )
-    build.add_argument("--pubsub-topic", help="where the magnet-link message is to be published")
+    from waku_legacy.identity.shards import DEFAULT_NON_PROTECTED_PUBSUB_TOPIC
+
+    build.add_argument(
+        "--pubsub-topic",
+        help="where the magnet-link message is to be published (default: --shard's topic, "
+        f"without --shard {DEFAULT_NON_PROTECTED_PUBSUB_TOPIC})",
+    )
     build.add_argument("--shard", type=int, help="community shard (pubsub /waku/2/rs/16/<n>)")
     build.add_argument("--quiet", action="store_true", help="no progress output")
     _add_common(build)
@@ -589,7 +595,9 @@ def _register_seed(subparsers: Any) -> None:
     seed.add_argument("--archive-dir", required=True)
     seed.add_argument("--torrent-dir", required=True)
     seed.add_argument("--interval", type=float, default=30.0, help="rescan/report seconds")
-    seed.add_argument("--duration", type=float, help="stop after this many seconds")
+    seed.add_argument(
+        "--duration", type=float, help="stop after this many seconds (default: run until stopped)"
+    )
     seed.add_argument("--once", action="store_true", help="seed, report once and exit")
     seed.add_argument("--json", action="store_true", help="JSON lines")
     seed.add_argument("--flavour", choices=("status-go", "seed-spec"), default=defaults.FLAVOUR,
@@ -610,8 +618,13 @@ def _register_fetch(subparsers: Any) -> None:
     fetch.add_argument("--logos-storage-url", help="Logos Storage node REST root, with --cid")
     fetch.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
     fetch.add_argument("--latest", action="store_true", help="only the latest window")
-    fetch.add_argument("--since", type=int, help="archives overlapping [since, until) seconds")
-    fetch.add_argument("--until", type=int)
+    fetch.add_argument(
+        "--since", type=int,
+        help="archives overlapping [since, until) seconds (default: from the first archive)",
+    )  # fmt: skip
+    fetch.add_argument(
+        "--until", type=int, help="see --since, exclusive (default: to the last archive)"
+    )
     fetch.add_argument("--new", action="store_true", help="only archives not in --record")
     fetch.add_argument("--record", help="JSON record of archive ids already fetched")
     fetch.add_argument("--output", help="write messages as JSONL")

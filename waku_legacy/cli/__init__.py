@@ -31,17 +31,41 @@ COMMAND_MODULES: tuple[str, ...] = (
     "waku_legacy.bridge.cli",  # serve
     "waku_legacy.p2p.cli",  # store query
     "waku_legacy.cli.members",  # members preview
+    "waku_legacy.cli.history",  # history export
 )
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """The --help of every command: descriptions as written, and every default shown."""
+    """The --help of every command: descriptions as written, every default shown, and an
+    option that takes a value but has none says so (issue 34)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help
-        if text is None or not has_shown_default(action) or "default" in text.lower():
+        if text is None or says_what_it_defaults_to(text):
             return text
-        return f"{text} (default: %(default)s)"
+        if has_shown_default(action):
+            return f"{text} (default: %(default)s)"
+        if has_no_default(action):
+            return f"{text} (no default)"
+        return text
+
+
+#: Help texts that already say what happens when the option is left out.
+_SAYS_ITS_DEFAULT = ("default", "without it", "none:")
+
+
+def says_what_it_defaults_to(text: str) -> bool:
+    return any(words in text.lower() for words in _SAYS_ITS_DEFAULT)
+
+
+def has_no_default(action: argparse.Action) -> bool:
+    """An option that takes a value, is not required and has no default (None, or an empty
+    list of a repeatable one): left out, it is not used, which its help says."""
+    return (
+        bool(action.option_strings) and action.nargs != 0 and not action.required
+        and action.default is not argparse.SUPPRESS
+        and (action.default is None or action.default == [])
+    )  # fmt: skip
 
 
 def has_shown_default(action: argparse.Action) -> bool:
@@ -63,6 +87,8 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
                 _show_defaults(sub)
         elif action.help is None and has_shown_default(action):
             action.help = "default: %(default)s"
+        elif action.help is None and has_no_default(action):
+            action.help = "no default"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -171,5 +171,5 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument("--rate", type=float, default=2.0, help="messages per channel per day")
     demo.add_argument("--mailservers", type=int, default=3)
     demo.add_argument("--seed", type=int, default=7)
-    add_run_options(demo)
+    add_run_options(demo, master_default="local[*]")
     demo.set_defaults(func=_demo)

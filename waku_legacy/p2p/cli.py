@@ -130,7 +130,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     query.add_argument("--hash", action="append", default=[], metavar="HEX", help="repeatable")
     query.add_argument("--start", metavar="NS", help="time_start, Unix nanoseconds")
     query.add_argument("--end", metavar="NS", help="time_end, Unix nanoseconds")
-    query.add_argument("--page-size", type=int, metavar="N")
+    from waku_legacy.store.types import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+
+    query.add_argument(
+        "--page-size", type=int, metavar="N",
+        help=f"pagination_limit (default: not sent; the node then pages by its own default, "
+        f"{DEFAULT_PAGE_SIZE} on nwaku, which caps any size at {MAX_PAGE_SIZE})",
+    )  # fmt: skip
     query.add_argument("--cursor", metavar="HEX", help="a message hash to start after")
     query.add_argument("--backward", action="store_true", help="newest first")
     query.add_argument("--hashes-only", action="store_true", help="include_data = false")
