@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.members.published import Published
 
-__all__ = ["register"]
+__all__ = ["add_source_arguments", "published_from_args", "register"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +122,11 @@ def _source_rows(source: Any, community: CommunityId, work_dir: str) -> Iterator
                     yield _Row(row["content_topic"], bytes(row["payload"]), int(row["version"]))
 
 
-def _published(
+def published_from_args(
     args: argparse.Namespace, community: CommunityId, folder: Path | None, scratch: Path
 ) -> Published:
+    """The descriptions and archive-link messages the source options name (``--link-message``
+    or the link files beside the archives, ``--store``, ``--source``)."""
     from waku_legacy.members.published import (
         Published,
         read_link_file,
@@ -169,7 +171,7 @@ def _preview(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="waku-legacy-members-") as scratch_name:
         scratch = Path(scratch_name)
         archives = _archives(args, community, scratch)
-        published = _published(args, community, archives.folder, scratch)
+        published = published_from_args(args, community, archives.folder, scratch)
     description = newest_description(published.descriptions)
     if description is None:
         given = [f"--source {spec}" for spec in args.source or ()]
@@ -195,42 +197,50 @@ def _preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The community and source options ``members preview`` and ``history export`` share:
+    the archives (exactly one of --archive-dir, --torrent, --magnet, --cid), where
+    descriptions and link messages are read (--source, --store, --link-message), the fetch's
+    options and the torrent session's."""
     from waku_legacy.archive.cli import add_session
     from waku_legacy.migrate.cli import SOURCE_SPECS
 
+    parser.add_argument("--community", required=True, help="community id, 0x + 66 hex")
+    parser.add_argument("--archive-dir", help="archive folder (holding 0x<id>/data and index)")
+    parser.add_argument("--torrent", help=".torrent file: fetch the archives as a member would")
+    parser.add_argument("--magnet", help="magnet link: fetch the archives as a member would")
+    parser.add_argument("--cid", help="Logos Storage index CID (with --logos-url)")
+    parser.add_argument("--logos-url", help="Logos Storage node REST root, with --cid")
+    parser.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
+    parser.add_argument(
+        "--source", action="append", default=[],
+        help=f"{SOURCE_SPECS} (descriptions and link messages are read there)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--store",
+        help="v2 store: a store node's REST URL (http(s)://HOST:PORT) or a store database "
+        "(sqlite:PATH, postgresql://…); descriptions and link messages are read there",
+    )
+    parser.add_argument(
+        "--link-message", action="append", default=[],
+        help="archive-link message file (.pb or .json); default: the one next to the archives",
+    )  # fmt: skip
+    parser.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go")
+    parser.add_argument("--save-dir", help="where --magnet/--torrent fetch to (default: temp)")
+    parser.add_argument("--metadata-timeout", type=float, default=20.0)
+    parser.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_session(parser, "0.0.0.0:0")
+
+
+def register(subparsers: Any) -> None:
     members = subparsers.add_parser("members", help="what members' Status clients will see")
     sub = members.add_subparsers(dest="members_command", metavar="SUBCOMMAND")
     sub.required = True
     preview = sub.add_parser(
         "preview", help="act as a member's client of each generation on the published history"
     )
-    preview.add_argument("--community", required=True, help="community id, 0x + 66 hex")
-    preview.add_argument("--archive-dir", help="archive folder (holding 0x<id>/data and index)")
-    preview.add_argument("--torrent", help=".torrent file: fetch the archives as a member would")
-    preview.add_argument("--magnet", help="magnet link: fetch the archives as a member would")
-    preview.add_argument("--cid", help="Logos Storage index CID (with --logos-url)")
-    preview.add_argument("--logos-url", help="Logos Storage node REST root, with --cid")
-    preview.add_argument("--peer", action="append", help="host:port of a seeder (repeatable)")
-    preview.add_argument(
-        "--source", action="append", default=[],
-        help=f"{SOURCE_SPECS} (descriptions and link messages are read there)",
-    )  # fmt: skip
-    preview.add_argument(
-        "--store",
-        help="v2 store: a store node's REST URL (http(s)://HOST:PORT) or a store database "
-        "(sqlite:PATH, postgresql://…); descriptions and link messages are read there",
-    )
-    preview.add_argument(
-        "--link-message", action="append", default=[],
-        help="archive-link message file (.pb or .json); default: the one next to the archives",
-    )  # fmt: skip
+    add_source_arguments(preview)
     preview.add_argument("--json", action="store_true", help="print the report as JSON")
     preview.add_argument("--html", help="also write the report as one self-contained HTML page")
-    preview.add_argument("--flavour", choices=("status-go", "seed-spec"), default="status-go")
-    preview.add_argument("--save-dir", help="where --magnet/--torrent fetch to (default: temp)")
-    preview.add_argument("--metadata-timeout", type=float, default=20.0)
-    preview.add_argument("--timeout", type=float, default=600.0, help="data timeout, seconds")
-    preview.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    add_session(preview, "0.0.0.0:0")
     preview.set_defaults(func=_preview)

@@ -382,11 +382,21 @@ def _reply_document(original: ReadableMessage | None) -> dict[str, Any] | None:
 
 
 def day_document(
-    reader: HistoryReader, summary: CommunitySummary, channel_id: str, day: dt.date
+    reader: HistoryReader,
+    summary: CommunitySummary,
+    channel_id: str,
+    day: dt.date,
+    *,
+    messages: Sequence[ReadableMessage] | None = None,
+    days: Sequence[dt.date] | None = None,
 ) -> dict[str, Any]:
-    """A channel's UTC day: its messages, the previous and next days that have any."""
-    messages = list(reader.day(summary.id, channel_id, day))
-    previous, following = _neighbours(list(reader.days(summary.id, channel_id)), day)
+    """A channel's UTC day: its messages, the previous and next days that have any
+    (``messages``, ``days``: a selection of them instead of the reader's, for exports)."""
+    if messages is None:
+        messages = list(reader.day(summary.id, channel_id, day))
+    if days is None:
+        days = list(reader.days(summary.id, channel_id))
+    previous, following = _neighbours(days, day)
     replied = _replied(reader, summary.id, messages)
     entries = []
     for message in messages:
