@@ -131,6 +131,19 @@ class _Refused(Exception):
         self.detail = detail
 
 
+@functools.lru_cache(maxsize=4096)
+def _bad_signer(payload_signer: str) -> str:
+    """Why ``payload_signer`` is no public key ("" when it is one; a few nodes sign most
+    messages, so the answer is cached)."""
+    from waku_legacy.history.alias import public_key_bytes
+
+    try:
+        public_key_bytes(payload_signer)
+    except DecodeError as exc:
+        return exc.reason
+    return ""
+
+
 @functools.lru_cache(maxsize=256)
 def _community(community_id: str) -> CommunityId:
     return CommunityId.parse(community_id)
@@ -164,12 +177,9 @@ def decode_application(
             "no signature", "the payload is unsigned; status-go drops it (HandleTransportLayer)",
             facts,
         )  # fmt: skip
-    from waku_legacy.history.alias import public_key_bytes
-
-    try:
-        public_key_bytes(payload_signer)
-    except DecodeError as exc:
-        return Undecodable("bad signer", exc.reason, facts)
+    bad_signer = _bad_signer(payload_signer)
+    if bad_signer:
+        return Undecodable("bad signer", bad_signer, facts)
     from waku_legacy.identity.application import open_application
     from waku_legacy.proto.codec import ProtobufDecodeError
 
@@ -259,7 +269,7 @@ def _chat_message(
     opened: Any, author: str, event_id: str, facts: WakuFacts, community: CommunityId,
     max_size: int,
 ) -> Event:  # fmt: skip
-    from waku_legacy.history.ids import legacy_message_id, normalize_id
+    from waku_legacy.history.ids import normalize_id
     from waku_legacy.identity.application import refuse_chat_message
 
     chat = _parse(CHAT_MESSAGE, opened.payload, max_size)
@@ -318,7 +328,7 @@ def _chat_message(
         ens_name=chat.ens_name if len(chat.ens_name) <= MAX_ENS_NAME else "",
         display_name=display_name,
         facts=facts,
-        legacy_id=legacy_message_id(opened.author, opened.application),
+        legacy_id="0x" + opened.legacy_message_id().hex(),
         **fields,
     )
 

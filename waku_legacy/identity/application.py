@@ -74,6 +74,12 @@ class OpenedApplication:
     application: bytes  # the serialized ApplicationMetadataMessage, as received
     layering: str  # status_layers.PROTOCOL_MESSAGE or status_layers.BARE
 
+    def legacy_message_id(self) -> bytes:
+        """:func:`legacy_message_id` of this message; the recovered key is a valid point, so
+        its compressed form is its parity byte and X (no parse)."""
+        compressed = bytes([2 + (self.author[64] & 1)]) + self.author[1:33]
+        return keccak256(compressed + self.application)
+
 
 def open_application(data: bytes, what: str, *, max_size: int) -> OpenedApplication:
     """Open decrypted 26/WAKU-PAYLOAD data as status-go does: the encryption layer, the

@@ -363,3 +363,12 @@ def test_no_mutation_raises() -> None:
         assert event is not None
         if isinstance(event, Undecodable):
             assert event.reason and event.detail
+
+
+@pytest.mark.parametrize("author", [sm.ALICE, sm.BOB, sm.CAROL, sm.NODE])
+def test_the_legacy_id_uses_the_compressed_key_of_either_parity(author: sm.Person) -> None:
+    app = application(author, 1, sm.chat())
+    event = _decode(app)
+    assert isinstance(event, ChatMessageEvent)
+    compressed = author.key.public_key.format(compressed=True)  # coincurve's own compression
+    assert event.legacy_id == "0x" + keccak.new(data=compressed + app, digest_bits=256).hexdigest()
