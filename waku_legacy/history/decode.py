@@ -10,6 +10,8 @@ The steps are status-go's (``c72f491``, Oct 2024, unless said otherwise):
 
 - Transport (``HandleTransportLayer``, ``protocol/v1/status_message.go``): a message without a
   payload signer is dropped ("failed to get signature"); archives carry it in ``sig``.
+  ``facts.whisper_timestamp`` (seconds) is the envelope time the clock rules compare with: a
+  source must set it (an archive's ``timestamp``, a v2 message's ``timestamp`` / 10**9).
 - Encryption and application layers, author and message id: :mod:`waku_legacy.identity
   .application` (``HandleEncryptionLayer``, ``HandleApplicationLayer``, ``MessageID``:
   ``keccak256(65-byte author key || ApplicationMetadataMessage bytes)``, the key's history
@@ -35,9 +37,15 @@ The steps are status-go's (``c72f491``, Oct 2024, unless said otherwise):
   WebP or GIF within the cap, :mod:`.web.images`), audio (duration), Discord-imported
   messages (text = ``DiscordMessage.content``, as ``PrepareContent`` parses it; the Discord
   author's name and the original timestamp), bridged messages (text = ``BridgeMessage.content``).
+  A Discord import (``protocol/messenger_communities_import_discord.go``) signs each message,
+  and the pins of the pinned ones, with the COMMUNITY key: their author is the community, the
+  person is ``discord_author``.
 - Names: ``ChatMessage.display_name`` (field 14) and ``ChatIdentity.display_name`` are what
   status-go stores as the contact's display name (``handleChatMessage``, ``HandleChatIdentity``);
-  ``ens_name`` is the sender's CLAIM: status-go shows it only after its ENS verifier confirms
+  at ``c72f491`` a standalone ChatIdentity goes only to public and one-to-one chats
+  (``handleStandaloneChatIdentity``, ``protocol/messenger.go``) and the contact-code topic, so
+  a community's archive mostly names its authors through field 14. ``ens_name`` is the
+  sender's CLAIM: status-go shows it only after its ENS verifier confirms
   it on chain (``ensVerifier.Add`` in ``handleChatMessage``; ``contact.ENSVerified``), so it is
   passed on as a claim, never as a verified name, and dropped when longer than an ENS name can
   be (255).
