@@ -114,6 +114,7 @@ class CommunityResult:
     shard: int
     pubsub_topic: str
     channels: int
+    archive_topics: str = ""  # the mode its archives are written in (the reports say it)
     messages: int = 0  # channel messages in the v2 store after dedup
     archivable: int = 0  # decrypted into archive messages
     undecryptable: int = 0
@@ -437,6 +438,7 @@ def build_archives(
         result=CommunityResult(
             community=cid, name=community.name, shard=community.shard,
             pubsub_topic=community.pubsub_topic, channels=len(community.channels),
+            archive_topics=str(community.archive_topics),
         ),
         topics=tuple(sorted(community.channel_topics())),
     )  # fmt: skip

@@ -107,7 +107,11 @@ def summary_line(community: dict[str, Any]) -> str:
     name = community.get("name") or _short(community["community"])
     messages, archived = int(community["messages"]), int(community["archived_now"])
     what = "archived copies" if archived != messages else "archived"
-    return f"  {name}: {messages:,} messages, {archived:,} {what}, shard {community['shard']}"
+    mode = community.get("archive_topics")  # absent from reports written before issue 34
+    topics = f" (archive topics {mode})" if mode else ""
+    return (
+        f"  {name}: {messages:,} messages, {archived:,} {what}{topics}, shard {community['shard']}"
+    )
 
 
 def _sources_section(sources: list[SourceReport]) -> str:
@@ -122,11 +126,12 @@ def _communities_section(communities: list[dict[str, Any]]) -> str:
     if not communities:
         return ""
     table = _table(
-        ["community", "shard", "messages", "archived copies", "late", "undecryptable", "archives",
-         "info hash"],
+        ["community", "shard", "messages", "archived copies", "archive topics", "late",
+         "undecryptable", "archives", "info hash"],
         [
             [
-                _short(c["community"]), c["shard"], c["messages"], c["archived_now"], c["late"],
+                _short(c["community"]), c["shard"], c["messages"], c["archived_now"],
+                c.get("archive_topics") or "-", c["late"],
                 c["undecryptable"], f"+{c['archives_added']} ({c['total_archives']})",
                 c["info_hash"] or "-",
             ]
