@@ -21,6 +21,7 @@ Both then call :func:`~.decode.decode_application` per message and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from waku_legacy.history.index import HistoryIndex, IndexCounts
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.members.preview import ArchivedEntry
-    from waku_legacy.store.types import MessageStore
+    from waku_legacy.store.types import MessageStore, StoredMessage
 
 __all__ = [
     "STORE_PAGE",
@@ -46,6 +47,7 @@ __all__ = [
     "index_from_store",
     "open_archive_entries",
     "store_rows",
+    "stored_row",
 ]
 
 STORE_PAGE = 1000  # store rows per read
@@ -81,7 +83,6 @@ def store_rows(
     store: MessageStore, content_topic: str, symmetric_key: bytes, *, source: str = "store"
 ) -> Iterator[WakuRow | Undecodable]:
     """The topic's stored messages, oldest first, decrypted with the channel's key."""
-    from waku_legacy.crypto.payload import decode_payload
     from waku_legacy.store.types import StoreQuery
 
     cursor: bytes | None = None
@@ -90,36 +91,31 @@ def store_rows(
             StoreQuery(content_topics=[content_topic], cursor=cursor, limit=STORE_PAGE)
         )
         for message in page.messages:
-            facts = WakuFacts(
-                "0x" + message.message_hash.hex(), message.content_topic, message.pubsub_topic,
-                message.timestamp // _NANOS, "", None, source,
-            )  # fmt: skip
-            if message.version != 1:
-                yield Undecodable(
-                    "undecryptable", f"payload version {message.version}, not 1", facts
-                )
-                continue
-            try:
-                decoded = decode_payload(bytes(message.payload), symmetric_key=symmetric_key)
-            except WakuLegacyError as exc:
-                yield Undecodable("undecryptable", f"{type(exc).__name__}: {exc}"[:160], facts)
-                continue
-            signer = "0x" + decoded.signer.hex() if decoded.signer else ""
-            yield WakuRow(
-                bytes(decoded.payload),
-                WakuFacts(
-                    facts.waku_hash,
-                    facts.content_topic,
-                    facts.pubsub_topic,
-                    facts.whisper_timestamp,
-                    signer,
-                    None,
-                    source,
-                ),
-            )
+            yield stored_row(message, symmetric_key, source=source)
         if page.cursor is None:
             return
         cursor = page.cursor
+
+
+def stored_row(
+    message: StoredMessage, symmetric_key: bytes, *, source: str = "store"
+) -> WakuRow | Undecodable:
+    """One stored message decrypted with its channel's key (the bridge's live path indexes
+    each envelope it stores so)."""
+    from waku_legacy.crypto.payload import decode_payload
+
+    facts = WakuFacts(
+        "0x" + message.message_hash.hex(), message.content_topic, message.pubsub_topic,
+        message.timestamp // _NANOS, "", None, source,
+    )  # fmt: skip
+    if message.version != 1:
+        return Undecodable("undecryptable", f"payload version {message.version}, not 1", facts)
+    try:
+        decoded = decode_payload(bytes(message.payload), symmetric_key=symmetric_key)
+    except WakuLegacyError as exc:
+        return Undecodable("undecryptable", f"{type(exc).__name__}: {exc}"[:160], facts)
+    signer = "0x" + decoded.signer.hex() if decoded.signer else ""
+    return WakuRow(bytes(decoded.payload), dataclasses.replace(facts, payload_signer=signer))
 
 
 def _community(given: CommunityConfig | CommunityId | str) -> tuple[CommunityId, tuple[str, ...]]:
