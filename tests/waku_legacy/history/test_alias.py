@@ -64,6 +64,8 @@ def test_word_lists_are_status_gos() -> None:
     adjectives, animals = _words()
     assert (len(adjectives), len(animals)) == (1389, 1704)
     assert (adjectives[0], animals[0], animals[1]) == ("Able", "Aardvark", "Aardwolf")
+    assert (adjectives[700], animals[1000]) == ("High", "Longhornbeetle")
+    assert (adjectives[-1], animals[-1]) == ("Yellowgreen", "Zorilla")
 
 
 @pytest.mark.parametrize(
