@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import coincurve
@@ -51,6 +51,7 @@ from waku_legacy.archive.clock import (
     read_store_evidence,
 )
 from waku_legacy.archive.data_files import recorded_last_end
+from waku_legacy.archive.fence import fenced
 from waku_legacy.archive.logos_storage import (
     TORRENT,
     publish_archives,
@@ -67,13 +68,15 @@ from waku_legacy.community_config import load_operator_key
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
-from waku_legacy.faults import no_fault
+from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
 from waku_legacy.mailserver_compat.wire.convert import archive_message
 from waku_legacy.proto import status_archive_pb2
 from waku_legacy.store import MessageStore, StoreQuery
+from waku_legacy.store.role import Publication
 
 if TYPE_CHECKING:
+    from waku_legacy.bridge.leader import Role
     from waku_legacy.members.published import Published
 
 __all__ = [
@@ -195,10 +198,13 @@ def build_from_store(
     key: coincurve.PrivateKey | None,
     operator_key: coincurve.PrivateKey | None = None,
     logos_storage: Any = None,
+    fault: FaultHook = no_fault,
 ) -> tuple[BuildReport, CollectStats]:
     """One archive run's files: the channel messages since the recorded end, read from
     ``store``, archived by :func:`build_community_archives` (the bytes every other writer
-    makes for the same window: :mod:`waku_legacy.archive.canonical`)."""
+    makes for the same window: :mod:`waku_legacy.archive.canonical`). ``fault`` is called
+    before each change to a file (a bridge's fencing check: :mod:`waku_legacy.archive.fence`).
+    """
     layout = CommunityLayout.of(config.archive_dir, community.id, config.torrent_dir)
     index = read_index(config.archive_dir, community.id, flavour=config.flavour)
     last_end = recorded_last_end(layout, index)
@@ -212,6 +218,7 @@ def build_from_store(
         payload_signer=operator_key,
         logos_storage=logos_storage,
         archive_topics=community.archive_topics,  # channel/universal/both
+        fault=fault,
     )  # fmt: skip
     return report, stats
 
@@ -326,8 +333,14 @@ class CommunityArchiver:
         logos_storage: Any = None,  # LogosStorageClient: backend "logos-storage" (issue 12)
         store_nodes: tuple[str, ...] = (),
         store_node_timeout: float = 30.0,
+        role: Role | None = None,
     ) -> None:
         self.community = community
+        # the archiving role (bridge.leader): its fencing check before every write, and the
+        # link schedule kept in the store (None: unfenced, the schedule in memory only)
+        self.role = role
+        # the link schedule as last recorded in the store (by this or an earlier holder)
+        self.publication: Publication | None = None
         self.logos_storage = logos_storage
         # [history] nodes, asked for the clocks the community already used before publishing
         self.store_nodes = store_nodes
@@ -351,8 +364,9 @@ class CommunityArchiver:
         self.members_preview: dict[str, Any] | None = None
         self.last_logos_check: dict[str, Any] | None = None  # LogosStoragePublish.to_json()
         # (due, link, clock, messages): the second chat's copy of the last link published,
-        # sent config.second_link_delay after the first (archive_link_chats = "both")
-        self.pending_link: tuple[float, str, int, list[Any]] | None = None
+        # sent config.second_link_delay after the first (archive_link_chats = "both");
+        # messages None: signed again when due (the schedule read from the store)
+        self.pending_link: tuple[float, str, int, list[Any] | None] | None = None
         # The magnet link goes out at start, then every republish_interval after the last
         # successful publication (a run's or a republish's); a failure retries sooner.
         self.next_publish = clock.time()
@@ -362,6 +376,63 @@ class CommunityArchiver:
         self.retry_at = clock.time()
 
     # -- state ------------------------------------------------------------------------------
+
+    def fault(self) -> FaultHook:
+        """The archive writers' hook: the role's fencing check before each file change."""
+        role = self.role
+        if role is None:
+            return no_fault
+
+        def check() -> None:
+            try:
+                role.check()
+            except WakuLegacyError as exc:  # FencingTokenLost: the run stops, said here
+                log.warning(
+                    "archive write refused", extra=fields(community=self.name, error=str(exc))
+                )
+                raise
+
+        return fenced(check)
+
+    async def load_schedule(self) -> None:
+        """Continue the link schedule the store holds (an earlier holder's, or this
+        instance's before a restart): no re-send before it is due, the second chat's copy at
+        its original due time, and no clock below the one last published."""
+        if self.role is None:
+            return
+        try:
+            publication = await asyncio.to_thread(self.role.publication, self.name)
+        except (WakuLegacyError, OSError) as exc:
+            log.warning(
+                "link schedule not read: the link goes out now",
+                extra=fields(community=self.name, error=str(exc)),
+            )
+            return
+        if publication is None:
+            return
+        self.publication = publication
+        if publication.published_at is not None:
+            self.last_published = publication.to_json()
+        self.next_publish = publication.next_publish
+        if self.magnet_uri() not in (None, publication.link):
+            self.next_publish = self.clock.time()  # archives built since: members must learn
+        elif publication.second_due is not None:
+            self.pending_link = (publication.second_due, publication.link, publication.clock, None)
+
+    async def _record(self, publication: Publication) -> bool:
+        """The schedule into the store, fenced; False (logged) when this instance no longer
+        holds the role or the store did not take it: nothing is sent then."""
+        if self.role is not None:
+            try:
+                await asyncio.to_thread(self.role.record, publication)
+            except (WakuLegacyError, OSError) as exc:
+                log.warning(
+                    "link schedule not written: nothing sent",
+                    extra=fields(community=self.name, error=str(exc)),
+                )
+                return False
+        self.publication = publication
+        return True
 
     def index(self) -> Any:
         return read_index(self.config.archive_dir, self.community.id, flavour=self.config.flavour)
@@ -407,6 +478,11 @@ class CommunityArchiver:
         evidence = await self.store.read(store_clock_evidence, self.community)
         # the link message files last written (by a run, a republish, the migration, a repair)
         evidence = evidence.merge(await asyncio.to_thread(written_link_evidence, self.layout))
+        recorded = self.publication  # what the store says was signed last (any holder)
+        if recorded is not None:
+            evidence = evidence.merge(
+                ClockEvidence(link_clock=recorded.clock, link=recorded.link, links=1)
+            )
         for node in self.store_nodes:
             try:
                 found = await asyncio.to_thread(
@@ -447,6 +523,7 @@ class CommunityArchiver:
                     archive_link_chats=self.community.archive_link_chats,
                     payload_signer=self.operator_key,
                     backend=self.community.backend,
+                    fault=self.fault(),
                 )  # fmt: skip
             except (WakuLegacyError, OSError) as exc:
                 self._degrade(f"cannot finish the interrupted archive build: {exc}")
@@ -482,6 +559,7 @@ class CommunityArchiver:
         return build_from_store(
             store, self.community, self.config, now=now, clock_ms=clock_ms, key=self.key,
             operator_key=self.operator_key, logos_storage=self.logos_storage,
+            fault=self.fault(),
         )  # fmt: skip
 
     async def run(self, reason: str = "schedule") -> ArchiveRunReport:
@@ -606,27 +684,34 @@ class CommunityArchiver:
             )
             return False
         first, later = messages[:1], [m for _chat, m in messages[1:]]
+        retry = self.clock.time() + min(self.config.republish_interval, 600)
+        # The schedule goes into the store before anything is sent, fenced: a holder that
+        # lost the role stops here. Until the send is confirmed it says "retry soon".
+        signed = Publication(self.name, magnet_uri, clock_ms, choice.reason, published_at=None,
+                             next_publish=retry, second_due=None)  # fmt: skip
+        if not await self._record(signed):
+            self.next_publish = retry
+            return False
         try:
             for _chat, message in first:
                 await self.relay.publish(self.community.pubsub_topic, message)
         except RelayError as exc:
-            self.next_publish = self.clock.time() + min(self.config.republish_interval, 600)
+            self.next_publish = retry
             self.metrics.magnet_published.inc(1, self.name, "error")
             log.warning(
                 "magnet link not published", extra=fields(community=self.name, error=str(exc))
             )
             return False
         self.metrics.magnet_published.inc(1, self.name, "ok")
-        self.next_publish = self.clock.time() + self.config.republish_interval
+        now = self.clock.time()
+        self.next_publish = now + self.config.republish_interval
         # a newer link (or clock) replaces a copy not sent yet
-        self.pending_link = (
-            (self.clock.time() + self.config.second_link_delay, magnet_uri, clock_ms, later)
-            if later else None
-        )  # fmt: skip
-        self.last_published = {
-            "clock": clock_ms, "magnet_uri": magnet_uri, "clock_reason": choice.reason,
-            "at": self.clock.time(),
-        }  # fmt: skip
+        second_due = now + self.config.second_link_delay if later else None
+        self.pending_link = (second_due, magnet_uri, clock_ms, later) if second_due else None
+        sent = replace(signed, published_at=now, next_publish=self.next_publish,
+                       second_due=second_due)  # fmt: skip
+        await self._record(sent)  # not written: the store still says "retry soon"
+        self.last_published = sent.to_json()
         log.info(
             "magnet link published",
             extra=fields(
@@ -642,11 +727,30 @@ class CommunityArchiver:
         if pending is None or pending[0] > self.clock.time() or self.relay is None:
             return False
         _due, link, clock_ms, messages = pending
+        if messages is None:  # due from a schedule read from the store: the same message
+            if self.key is None:
+                return False
+            signed = await asyncio.to_thread(
+                build_archive_link_messages, self.key, link, clock_ms,
+                pubsub_topic=self.community.pubsub_topic,
+                chats=self.community.archive_link_chats, payload_signer=self.operator_key,
+                backend=self.community.backend,
+            )  # fmt: skip
+            messages = [m for _chat, m in signed[1:]]
+        recorded = self.publication
+        if recorded is not None and (recorded.link, recorded.clock) == (link, clock_ms):
+            # sent at most once: the store says so before it goes, fenced
+            if not await self._record(replace(recorded, second_due=None)):
+                return False
+        else:
+            recorded = None
         try:
             for message in messages:
                 await self.relay.publish(self.community.pubsub_topic, message)
         except RelayError as exc:
             self.pending_link = (self.clock.time() + 60.0, link, clock_ms, messages)
+            if recorded is not None:
+                await self._record(replace(recorded, second_due=self.pending_link[0]))
             log.warning(
                 "second copy of the magnet link not published",
                 extra=fields(community=self.name, error=str(exc)),
@@ -697,7 +801,7 @@ class CommunityArchiver:
         if signer is None:
             return
         self.layout.magnet_message_pb.parent.mkdir(parents=True, exist_ok=True)
-        write_magnet_message(self.layout, signer, archive_link, clock_ms, fault=no_fault,
+        write_magnet_message(self.layout, signer, archive_link, clock_ms, fault=self.fault(),
                              fsync=True, backend=self.community.backend)  # fmt: skip
 
     def report(self) -> dict[str, Any]:
@@ -764,6 +868,8 @@ class ArchiveScheduler:
         return [await a.run("admin") for a in targets]
 
     async def run(self) -> None:
+        for archiver in self.archivers.values():
+            await archiver.load_schedule()  # before reconcile, which may ask for a publish
         await self.seed_existing()
         while True:
             for archiver in self.archivers.values():

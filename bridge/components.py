@@ -40,7 +40,7 @@ from waku_legacy.bridge.config import (
 from waku_legacy.bridge.history import HistoryPuller
 from waku_legacy.bridge.http_api import BridgeBackend, make_app, make_runner
 from waku_legacy.bridge.http_guard import HttpLimits
-from waku_legacy.bridge.leader import LeaderLock
+from waku_legacy.bridge.leader import LeaderLock, LocalRole, Role
 from waku_legacy.bridge.lifecycle import Component, Lifecycle
 from waku_legacy.bridge.live import LiveBridge
 from waku_legacy.bridge.logs import fields
@@ -525,12 +525,17 @@ class ArchivingComponent:
     def __init__(
         self, context: BridgeContext, archive: ArchiveConfig, store: StoreComponent,
         seeder: SeederComponent | None, relay: RelayComponent | None,
+        role: LeaderLock | None = None,
     ) -> None:  # fmt: skip
         self.context = context
         self.archive = archive
         self.store = store
         self.seeder = seeder
         self.relay = relay
+        # the archiving role's fencing and link schedule: the leader lock (PostgreSQL), or
+        # this instance's own in the SQLite file (bridge.leader)
+        self.role = role
+        self._local_role: LocalRole | None = None
         self.scheduler: ArchiveScheduler | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -540,6 +545,10 @@ class ArchivingComponent:
         _archive_dirs(archive)
         history = config.history
         seeder = self.seeder.host if self.seeder is not None else None
+        role: Role | None = self.role
+        if role is None:  # SQLite: one instance per store, the role its own
+            self._local_role = await asyncio.to_thread(LocalRole, sqlite_path(config.store.url))
+            role = self._local_role
         archivers = [
             CommunityArchiver(
                 community, archive, store=self.store.opened, seeder=seeder,
@@ -551,6 +560,7 @@ class ArchivingComponent:
                 # asked for the clocks a community already used before a link is published
                 store_nodes=history.nodes if history else (),
                 store_node_timeout=history.timeout if history else 30.0,
+                role=role,
             )
             for community in config.communities
         ]  # fmt: skip
@@ -566,6 +576,9 @@ class ArchivingComponent:
                     for archiver in self.scheduler.archivers.values():
                         # held from now on: this archiver runs no more
                         await archiver.lock.acquire()
+        local, self._local_role = self._local_role, None
+        if local is not None:
+            await asyncio.to_thread(local.close)
 
     def health(self) -> str | None:
         return READY if self._task is not None else None
@@ -678,14 +691,16 @@ class LeaderComponent:
         self.url = url
         self.interval = interval
         self.singletons = singletons
-        self.lock: LeaderLock | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
+        # made here: the archivers fence their writes with it (bridge.leader)
         self.lock = LeaderLock(
             self.url, interval=self.interval, on_acquired=self.singletons.start,
             on_lost=self.singletons.release,
         )  # fmt: skip
+        self._started = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._started = True
         self._task = asyncio.create_task(self.lock.run(), name="leader-lock")
 
     async def aclose(self) -> None:
@@ -693,7 +708,7 @@ class LeaderComponent:
         await _cancel(task)
 
     def health(self) -> str | None:
-        if self.lock is None:
+        if not self._started:
             return None
         return READY if self.singletons.is_leader else "Standby"
 

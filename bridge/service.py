@@ -143,6 +143,8 @@ class BridgeService:
         v1 = None if config.v1 is None else MailserverComponent(config.v1, store, live, metrics)
         libp2p = None if config.libp2p is None else Libp2pComponent(config.libp2p, store)
 
+        leader: LeaderComponent | None = None
+
         def singleton_parts() -> list[Component]:
             parts: list[Component] = []
             archive = config.archive
@@ -150,13 +152,13 @@ class BridgeService:
                 seeder = SeederComponent(archive) if self.seed_enabled else None
                 if seeder is not None:
                     parts.append(seeder)
-                parts.append(ArchivingComponent(context, archive, store, seeder, relay))
+                role = leader.lock if leader is not None else None  # fences the archivers
+                parts.append(ArchivingComponent(context, archive, store, seeder, relay, role))
             if config.history is not None:
                 parts.append(HistoryComponent(context, config.history, store, client, live))
             return parts
 
         singletons = Singletons(metrics, singleton_parts)
-        leader = None
         if is_postgres_url(config.store.url):
             # instances sharing the store take turns at the singletons (bridge.leader)
             leader = LeaderComponent(config.store.url, config.store.leader_interval, singletons)

@@ -353,6 +353,7 @@ def _append_data(
     new_entries: list[IndexEntry] = []
     digests: dict[str, str] = {}
     created = not layout.data.exists()
+    fault("data:open")  # before the first byte is appended (a fencing check: archive.fence)
     with open(layout.data, "ab") as handle:
         for number, archive in enumerate(fresh):
             entry = index_entry_for(archive, offset, piece_length=piece_length)
