@@ -253,6 +253,11 @@ class PipelineConfig:
         choices=("status-go", "seed-spec"),
         doc="archive layout: status-go's, or the seed spec's",
     )
+    readable: bool = key(
+        True,
+        doc="after the store, index the communities' channel messages in its history_* "
+        "tables (the viewer's pages, search and history export read them)",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,6 +126,9 @@ def run_migration(
     with run.step("quarantine", "writing the quarantine"):
         _quarantine(run)
     _store_beside_archives(run, keys, archives, store_batch_size)
+    if config.pipeline.readable and config.output.store and config.communities:
+        with run.step("readable", "indexing the readable history"):
+            _readable(run)
 
     run.report.weeks = sorted(run.weeks.values(), key=lambda w: (w.week, w.community, w.source))
     run.report.totals = _totals(run.report)
@@ -319,6 +322,19 @@ def _store_beside_archives(
         finally:
             writer.join()
     store_written()
+
+
+def _readable(run: _Run) -> None:
+    """Step 6: the communities' channel messages, decrypted, decoded and folded into the
+    store's own ``history_*`` tables (:mod:`waku_legacy.history`), read back from the store
+    just written; a rerun adds nothing twice."""
+    from waku_legacy.history.index import HistoryIndex
+    from waku_legacy.history.sources import index_from_store
+
+    store = run.config.output.store
+    with HistoryIndex.open(store) as index:
+        counts = index_from_store(store, run.config.communities, index)
+    run.report.store["readable"] = counts.to_json()
 
 
 def _store(run: _Run, batch_size: int) -> None:

@@ -328,6 +328,34 @@ def _postgres_store_rows(url: str) -> tuple[list[tuple], list[tuple]]:
     )  # fmt: skip
 
 
+def test_the_readable_step_indexes_every_channel_message(baseline, dataset) -> None:
+    """Step 6: every community channel message is in the store's readable tables, once; the
+    expected set is read from the envelopes here (decrypted, the ChatMessage parsed)."""
+    from waku_legacy.history.index import HistoryIndex
+    from waku_legacy.proto import application_metadata_pb2, chat_message_pb2
+
+    out, report = baseline
+    expected = set()
+    for c in dataset.communities:
+        channels = {chat_topic(c.id.channel_chat_id(ch)): ch for ch in c.channels}
+        for raw in dataset.envelopes:
+            env = Envelope.decode(raw)
+            if env.topic not in channels:
+                continue
+            key = symmetric_key_for_chat(c.id.channel_chat_id(channels[env.topic]))
+            app = application_metadata_pb2.ApplicationMetadataMessage.FromString(
+                decode_payload(env.data, symmetric_key=key).payload
+            )
+            chat = chat_message_pb2.ChatMessage.FromString(app.payload)
+            expected.add((str(c.id), channels[env.topic], chat.timestamp, chat.text))
+    with HistoryIndex.open(f"sqlite:///{out}/store.sqlite3") as index:
+        reader = index.reader()
+        got = [(str(c.id), m.channel_id, m.timestamp_ms, m.text)
+               for c in dataset.communities for m in reader.iter_messages(str(c.id))]  # fmt: skip
+    assert expected and sorted(got) == sorted(expected)
+    assert report.store["readable"]["messages"] == len(expected)
+
+
 def test_a_postgresql_store_holds_the_sqlite_stores_rows(
     spark, baseline, dataset, postgres_dsn, tmp_path
 ) -> None:
