@@ -88,8 +88,10 @@ class ArchiveWindow:
     archive_id: str
     start: int  # unix seconds
     end: int
-    messages: int | None  # None: the archive could not be read
+    messages: int | None  # one per original hash (issue 34); None: the archive could not be read
     size: int  # bytes in the data file, padding included
+    copies: int | None = None  # archived copies: two per channel message in "both"
+    archive_topics: str | None = None  # the mode the archive was written in
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,19 +251,19 @@ def protocol_health(entries: Iterable[Mapping[str, str]]) -> tuple[ProtocolHealt
 
 
 class WindowCounts:
-    """Messages per archive, decoded once: an archive's bytes never change (its id hashes
-    its window and topics; offset and size place it), so a count stays valid. Only the
+    """Messages and copies per archive, decoded once: an archive's bytes never change (its id
+    hashes its window and topics; offset and size place it), so a count stays valid. Only the
     archives asked for last are kept; one that could not be read is tried again."""
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, str, int, int], int] = {}
+        self._counts: dict[tuple[str, str, int, int], _Counted] = {}
         self._lock = threading.Lock()  # two page loads decode an archive once
 
     def windows(
         self, archiver: CommunityArchiver, entries: Iterable[IndexEntry]
     ) -> tuple[ArchiveWindow, ...]:
         with self._lock:
-            kept: dict[tuple[str, str, int, int], int] = {}
+            kept: dict[tuple[str, str, int, int], _Counted] = {}
             out = []
             for entry in entries:
                 key = (archiver.name, entry.archive_id, entry.offset, entry.size)
@@ -270,25 +272,37 @@ class WindowCounts:
                     count = _count(archiver, entry)
                 if count is not None:
                     kept[key] = count
+                messages, copies, mode = count if count is not None else (None, None, None)
                 out.append(
                     ArchiveWindow(
-                        entry.archive_id, entry.window_from, entry.window_to, count, entry.size
+                        entry.archive_id, entry.window_from, entry.window_to, messages,
+                        entry.size, copies, mode,
                     )
-                )
+                )  # fmt: skip
             others = {k: v for k, v in self._counts.items() if k[0] != archiver.name}
             self._counts = others | kept
             return tuple(out)
 
 
-def _count(archiver: CommunityArchiver, entry: IndexEntry) -> int | None:
+_Counted = tuple[int, int, str]  # messages, copies, archive-topics mode
+
+
+def _count(archiver: CommunityArchiver, entry: IndexEntry) -> _Counted | None:
+    """The archive's messages (one per original hash), copies and mode
+    (:mod:`waku_legacy.archive.copies`)."""
+    from waku_legacy.archive.copies import describe_modes, message_keys
+    from waku_legacy.archive.topics import archive_topics_of
+
     config = archiver.config
+    community = archiver.community.id
     try:
-        decoded = read_archive(
-            config.archive_dir, archiver.community.id, entry, flavour=config.flavour
-        )
+        decoded = read_archive(config.archive_dir, community, entry, flavour=config.flavour)
     except (WakuLegacyError, OSError):
         return None
-    return len(decoded.messages)
+    copies = [(bytes(m.hash), bytes(m.topic)) for m in decoded.messages]
+    messages = len(set(message_keys(copies, community).values()))
+    mode = archive_topics_of(entry.content_topics, community, (t for _, t in copies))
+    return messages, len(copies), describe_modes([mode])
 
 
 def community_status(

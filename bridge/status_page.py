@@ -228,10 +228,12 @@ def _members(preview: Mapping[str, Any] | None) -> str:
     return "<br>".join(lines)
 
 
-#: Under the windows: what an archived copy is (issue 24: 12 shown for 6 messages, unsaid).
+#: Under the windows: what an archived copy is (issue 24: 12 shown for 6 messages, unsaid;
+#: issue 34: messages are counted as messages, the copies beside them).
 COPIES_NOTE = (
-    "archived copies: with archive_topics = &quot;both&quot; (the default) each message is "
-    "archived twice, on its channel topic and on -memberUpdate, so copies are twice the messages"
+    "messages count each message once (one per original hash); archived copies: with "
+    "archive_topics = &quot;both&quot; (the default) each message is archived twice, on its "
+    "channel topic and on -memberUpdate, so copies are twice the messages"
 )
 
 
@@ -254,10 +256,10 @@ def _community(community: CommunityStatus) -> str:
         *([("index error", _code(community.index_error))] if community.index_error else []),
     ])  # fmt: skip
     windows = _table(
-        ("archive", "from", "to", "#archived copies", "#bytes"),
+        ("archive", "from", "to", "#messages", "#archived copies", "archive topics", "#bytes"),
         (
             (_code(w.archive_id), _e(utc(w.start)), _e(utc(w.end)), _e(number(w.messages)),
-             _e(number(w.size)))
+             _e(number(w.copies)), _e(w.archive_topics or "?"), _e(number(w.size)))
             for w in community.windows
         ),
         "no archive yet",

@@ -132,7 +132,9 @@ async def test_status_page_in_headless_chromium_shows_a_new_window_after_a_run(t
         assert run["error"] is None and run["build"]["archives_added"] == 1
         after = await _json(base + "/debug/v1/status")
         newest = after["communities"][0]["windows"][0]
-        assert newest["end"] == T0 + 2 * DAY and newest["messages"] == 2 * 5  # "both" topics
+        assert newest["end"] == T0 + 2 * DAY and newest["messages"] == 5
+        # "both": each message archived on its channel topic and on -memberUpdate (issue 34)
+        assert (newest["copies"], newest["archiveTopics"]) == (2 * 5, "both")
         assert newest["archiveId"] not in {w["archiveId"] for w in
                                            status["communities"][0]["windows"]}  # fmt: skip
         second = await screenshot(tmp_path, base + "/", "status.png")
@@ -218,7 +220,8 @@ def _check_same_values(document: dict[str, Any], text: str) -> None:
             assert value in text, value
         for window in community["windows"]:
             for value in (window["archiveId"], utc(window["start"]), utc(window["end"]),
-                          number(window["messages"]), number(window["size"])):  # fmt: skip
+                          number(window["messages"]), number(window["copies"]),
+                          number(window["size"])):  # fmt: skip
                 assert value in text, value
 
 
@@ -273,7 +276,7 @@ def _hostile_report() -> StatusReport:
     community = CommunityStatus(
         id="0x02" + "ab" * 32, name=HOSTILE, shard=128, pubsub_topic="/waku/2/rs/16/128",
         channels=(HOSTILE,), backend="torrent", archives=1,
-        windows=(ArchiveWindow("0x" + "cd" * 32, T0 - DAY, T0, 12_345, 102_400),),
+        windows=(ArchiveWindow("0x" + "cd" * 32, T0 - DAY, T0, 12_345, 102_400, 24_690, "both"),),
         index_error=HOSTILE, link="magnet:?xt=urn:btih:" + "ef" * 20 + "&dn=" + HOSTILE,
         published=Publication("magnet:?x", 1_750_000_000_000, HOSTILE, T0),
         seeding=None,
@@ -309,7 +312,7 @@ def test_the_json_is_the_report():
     assert json.loads(json.dumps(document)) == document
     assert document["communities"][0]["windows"][0] == {
         "archiveId": "0x" + "cd" * 32, "start": T0 - DAY, "end": T0, "messages": 12_345,
-        "size": 102_400,
+        "size": 102_400, "copies": 24_690, "archiveTopics": "both",
     }  # fmt: skip
     assert document["v1"]["peers"][0]["enodeId"] == "22" * 64
     assert document["service"]["protocols"][0] == {
@@ -341,8 +344,10 @@ def test_page_and_json_say_whether_the_link_reaches_members():
 
 def test_archived_copies_are_called_copies():
     """Issue 24: with archive_topics = "both" a week of 6 messages showed 12 under
-    '#messages'; the page calls them archived copies and says why there are two."""
+    '#messages'; the page calls them archived copies and says why there are two. Issue 34:
+    the messages are counted as messages, the copies beside them, with the mode."""
     text = " ".join(page_text(render_status_page(_hostile_report())).parts)
-    assert "archive from to archived copies bytes" in text  # the windows' header
+    # the windows' header
+    assert "archive from to messages archived copies archive topics bytes" in text
     assert "archived copies, seeded" in text  # the last run's line
     assert 'each message is archived twice' in text and '"both"' in text
