@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from waku_legacy.bridge.config import Libp2pConfig
 from waku_legacy.bridge.logs import fields, keep_library_logs_routed
 from waku_legacy.bridge.store_threads import ThreadLocalStore
+from waku_legacy.errors import DecodeError
+from waku_legacy.limits import LogThrottle
 from waku_legacy.p2p.host import HostLimits, ensure_ports_free, parse_multiaddr
 from waku_legacy.p2p.keys import load_key_pair
 from waku_legacy.p2p.listener import (
@@ -81,20 +86,35 @@ def store_protocols(
         store_v3_too_many_requests,
     )
     from waku_legacy.store.protocol.store_v3 import request_cursor
+    from waku_legacy.store.query import StoreQueryError
+
+    throttle = LogThrottle()
+    held_back: Counter[tuple[str, int, str]] = Counter()
+    lock = threading.Lock()
 
     def logged(protocol: str, answer: StoreAnswer) -> bytes:
-        if answer.error is not None:
-            # an outage is logged once by the store's health, not once per query
-            quiet = isinstance(answer.error, StoreUnavailable)
-            log.log(
-                logging.DEBUG if quiet else logging.WARNING,
+        body: bytes = answer.body
+        error = answer.error
+        if error is not None and not isinstance(error, StoreUnavailable):
+            # (an outage is logged once by the store's health, not once per query.) A peer
+            # makes as many failed queries as it likes: one line per kind every 10 s, as
+            # for the listener's refusals, with how many were held back since; none of the
+            # peer's own fields (its request_id) and only our own words of the error
+            kind = (protocol, answer.status, type(error).__name__)
+            with lock:
+                if not throttle.should_log(kind, time.monotonic()):
+                    held_back[kind] += 1
+                    return body
+                repeated = held_back.pop(kind, 0)
+            reason = str(error) if isinstance(error, StoreQueryError) else None
+            what = error.what if isinstance(error, DecodeError) else None
+            log.warning(
                 "libp2p store query failed",
                 extra=fields(
-                    protocol=protocol, status=answer.status, request_id=answer.request_id,
-                    error=str(answer.error), error_type=type(answer.error).__name__,
+                    protocol=protocol, status=answer.status, error_type=kind[2],
+                    reason=reason or what, held_back=repeated,
                 ),
             )  # fmt: skip
-        body: bytes = answer.body
         return body
 
     def v3(request: bytes) -> Answered:

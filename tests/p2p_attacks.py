@@ -274,3 +274,234 @@ async def yamux_cut_mid_frame(address: str) -> None:
     conn = await secured(address)
     await conn.write(ms_line("/multistream/1.0.0") + ms_line("/yamux/1.0.0") + b"\0\0\0")
     await conn.close()
+
+
+# -- a libp2p dialler of its own (issue 37) ------------------------------------------------
+
+#: yamux frame types and flags (hashicorp/yamux spec.md), written here again on purpose
+Y_DATA, Y_WINDOW_UPDATE, Y_PING, Y_GO_AWAY = 0, 1, 2, 3
+Y_SYN, Y_ACK, Y_FIN, Y_RST = 1, 2, 4, 8
+YAMUX_WINDOW = 256 * 1024
+PING = "/ipfs/ping/1.0.0"
+
+
+def pb_bytes(number: int, value: bytes) -> bytes:
+    """A protobuf length-delimited field."""
+    return _varint(number << 3 | 2) + _varint(len(value)) + value
+
+
+def libp2p_public_key(key_type: int, data: bytes) -> bytes:
+    """libp2p's ``PublicKey { KeyType Type = 1; bytes Data = 2; }`` (peer-ids spec)."""
+    return bytes((0x08, key_type)) + pb_bytes(2, data)
+
+
+def secp256k1_identity() -> tuple[bytes, Any]:
+    """(encoded public key, sign): a fresh secp256k1 identity (ECDSA over SHA-256, DER)."""
+    import coincurve
+
+    key = coincurve.PrivateKey()
+    return libp2p_public_key(2, key.public_key.format(compressed=True)), key.sign
+
+
+def frame_of(body: bytes) -> bytes:
+    """A varint length-prefixed message (a store request on its stream)."""
+    return _varint(len(body)) + body
+
+
+class RawLibp2p:
+    """A libp2p dialler written apart from the project's code: a blocking socket from
+    ``source``, multistream-select by hand, Noise XX on the ``noiseprotocol`` package (the
+    identity payload by hand), yamux frames by hand. A thread reads everything the server
+    sends (TCP never stalls) and notes per yamux stream the DATA bytes, window updates,
+    FIN and RST, and GO_AWAY. It never grants window itself unless told to (``grant``)."""
+
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        source: str = ATTACKER,
+        identity: tuple[bytes, Any] | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.sock = connect_from(source, target, timeout)
+        self.identity = identity or secp256k1_identity()
+        self._noise: Any = None
+        self._plain = bytearray()
+        self._raw = bytearray()
+        self.data: dict[int, int] = {}
+        self.updates: dict[int, int] = {}
+        self.sent: dict[int, int] = {}
+        self.rst: set[int] = set()
+        self.fin: set[int] = set()
+        self.go_away: int | None = None
+        self.closed = False
+        self._next = 1
+        self._reader: threading.Thread | None = None
+
+    # -- the handshake ----------------------------------------------------------------
+
+    def _recv_exact(self, n: int) -> bytes:
+        while len(self._raw) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by the server")
+            self._raw += chunk
+        out = bytes(self._raw[:n])
+        del self._raw[:n]
+        return out
+
+    def _recv_ms_lines(self, count: int, read: Any) -> list[bytes]:
+        lines = []
+        for _ in range(count):
+            length = read(1)[0]  # every line here is under 128 bytes
+            lines.append(read(length))
+        return lines
+
+    def noise(self, *, signature: bytes | None = None) -> None:
+        """multistream-select to /noise and the XX handshake; message 3 carries our identity
+        (``signature``: sent instead of the real one)."""
+        from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+        from noise.connection import Keypair, NoiseConnection
+
+        self.sock.sendall(ms_line("/multistream/1.0.0") + ms_line("/noise"))
+        answers = self._recv_ms_lines(2, self._recv_exact)
+        assert answers[1] == b"/noise\n", answers
+        static = X25519PrivateKey.generate()
+        noise = NoiseConnection.from_name(b"Noise_XX_25519_ChaChaPoly_SHA256")
+        noise.set_as_initiator()
+        noise.set_keypair_from_private_bytes(Keypair.STATIC, static.private_bytes_raw())
+        noise.start_handshake()
+        self._send_noise(noise.write_message())
+        noise.read_message(self._recv_noise())
+        key, sign = self.identity
+        signed = b"noise-libp2p-static-key:" + static.public_key().public_bytes_raw()
+        payload = pb_bytes(1, key) + pb_bytes(2, sign(signed) if signature is None else signature)
+        self._send_noise(noise.write_message(payload))
+        self._noise = noise
+
+    def _send_noise(self, message: bytes) -> None:
+        self.sock.sendall(struct.pack(">H", len(message)) + message)
+
+    def _recv_noise(self) -> bytes:
+        (length,) = struct.unpack(">H", self._recv_exact(2))
+        return self._recv_exact(length)
+
+    def closed_by_server(self, within: float) -> bool:
+        """Whether the server closes the connection within ``within`` s (reading all)."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                if not self.sock.recv(65536):
+                    return True
+            except TimeoutError:
+                return False
+            except OSError:
+                return True
+        return False
+
+    # -- inside Noise -------------------------------------------------------------------
+
+    def write(self, plain: bytes) -> None:
+        for at in range(0, len(plain), 65519):
+            self._send_noise(self._noise.encrypt(plain[at : at + 65519]))
+
+    def yamux(self) -> None:
+        """Agree on yamux and start reading frames."""
+        self.write(ms_line("/multistream/1.0.0") + ms_line("/yamux/1.0.0"))
+        self.sock.settimeout(None)
+        self._reader = threading.Thread(target=self._read_frames, daemon=True)
+        self._reader.start()
+
+    def _read_plain(self, n: int) -> bytes:
+        while len(self._plain) < n:
+            self._plain += self._noise.decrypt(self._recv_noise())
+        out = bytes(self._plain[:n])
+        del self._plain[:n]
+        return out
+
+    def _read_frames(self) -> None:
+        try:
+            self._recv_ms_lines(2, self._read_plain)  # the muxer's multistream answers
+            while True:
+                _, typ, flags, sid, length = YAMUX.unpack(self._read_plain(12))
+                if typ == Y_DATA:
+                    self._read_plain(length)
+                    self.data[sid] = self.data.get(sid, 0) + length
+                elif typ == Y_WINDOW_UPDATE:
+                    self.updates[sid] = self.updates.get(sid, 0) + length
+                elif typ == Y_GO_AWAY:
+                    self.go_away = length
+                if flags & Y_RST:
+                    self.rst.add(sid)
+                if flags & Y_FIN:
+                    self.fin.add(sid)
+        except Exception:
+            self.closed = True
+
+    def open_stream(self, protocol: str, first: bytes = b"") -> int:
+        """A new stream (SYN), multistream-select to ``protocol`` and ``first`` on it."""
+        sid = self._next
+        self._next += 2
+        self.sent[sid] = 0
+        self.write(yamux_frame(Y_WINDOW_UPDATE, Y_SYN, sid, 0))
+        self.send(sid, ms_line("/multistream/1.0.0") + ms_line(protocol) + first)
+        return sid
+
+    def send(self, sid: int, data: bytes) -> None:
+        for at in range(0, len(data), 65536):
+            chunk = data[at : at + 65536]
+            self.write(yamux_frame(Y_DATA, 0, sid, len(chunk), chunk))
+            self.sent[sid] += len(chunk)
+
+    def credit(self, sid: int) -> int:
+        """What the server's window lets us send on ``sid`` now."""
+        return YAMUX_WINDOW + self.updates.get(sid, 0) - self.sent.get(sid, 0)
+
+    def wait(self, done: Any, within: float) -> bool:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if done():
+                return True
+            time.sleep(0.02)
+        return bool(done())
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def websocket_upgrade(host: bytes) -> bytes:
+    """An HTTP upgrade to WebSocket (RFC 6455 4.1) with ``host`` as its Host header."""
+    return (
+        b"GET / HTTP/1.1\r\nHost: " + host + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+
+
+def ecdsa_key_on_unknown_curve() -> bytes:
+    """A PKIX ECDSA public key naming curve 1.2.840.10045.3.1.8 (no such named curve:
+    ``cryptography`` raises UnsupportedAlgorithm), as libp2p key type 3."""
+    spki = bytes.fromhex("3059301306072a8648ce3d020106082a8648ce3d03010803420004") + bytes(
+        range(1, 65)
+    )
+    return libp2p_public_key(3, spki)
+
+
+def rsa_key(modulus_bits: int, exponent: int) -> bytes:
+    """A PKIX RSA public key (libp2p key type 0) with a random odd modulus of
+    ``modulus_bits`` bits and ``exponent``: nobody holds its private key; the listener must
+    refuse or check it, which is what an attacker's key costs."""
+    import random
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    modulus = random.getrandbits(modulus_bits) | (1 << (modulus_bits - 1)) | 1
+    public = rsa.RSAPublicNumbers(exponent, modulus).public_key()
+    der = public.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return libp2p_public_key(0, der)

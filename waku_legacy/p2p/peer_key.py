@@ -62,6 +62,7 @@ class UnsupportedKey(DecodeError):
 
     def __init__(self, reason: str) -> None:
         super().__init__("libp2p public key", reason)
+        self.args = (f"libp2p public key not accepted: {reason}",)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,7 @@ py-libp2p too, where they fail."""
 
 from __future__ import annotations
 
-import io
 import json
-import logging
 import select
 import socket
 import subprocess
@@ -41,7 +39,6 @@ from tests.p2p_attacks import (
     yamux_cut_mid_frame,
     yamux_past_window,
 )
-from waku_legacy.bridge.logs import LIBRARY_LOGGERS, configure_logging
 from waku_legacy.p2p.client import P2PClient, request_once
 from waku_legacy.p2p.guard import MULTISTREAM_MAX_MESSAGE_BYTES
 from waku_legacy.p2p.host import CoalescingYamux, HostLimits
@@ -374,23 +371,6 @@ def test_a_connection_whose_streams_never_end_is_reaped(make_listener) -> None:
     assert held < 15
     assert listener.stats()["connections_stalled_closed"] >= 1
     honest_queries(listener, 1)
-
-
-@pytest.fixture
-def json_logs() -> Iterator[io.StringIO]:
-    """The bridge's logging set up as ``[logging] format = "json"`` writes it; restored."""
-    names = ("waku_legacy", *LIBRARY_LOGGERS, "aiohttp.access")
-    saved = {
-        name: (lg.handlers[:], lg.level, lg.propagate)
-        for name in names
-        for lg in [logging.getLogger(name)]
-    }
-    out = io.StringIO()
-    configure_logging("info", "json", stream=out)
-    yield out
-    for name, (handlers, level, propagate) in saved.items():
-        lg = logging.getLogger(name)
-        lg.handlers, lg.level, lg.propagate = handlers, level, propagate
 
 
 @pytest.mark.parametrize("listener_class", ["py-libp2p"], indirect=True)
