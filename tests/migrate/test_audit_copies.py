@@ -57,15 +57,16 @@ def _metadata_topics(mode: str) -> tuple[bytes, ...]:
     ]
 
 
-def _damaged(tmp_path, channel, start, mode):
-    """Four weekly archives in ``mode`` with the damage the module docstring lists; what
-    was done, by message."""
+def _damaged(tmp_path, channel, start, mode, modes=None):
+    """Four weekly archives in ``mode`` (or week k in ``modes[k]``) with the damage the
+    module docstring lists; what was done, by message."""
+    modes = modes or [mode] * 4
     missing = {m.hash for m in channel[::7]}
     rest = [m for m in channel if m.hash not in missing]
     half = {m.hash for m in rest[::5]} if mode == "both" else set()
     doubled = rest[3]  # its first copy is held twice, in its week's archive
     encoded = []
-    for k in range(4):
+    for k, mode in enumerate(modes):
         week = _week(channel, start, k)
         copies = []
         for message in week:
@@ -144,3 +145,24 @@ def test_the_300_82_case_reads_300_and_82(sample, tmp_path, capsys) -> None:  # 
     assert f"  {'source messages':<24}{len(channel):>10}" in table
     assert f"  {'missing':<24}{len(missing):>10}" in table
     assert f"  {'copies expected':<24}{2 * len(channel):>10}" in table
+
+
+def test_windows_written_in_different_modes_read_mixed(sample, tmp_path) -> None:  # noqa: F811
+    """Two weeks archived as before issue 12 ("channel"), two since ("both"): each window is
+    audited in its own mode, and the report says "mixed"."""
+    out, channel, _public, start = sample
+    modes = ["channel", "channel", "both", "both"]
+    missing, _half, _doubled = _damaged(tmp_path, channel, start, "channel", modes)
+    doc = audit_community(_request(out, tmp_path / "archives", tmp_path))
+    assert doc["archive_topics"] == "mixed" and doc["complete"] is False
+    assert [w["archive_topics"] for w in doc["windows"]] == modes
+    per_week = [len(_copies(channel[0], mode)) for mode in modes]
+    weeks = [_week(channel, start, k) for k in range(4)]
+    totals = doc["totals"]
+    assert (totals["source_messages"], totals["missing"]) == (len(channel), len(missing))
+    assert totals["copies_expected"] == sum(
+        n * len(w) for n, w in zip(per_week, weeks, strict=True)
+    )
+    assert totals["copies_missing"] == sum(
+        n * sum(m.hash in missing for m in w) for n, w in zip(per_week, weeks, strict=True)
+    )
