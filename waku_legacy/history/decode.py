@@ -12,6 +12,9 @@ The steps are status-go's (``c72f491``, Oct 2024, unless said otherwise):
   payload signer is dropped ("failed to get signature"); archives carry it in ``sig``.
   ``facts.whisper_timestamp`` (seconds) is the envelope time the clock rules compare with: a
   source must set it (an archive's ``timestamp``, a v2 message's ``timestamp`` / 10**9).
+- Segmentation (since 2023-11, ``handleSegmentationLayerV2``): a payload split over several
+  Waku messages is ``Undecodable("segment", …)`` piece by piece; :mod:`.segments` joins the
+  pieces and the whole decodes here.
 - Encryption and application layers, author and message id: :mod:`waku_legacy.identity
   .application` (``HandleEncryptionLayer``, ``HandleApplicationLayer``, ``MessageID``:
   ``keccak256(65-byte author key || ApplicationMetadataMessage bytes)``, the key's history
@@ -194,9 +197,13 @@ def decode_application(
     try:
         opened = open_application(bytes(data), "status message", max_size=max_size)
     except ProtobufDecodeError as exc:
-        return Undecodable("not a status message", exc.reason[:300], facts)
+        return _segment(data, facts, max_size) or Undecodable(
+            "not a status message", exc.reason[:300], facts
+        )
     except WakuLegacyError as exc:  # SignatureError: unsigned or not recoverable
-        return Undecodable("signature", f"ApplicationMetadataMessage: {exc}"[:300], facts)
+        return _segment(data, facts, max_size) or Undecodable(
+            "signature", f"ApplicationMetadataMessage: {exc}"[:300], facts
+        )
     kind = _TYPE_NAMES.get(opened.type)
     if kind is None:
         return Undecodable(
@@ -215,6 +222,27 @@ def decode_application(
         return Undecodable(refusal.kind, f"{kind}: {refusal.detail}"[:300], facts)
     except WakuLegacyError as exc:
         return Undecodable("malformed", f"{kind}: {exc}"[:300], facts)
+
+
+def _segment(data: bytes, facts: WakuFacts, max_size: int) -> Undecodable | None:
+    """``Undecodable("segment", …)`` when ``data`` is one piece of a larger payload
+    (:mod:`.segments`: join the pieces, then decode the whole)."""
+    from waku_legacy.history.segments import read_segment
+
+    segment = read_segment(bytes(data), max_size=max_size)
+    if segment is None:
+        return None
+    what = (
+        f"parity segment {segment.parity_index + 1} of {segment.parity_count}"
+        if segment.is_parity
+        else f"segment {segment.index + 1} of {segment.count}"
+    )
+    return Undecodable(
+        "segment",
+        f"{what} of payload 0x{segment.entire_hash.hex()}: join the segments "
+        "(history.segments.SegmentJoiner), then decode the whole",
+        facts,
+    )
 
 
 def _parse(message_type: int, payload: bytes, max_size: int) -> Any:
