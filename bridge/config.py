@@ -536,8 +536,17 @@ class Libp2pConfig:
     address_share: float = key(
         0.5, above=0, max=1, doc="one address never holds more of either budget"
     )
+    reserved_share: float = key(
+        0.1, min=0, max=0.5, doc="of either budget, kept for addresses that hold no connection"
+    )
+    address_handshakes_per_second: float = key(
+        20.0, min=0, doc="new connections (a Noise handshake each) per address (0: none), burst 2x"
+    )
     max_buffered_bytes: int = key(
-        4 * 1024 * 1024, min=256 * 1024, max=1024**3, doc="yamux: bytes one connection holds unread"
+        4 * 1024 * 1024,
+        min=256 * 1024,
+        max=1024**3,
+        doc="bytes one connection holds unread (yamux), and waiting to be sent (past it: reset)",
     )
     max_streams_per_connection: int = key(
         32, min=1, max=10_000, doc="store requests in flight on one connection"
