@@ -262,8 +262,10 @@ class LeaderLock:
         finally:
             token = self.token
             if self.held:  # the singletons finish what they write while the token holds
-                self.held = False
-                await self.on_lost()
+                try:
+                    await self.on_lost()
+                finally:
+                    self.held = False
             self.token, self._start_at = None, None
             if token is not None:
                 await asyncio.to_thread(self._release, token)

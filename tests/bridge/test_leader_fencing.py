@@ -227,6 +227,7 @@ def test_a_holder_cut_off_during_an_archive_run_writes_nothing(
     store: the old holder's run, released afterwards, must not write into the shared folder;
     the archives are byte-identical to one run's."""
     from waku_legacy.archive import CommunityLayout
+    from waku_legacy.archive.verify import verify_store
     from waku_legacy.bridge.archiver import build_from_store
     from waku_legacy.bridge.config import parse_config
     from waku_legacy.store import open_store
@@ -289,6 +290,10 @@ def test_a_holder_cut_off_during_an_archive_run_writes_nothing(
         got, want = getattr(shared, part), getattr(single, part)
         sizes = f"{got.stat().st_size} bytes, not {want.stat().st_size}"
         assert got.read_bytes() == want.read_bytes(), f"{part} differs from one run's: {sizes}"
+    # and the archive audit of the shared folder finds nothing wrong (it raises otherwise)
+    report = verify_store(tmp_path / "shared" / "archives", community,
+                          torrent_dir=tmp_path / "shared" / "torrents")  # fmt: skip
+    assert report.archives >= 1 and report.digests_checked == report.archives
     assert "archive run done" not in old_log
     assert "archive write refused" in old_log and "fencing token" in old_log  # and why
 
@@ -416,3 +421,38 @@ def test_a_flapping_connection_for_a_minute(postgres_dsn: str, tmp_path: Path) -
                                 tmp_path / "shared" / "torrents")  # fmt: skip
     assert written_link_evidence(layout).link_clock == first[2]
     print(f"{cuts} cuts in 60 s; second copy {copies[0][0] - first[0]:.2f} s after the first")
+
+
+@pytest.mark.network
+@pytest.mark.torrent
+def test_a_restart_after_a_crash_continues_the_link_schedule(tmp_path: Path) -> None:
+    """SQLite, one bridge: killed (SIGKILL) after it published the link, started again: it
+    sends nothing before republish_interval and the second copy at its original due time."""
+    _key, community, channel = _community(tmp_path, "4c")
+    member_update = content_topic(f"{community}-memberUpdate")
+    magnetlinks = content_topic(f"{community}-magnetlinks")
+    delay = 12.0
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    store_channel_messages(
+        url, CommunityId.parse(community), channel, int(time.time()) - 3 * DAY, 5, PUBSUB
+    )
+    bridges: list[Bridge] = []
+    try:
+        bridges.append(Bridge(tmp_path, "a", url, community, channel, interval=15,
+                              republish="300s", second=f"{delay:g}s"))  # fmt: skip
+        first = wait_for(lambda: _publications(bridges, member_update), "the link", 60)[0]
+        bridges[0].process.send_signal(signal.SIGKILL)
+        bridges[0].process.wait(10)
+        bridges.append(Bridge(tmp_path, "b", url, community, channel, interval=15,
+                              republish="300s", second=f"{delay:g}s"))  # fmt: skip
+        wait_for(lambda: _publications(bridges, magnetlinks), "the second copy",
+                 first[0] + delay + 15 - time.time())  # fmt: skip
+        time.sleep(1)
+    finally:
+        for bridge in bridges:
+            bridge.stop()
+    updates = _publications(bridges, member_update)
+    copies = _publications(bridges, magnetlinks)
+    assert len(updates) == 1, f"the link was re-sent after the restart: {updates}"
+    assert len(copies) == 1 and copies[0][1:] == ("b", first[2]), copies
+    assert first[0] + delay - 0.5 <= copies[0][0] <= first[0] + delay + 3, copies[0][0] - first[0]
