@@ -774,7 +774,7 @@ class CommunityArchiver:
             async with self.lock:
                 result = await asyncio.to_thread(
                     publish_archives, self.config.archive_dir, self.community.id,
-                    self.logos_storage, flavour=self.config.flavour,
+                    self.logos_storage, flavour=self.config.flavour, fault=self.fault(),
                 )  # fmt: skip
         except (WakuLegacyError, OSError) as exc:
             self.next_publish = self.clock.time() + min(

@@ -53,10 +53,11 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from waku_legacy.bridge.logs import fields
+from waku_legacy.store import StoreError
 from waku_legacy.store.role import FencingTokenLost, Publication, RoleStore
 
 __all__ = ["CHECKS_PER_INTERVAL", "LOCK_NAME", "LeaderLock", "LocalRole", "Role", "lock_key"]
@@ -196,9 +197,15 @@ class LeaderLock:
             ) from exc
 
     def publication(self, community: str) -> Publication | None:
-        roles = self._roles_for(self.token)
-        with self._io:
-            return roles.publication(community)
+        token = self.token
+        roles = self._roles_for(token)
+        try:
+            with self._io:
+                return roles.publication(community)
+        except Exception as exc:  # psycopg.Error, OSError
+            raise FencingTokenLost(
+                f"fencing token {token} not confirmed: the leader lock's session failed ({exc})"
+            ) from exc
 
     def record(self, publication: Publication) -> None:
         token = self.token
@@ -279,23 +286,38 @@ class LocalRole:
     def __init__(self, path: str, *, busy_timeout_ms: int = 30_000) -> None:
         self.path = path
         self._io = threading.Lock()
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        self._roles = RoleStore(self._conn, postgres=False)
-        self._roles.create()
-        self.token, _ = self._roles.take(_holder_name(), time.time())
+        try:
+            self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            self._roles = RoleStore(self._conn, postgres=False)
+            self._roles.create()
+            self.token, _ = self._roles.take(_holder_name(), time.time())
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot take the archiving role in the SQLite store {path}: {exc}"
+            ) from exc
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[RoleStore]:
+        try:
+            with self._io:
+                yield self._roles
+        except sqlite3.Error as exc:  # locked past busy_timeout, I/O error: not confirmed
+            raise FencingTokenLost(
+                f"fencing token {self.token} not confirmed: the SQLite store failed ({exc})"
+            ) from exc
 
     def check(self) -> None:
-        with self._io:
-            self._roles.check(self.token)
+        with self._using() as roles:
+            roles.check(self.token)
 
     def publication(self, community: str) -> Publication | None:
-        with self._io:
-            return self._roles.publication(community)
+        with self._using() as roles:
+            return roles.publication(community)
 
     def record(self, publication: Publication) -> None:
-        with self._io:
-            self._roles.record(self.token, publication)
+        with self._using() as roles:
+            roles.record(self.token, publication)
 
     def close(self) -> None:
         with self._io:

@@ -158,3 +158,75 @@ def test_serve_check_refuses_a_sub_second_leader_interval_with_the_reason(
     assert "key 'leader_interval' must be a duration from 1s to 5m" in done.stderr
     assert "the holder checks its lock 4 times an interval" in done.stderr  # the reason
     assert "'250ms'" in done.stderr
+
+
+@pytest.mark.postgres
+async def test_a_terminated_holder_fails_its_next_check_and_stops_before_the_next_acts(
+    postgres_dsn: str,
+) -> None:
+    """Issue 38 (1): right after pg_terminate_backend the old holder's next fencing check
+    fails (its heartbeat is up to 2 s away); the new holder's token is higher and it acts
+    only one interval after taking the lock, after the old one stopped; a holder stopped in
+    order (SIGTERM's path) hands the role back and its successor acts at once."""
+    import asyncio
+    import time
+
+    import psycopg
+
+    from waku_legacy.bridge.leader import LeaderLock
+
+    interval = 8.0
+    events: list[str] = []
+
+    def lock(name: str) -> LeaderLock:
+        async def acquired() -> None:
+            events.append(f"{name} acts")
+
+        async def lost() -> None:
+            events.append(f"{name} stops")
+
+        return LeaderLock(dsn, interval=interval, on_acquired=acquired, on_lost=lost)
+
+    async def until(condition: Any, what: str, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.02)
+
+    with fresh_database(postgres_dsn, "role_") as dsn:
+        old = lock("old")
+        tasks = [asyncio.create_task(old.run())]
+        try:
+            await until(lambda: old.held, "the first holder")
+            assert old.token == 1
+            await asyncio.to_thread(old.check)  # holds: a round trip on its live session
+            with psycopg.connect(dsn, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                    "application_name = 'waku-legacy bridge leader' "
+                    "AND datname = current_database()"
+                )
+            with pytest.raises(FencingTokenLost, match="fencing token 1 not confirmed"):
+                await asyncio.to_thread(old.check)
+            new = lock("new")
+            tasks.append(asyncio.create_task(new.run()))
+            await until(lambda: new.token is not None, "the lock taken")
+            taken = time.monotonic()
+            assert new.token == 2 and not new.held  # not yet: waits out the old holder
+            await until(lambda: new.held, "the new holder to act")
+            assert time.monotonic() - taken >= interval - 0.1
+            assert events == ["old acts", "old stops", "new acts"]
+            # SIGTERM's path: cancelled, it stops its singletons, then hands the role back
+            tasks[1].cancel()
+            await asyncio.gather(tasks[1], return_exceptions=True)
+            last = lock("last")
+            tasks.append(asyncio.create_task(last.run()))
+            await until(lambda: last.token is not None, "the lock taken again")
+            taken = time.monotonic()
+            await until(lambda: last.held, "the next holder to act")
+            assert last.token == 3 and time.monotonic() - taken < 1.0  # no wait
+            assert events[3:] == ["new stops", "last acts"]
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
