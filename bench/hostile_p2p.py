@@ -11,7 +11,13 @@ Then, per attack from 127.0.0.2 (a separate address on loopback), the same hones
 while it runs: 250 idle TCP connections, 300 Noise handshakes abandoned after their first
 message (both re-opened as dropped), six multistream-select messages announcing 2^31 bytes,
 yamux DATA past the receive window (400 MB offered), 30 connections cut mid-frame (each
-makes py-libp2p log). Printed per attack: the server's RSS before, at its peak and after
+makes py-libp2p log); and issue 37's, from a dialler of its own (``RawLibp2p``: Noise on
+the ``noiseprotocol`` package, yamux by hand) that reads TCP but never grants yamux window:
+ping echoes offered up to 150 MB, twelve store pages of 100 messages of 150 KB (a topic of
+100 such messages is added to the store), then connection cycling with a ``/ws`` upgrade whose
+Host holds bytes 0x80-0xFF, Noise identity keys on a curve ``cryptography`` does not know,
+RSA-3072 keys with a 3071-bit exponent, and store queries that fail (an all-zero cursor),
+a stream each. Printed per attack: the server's RSS before, at its peak and after
 (process tree, VmRSS), the honest p50/p99/max latency and failures, against the baseline,
 the lines the server logged (JSON; py-libp2p's among them), and the machine's load average.
 """
@@ -47,28 +53,61 @@ from load_store import (  # noqa: E402
 )
 
 from tests.p2p_attacks import (  # noqa: E402
+    ATTACKER,
     NOISE_FIRST_MESSAGE,
+    PING,
     ConnectionFlood,
+    RawLibp2p,
+    connect_from,
+    ecdsa_key_on_unknown_curve,
+    frame_of,
     multistream_bomb,
+    rsa_key,
+    store_v3_request,
     tcp_target,
+    websocket_upgrade,
     yamux_cut_mid_frame,
     yamux_past_window,
 )
 
 T0 = 1_700_000_000
 MB = 2**20
+STORE_V3 = "/vac/waku/store-query/3.0.0"
+
+
+LARGE_TOPIC = "/bench/1/large/proto"
+LARGE_BYTES = 150_000
+
+
+def add_large_messages(store: Path, count: int = 100) -> None:
+    """``count`` messages of 150 KB (Waku's largest) on LARGE_TOPIC: a page of them is
+    15 MB, past any yamux window."""
+    import random
+
+    from waku_legacy.identity.message_hash import deterministic_hash
+    from waku_legacy.store import StoredMessage, open_store
+
+    rnd = random.Random(7)
+    pubsub = pubsub_of(0)
+    rows = []
+    for n in range(count):
+        payload, ts = rnd.randbytes(LARGE_BYTES), (T0 + n) * NS
+        digest = deterministic_hash(pubsub, payload, LARGE_TOPIC, b"", ts)
+        rows.append(StoredMessage(digest, pubsub, LARGE_TOPIC, payload, 1, ts))
+    with open_store(f"sqlite:///{store}") as db:
+        db.insert_messages(rows)
 
 
 def start_server(store: Path, workdir: Path, server_side: str) -> tuple[Any, int, int]:
     import subprocess
 
-    rest_port, p2p_port = free_port(), free_port()
+    rest_port, p2p_port, ws_port = free_port(), free_port(), free_port()
     config = workdir / "bridge.toml"
     config.write_text(
         f'[server]\nlisten = "127.0.0.1:{rest_port}"\nworkers = 1\n'
         f'[store]\nurl = "sqlite:///{store}"\n'
-        f'[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/{p2p_port}"]\nkey_file = "libp2p.key"\n'
-        f'server = "{server_side}"\n'
+        f'[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/{p2p_port}", "/ip4/127.0.0.1/tcp/{ws_port}/ws"]\n'
+        f'key_file = "libp2p.key"\nserver = "{server_side}"\n'
         '[logging]\nlevel = "warning"\n'
     )
     cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
@@ -119,9 +158,12 @@ def honest_series(address: str, count: int, topics: list[str]) -> tuple[list[flo
     return latencies, failures
 
 
-def _peer_address(base: str) -> str:
+def _peer_addresses(base: str) -> tuple[str, str]:
+    """The TCP and the /ws multiaddr the bridge listens on."""
     info = asyncio.run(_info(base))
-    return str(next(a for a in info["listenAddresses"] if "/tcp/" in a and "/ws" not in a))
+    addresses = info["listenAddresses"]
+    tcp = next(a for a in addresses if "/tcp/" in a and "/ws" not in a)
+    return str(tcp), str(next(a for a in addresses if "/ws" in a))
 
 
 class RssPeak:
@@ -145,7 +187,9 @@ class RssPeak:
             self._stop.wait(0.1)
 
 
-def attacks(address: str, seconds: float) -> dict[str, Callable[[threading.Event], str]]:
+def attacks(
+    address: str, ws_address: str, seconds: float
+) -> dict[str, Callable[[threading.Event], str]]:
     target = tcp_target(address)
 
     def flood(count: int, first: bytes) -> Callable[[threading.Event], str]:
@@ -189,12 +233,99 @@ def attacks(address: str, seconds: float) -> dict[str, Callable[[threading.Event
 
         return f"{trio.run(cuts)} connections cut mid-frame"
 
+    def shut_window_ping(stop: threading.Event) -> str:
+        peer = RawLibp2p(target)
+        peer.noise()
+        peer.yamux()
+        sid = peer.open_stream(PING)
+        chunk = b"p" * 65536
+        deadline = time.monotonic() + seconds
+        try:
+            while peer.sent[sid] < 150 * MB and time.monotonic() < deadline:
+                if sid in peer.rst or peer.closed:
+                    break
+                room = min(peer.credit(sid), len(chunk))
+                if room > 0:
+                    peer.send(sid, chunk[:room])
+                else:
+                    time.sleep(0.005)
+            stop.wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            peer.close()
+        return f"{peer.sent[sid] / MB:.1f} MB offered, reset {sid in peer.rst}"
+
+    def shut_window_pages(stop: threading.Event) -> str:
+        peer = RawLibp2p(target)
+        peer.noise()
+        peer.yamux()
+        request = store_v3_request("pages", pubsub_of(0), LARGE_TOPIC, limit=100)
+        streams = [peer.open_stream(STORE_V3, frame_of(request)) for _ in range(12)]
+        stop.wait(seconds)
+        peer.close()
+        return f"{len(set(streams) & peer.rst)}/12 streams reset, connection closed {peer.closed}"
+
+    def cycling(connect: Callable[[], None]) -> Callable[[threading.Event], str]:
+        def run(stop: threading.Event) -> str:
+            done = 0
+            deadline = time.monotonic() + seconds
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    connect()
+                except OSError:
+                    time.sleep(0.01)  # refused: over the address's rate
+                done += 1
+            return f"{done} connections"
+
+        return run
+
+    def ws_non_ascii() -> None:
+        with connect_from(ATTACKER, tcp_target(ws_address)) as sock:
+            sock.sendall(websocket_upgrade(b"\xff\xfe.example"))
+            sock.settimeout(5)
+            while sock.recv(4096):
+                pass
+
+    def handshake(key: bytes) -> Callable[[], None]:
+        def run() -> None:
+            peer = RawLibp2p(target, identity=(key, None))
+            try:
+                peer.noise(signature=b"\x01" * 64)
+                peer.closed_by_server(5.0)
+            finally:
+                peer.close()
+
+        return run
+
+    def failed_queries(stop: threading.Event) -> str:
+        peer = RawLibp2p(target)
+        peer.noise()
+        peer.yamux()
+        sent = 0
+        deadline = time.monotonic() + seconds
+        try:
+            while not stop.is_set() and time.monotonic() < deadline and not peer.closed:
+                request = store_v3_request(
+                    f"free-form {sent}", pubsub_of(0), LARGE_TOPIC, cursor=bytes(32)
+                )
+                peer.open_stream(STORE_V3, frame_of(request))
+                sent += 1
+                time.sleep(0.01)
+        finally:
+            peer.close()
+        return f"{sent} failing queries"
+
     return {
         "250 idle TCP connections": flood(250, b""),
         "300 abandoned Noise handshakes": flood(300, NOISE_FIRST_MESSAGE),
         "6 x multistream length 2^31": bombs,
         "yamux DATA past the window": past_window,
         "py-libp2p log flood": log_flood,
+        "shut window: ping 150 MB": shut_window_ping,
+        "shut window: 12 x 15 MB pages": shut_window_pages,
+        "/ws non-ASCII Host, cycling": cycling(ws_non_ascii),
+        "unknown-curve identity, cycling": cycling(handshake(ecdsa_key_on_unknown_curve())),
+        "RSA-3072 e 3071 bits, cycling": cycling(handshake(rsa_key(3072, (1 << 3070) + 1))),
+        "failing store queries": failed_queries,
     }
 
 
@@ -223,6 +354,9 @@ def main() -> int:
         "--server", choices=("native", "py-libp2p"), default="native",
         help="[libp2p] server: the listener's server side",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", nargs="*", default=[], help="attacks whose name holds one of these words",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -231,10 +365,11 @@ def main() -> int:
         workdir = Path(tmp)
         store = workdir / "store.db"
         build_store(store, args.messages, topics, 200, T0)
+        add_large_messages(store)
         server, rest_port, _ = start_server(store, workdir, args.server)
         try:
             asyncio.run(wait_ready(f"http://127.0.0.1:{rest_port}", server))
-            address = _peer_address(f"http://127.0.0.1:{rest_port}")
+            address, ws_address = _peer_addresses(f"http://127.0.0.1:{rest_port}")
             honest_series(address, 3, topics)  # warm-up: imports, store pages cached
             result: dict[str, Any] = {"load_average": os.getloadavg()}
             rss = process_rss(server.pid)
@@ -244,7 +379,10 @@ def main() -> int:
             }  # fmt: skip
             result["attacks"] = {}
             _, _, logged = log_lines(workdir, 0)
-            for name, attack in attacks(address, args.seconds).items():
+            chosen = attacks(address, ws_address, args.seconds)
+            for name, attack in chosen.items():
+                if args.only and not any(word in name for word in args.only):
+                    continue
                 before = process_rss(server.pid)
                 stop = threading.Event()
                 outcome: list[str] = []

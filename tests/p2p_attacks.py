@@ -505,3 +505,21 @@ def rsa_key(modulus_bits: int, exponent: int) -> bytes:
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     return libp2p_public_key(0, der)
+
+
+def store_v3_request(
+    request_id: str,
+    pubsub_topic: str,
+    content_topic: str,
+    *,
+    limit: int = 20,
+    cursor: bytes | None = None,
+) -> bytes:
+    """A store v3 ``StoreQueryRequest`` (13/WAKU2-STORE) by hand: request_id = 1,
+    include_data = 2, pubsub_topic = 10, content_topics = 11, pagination_cursor = 51,
+    pagination_limit = 53."""
+    body = pb_bytes(1, request_id.encode()) + bytes((0x10, 1))
+    body += pb_bytes(10, pubsub_topic.encode()) + pb_bytes(11, content_topic.encode())
+    if cursor is not None:
+        body += pb_bytes(51, cursor)
+    return body + _varint(53 << 3) + _varint(limit)

@@ -275,6 +275,15 @@ class _Conn(asyncio.Protocol):
             else:
                 self._respond(event.stream, refused, name)
             return False
+        assert self.transport is not None
+        waiting = conn.queued + self.transport.get_write_buffer_size()
+        if waiting > conn.limits.max_unsent:  # its answer would be refused: not computed
+            conn.reset(event.stream)
+            error = LimitExceeded(
+                f"{name} request", f"{waiting} bytes wait to be sent, over {conn.limits.max_unsent}"
+            )
+            self._note("send_budget_exceeded", error, protocol=name)
+            return False
         assert listener._workers is not None
         listener._workers.submit(
             protocol.answer, event.body, partial(self._answered, event.stream, name)
