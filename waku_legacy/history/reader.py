@@ -41,6 +41,7 @@ __all__ = ["ITER_BATCH", "MAX_SEARCH_LIMIT", "IndexReader", "query_terms"]
 ITER_BATCH = 1000  # rows per read of iter_messages
 MAX_SEARCH_LIMIT = 200
 MAX_SEARCH_OFFSET = 10_000
+PG_RECENT = 5_000  # a PostgreSQL search reads this many newest rows before the GIN index
 MAX_TERMS = 16
 MAX_TERM_LENGTH = 64
 SNIPPET_CONTEXT = 80  # characters each side of the first match
@@ -50,7 +51,7 @@ _COLUMNS = (
     "m.id, m.channel, m.ts_ms, m.clock, m.author, m.content_type, m.text, m.response_to,"
     " m.ens_name, m.display_name, m.sticker_hash, m.image_type, m.image_size, m.audio_ms,"
     " m.discord_author, m.discord_timestamp, m.edited_clock, m.pinned, m.pinned_by,"
-    " m.reactions, m.mentions, m.waku_hash, m.content_topic, m.pubsub_topic, m.signer,"
+    " m.reactions, m.mentions, m.waku_hash, m.content_topic, m.pubsub_topic, m.author,"
     " m.whisper_ts, m.window_from, m.window_to, m.source, m.day,"
     " a.compressed, a.alias, a.display_name"
 )
@@ -324,12 +325,7 @@ class IndexReader:
         offset = min(max(int(offset), 0), MAX_SEARCH_OFFSET)
         shown, params = self._shown()
         if self.db.postgres:
-            rows = self.db.execute(
-                f"SELECT {_COLUMNS} FROM {_FROM} WHERE m.community = ?"
-                f" AND m.tsv @@ plainto_tsquery('simple', ?){shown}"
-                " ORDER BY m.rid DESC LIMIT ? OFFSET ?",
-                [community_id, " ".join(terms), *params, limit, offset],
-            )
+            rows = self._pg_search(community_id, " ".join(terms), shown, params, limit, offset)
         else:
             match = " ".join('"' + t.replace('"', '""') + '"' for t in terms)
             rows = self.db.execute(
@@ -340,6 +336,37 @@ class IndexReader:
                 [match, community_id, *params, limit, offset],
             )
         return [SearchHit(m, _snippet(m.text, terms)) for m in self._messages(rows, community_id)]
+
+    def _pg_search(
+        self,
+        community_id: str,
+        words: str,
+        shown: str,
+        params: list[object],
+        limit: int,
+        offset: int,
+    ) -> list[tuple[Any, ...]]:
+        """Newest first, by the plan that reads least: the community's newest
+        :data:`PG_RECENT` rows are checked first (a common word fills a page there, and a
+        page found there is exactly the newest matches); otherwise the matches are collected
+        from the GIN index (then they are few) and sorted."""
+        match = "plainto_tsquery('simple', ?)"
+        rows = self.db.execute(
+            "WITH recent AS MATERIALIZED (SELECT rid, tsv FROM history_messages"
+            f" WHERE community = ? ORDER BY rid DESC LIMIT {PG_RECENT})"
+            f" SELECT {_COLUMNS} FROM recent r JOIN {_FROM} ON m.rid = r.rid"
+            f" WHERE r.tsv @@ {match}{shown} ORDER BY m.rid DESC LIMIT ? OFFSET ?",
+            [community_id, words, *params, limit, offset],
+        )
+        if len(rows) == limit:
+            return rows
+        return self.db.execute(
+            "WITH hits AS MATERIALIZED (SELECT m.rid FROM history_messages m"
+            f" WHERE m.tsv @@ {match} AND m.community = ?{shown})"
+            f" SELECT {_COLUMNS} FROM hits h JOIN {_FROM} ON m.rid = h.rid"
+            " ORDER BY m.rid DESC LIMIT ? OFFSET ?",
+            [words, community_id, *params, limit, offset],
+        )
 
     def image(self, community_id: str, message_id: str) -> tuple[str, bytes] | None:
         shown, params = self._shown()
