@@ -2,8 +2,9 @@
 
 Both are real ``waku-legacy serve`` processes with their own archive folders. The first to
 take the advisory lock archives and seeds; the other serves reads and waits. Killing the
-holder outright (SIGKILL: no goodbye) ends its session, and the other takes the role at its
-next try, within ``[store] leader_interval``, and then archives.
+holder outright (SIGKILL: no goodbye) ends its session, and the other takes the lock at its
+next try, within ``[store] leader_interval``, waits one more interval (the fencing wait:
+the old holder never handed the role back) and then archives.
 """
 
 from __future__ import annotations
@@ -155,9 +156,9 @@ def test_one_instance_archives_and_the_other_takes_over_when_it_is_killed(
             killed = time.monotonic()
             wait_for(other.leader, "the other instance to take over", timeout=10 * INTERVAL)
             took = time.monotonic() - killed
-            # its next try after the holder's session ended: one interval, plus the try (and
-            # slack for a loaded 2-core CI machine; the issue asks for within a minute)
-            assert took < 2 * INTERVAL + 4.0, f"takeover took {took:.2f} s"
+            # its next try after the holder's session ended (one interval), the fencing wait
+            # (one more), plus the try (and slack for a loaded 2-core CI machine)
+            assert INTERVAL <= took < 2 * INTERVAL + 4.0, f"takeover took {took:.2f} s"
             wait_for(lambda: other.archive_runs() >= 1, "the new holder's archive run", 30)
             assert other.archived() != []
             assert metric(other.metrics(), "waku_legacy_leader ") == 1
