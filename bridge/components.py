@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -245,8 +245,10 @@ class HttpApi:
     def __init__(
         self, service: BridgeBackend, store: StoreComponent, metrics: BridgeMetrics,
         server: ServerConfig, *, shared_socket: bool,
+        subapps: Sequence[tuple[str, web.Application]] = (),
     ) -> None:  # fmt: skip
         self.service = service
+        self.subapps = subapps  # (prefix, application): the history viewer's pages
         self.store = store
         self.metrics = metrics
         self.server = server
@@ -260,7 +262,7 @@ class HttpApi:
         self.runner = make_runner(
             self.store.opened, self.metrics, HttpLimits.from_config(server),
             service=self.service, shutdown_timeout=server.shutdown_timeout,
-            process=str(os.getpid()) if self.shared_socket else None,
+            process=str(os.getpid()) if self.shared_socket else None, subapps=self.subapps,
         )  # fmt: skip
         await self.runner.setup()
         try:

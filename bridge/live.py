@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import rlp
@@ -398,7 +398,6 @@ def _decode_list(data: bytes) -> list[StoredMessage]:
         raise SpoolError("live spool", f"not a list of stored rows ({exc})") from exc
 
 
-
 class LiveBridge:
     def __init__(
         self,
@@ -421,6 +420,8 @@ class LiveBridge:
         self.seen = SeenSet(seen_capacity)
         self.writer = BatchWriter(store, metrics=metrics, spool=spool)
         self.mailserver: MailServer | None = None
+        # called with each v1 envelope's row as it is stored (the history viewer's index)
+        self.stored_hooks: list[Callable[[StoredMessage], None]] = []
 
     def start(self) -> None:
         self.writer.start()
@@ -444,19 +445,20 @@ class LiveBridge:
         if not self.seen.add(digest):
             self.metrics.envelopes_dropped.inc(1, "repeat")
             return
-        self.writer.add(
-            StoredMessage(
-                digest,
-                pubsub_topic,
-                message.content_topic,
-                bytes(envelope.data),
-                PAYLOAD_VERSION_WAKU1,
-                message.timestamp,
-                bytes(message.meta) or None,
-                bytes(raw),
-                db_key_for(envelope).encode(),
-            )
+        row = StoredMessage(
+            digest,
+            pubsub_topic,
+            message.content_topic,
+            bytes(envelope.data),
+            PAYLOAD_VERSION_WAKU1,
+            message.timestamp,
+            bytes(message.meta) or None,
+            bytes(raw),
+            db_key_for(envelope).encode(),
         )
+        self.writer.add(row)
+        for hook in self.stored_hooks:
+            hook(row)
         if self.relay is not None and live:
             self.relay.submit(pubsub_topic, message)
         elif self.relay is not None:

@@ -167,14 +167,27 @@ class BridgeService:
             leader=leader,
         )  # fmt: skip
         self.view = BridgeView(context, self.lifecycle, self.parts, seed_enabled=self.seed_enabled)
-        http = HttpApi(self.view, store, metrics, config.server, shared_socket=self.workers > 1)
+        viewer = None
+        if config.viewer.enabled:
+            from waku_legacy.bridge.viewer import ViewerComponent
+
+            view = self.view
+            viewer = ViewerComponent(
+                config, live=lambda: live.bridge,
+                archivers=lambda: view.archive.archivers.values() if view.archive else (),
+            )  # fmt: skip
+        self.viewer = viewer
+        http = HttpApi(
+            self.view, store, metrics, config.server, shared_socket=self.workers > 1,
+            subapps=[viewer.subapp] if viewer is not None else [],
+        )  # fmt: skip
         self.parts.http = http
         if self.workers > 1:
             self.parts.workers = WorkersComponent(
                 context, self.workers, self.view, http, store, libp2p
             )
         ordered: list[Component | None] = [
-            store, store_watcher(store), client, relay, live, http, v1, libp2p,
+            store, store_watcher(store), client, relay, live, viewer, http, v1, libp2p,
             leader or singletons,  # SQLite: one instance per store, no lock
             self.parts.workers,
         ]  # fmt: skip

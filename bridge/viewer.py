@@ -26,7 +26,9 @@ thread of their own, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import re
@@ -35,7 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -51,6 +53,8 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "TakedownList",
     "Viewer",
+    "ViewerComponent",
+    "ViewerSettings",
     "parse_takedown",
 ]
 
@@ -72,7 +76,17 @@ MESSAGE_RE = re.compile(r"0x[0-9a-f]{64}")
 AUTHOR_RE = re.compile(r"0x04[0-9a-f]{128}")
 DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
+if TYPE_CHECKING:
+    from waku_legacy.bridge.archiver import CommunityArchiver
+    from waku_legacy.bridge.config import BridgeConfig
+    from waku_legacy.bridge.live import LiveBridge
+    from waku_legacy.history.events import Undecodable
+    from waku_legacy.history.index import HistoryIndex
+    from waku_legacy.history.sources import WakuRow
+    from waku_legacy.store import StoredMessage
+
 T = TypeVar("T")
+INDEX_INTERVAL = 2.0  # live rows are indexed in batches this often; archive runs noticed so
 
 
 class ViewerError(WakuLegacyError):
@@ -233,6 +247,14 @@ class Viewer:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def aclose(self, cleanup: Callable[[], None] | None = None) -> None:
+        """Run ``cleanup`` (closing what the reader factory opened) on the reader's thread,
+        then stop the thread."""
+        if cleanup is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, cleanup)
+        self._executor.shutdown(wait=True, cancel_futures=True)
 
     def _current_reader(self) -> HistoryReader:
         """The reader under the current policy (the takedown list re-read when it changed)."""
@@ -492,3 +514,187 @@ def _nearest(days: list[dt.date], day: dt.date) -> dt.date | None:
         return None
     at = bisect.bisect_left(days, day)
     return days[at] if at < len(days) else days[-1]
+
+
+# -- in the bridge ------------------------------------------------------------------------------
+
+
+class ViewerComponent:
+    """``[viewer]`` in the bridge: the pages (a sub-application of the REST API, made here so
+    that the API serves it from its start) over the readable tables in the store's database,
+    kept current: each v1 envelope the live bridge stores is decrypted with its channel's key
+    and indexed (in batches, every :data:`INDEX_INTERVAL`); when an archive run of a
+    community has completed, the community's stored messages are indexed (idempotent: what
+    the live path added is not added twice; this also takes the messages the history pulls
+    stored) and its archive link and last window recorded. A community with no readable
+    rows at start is indexed from the store then. Reads and writes each have a thread and a
+    database connection of their own."""
+
+    name = "viewer"
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        live: Callable[[], LiveBridge | None],
+        archivers: Callable[[], Iterable[CommunityArchiver]],
+    ) -> None:
+        from waku_legacy.identity.topics import (
+            chat_topic,
+            symmetric_key_for_chat,
+            v1_topic_to_content_topic,
+        )
+
+        viewer = config.viewer
+        configured = [str(c.id) for c in config.communities]
+        shown = viewer.communities or tuple(configured)
+        settings = ViewerSettings(
+            path_prefix=viewer.path_prefix, communities=frozenset(shown) if shown else None,
+            hide_banned=viewer.hide_banned, takedown_file=viewer.takedown_file,
+            allow_search_engines=viewer.allow_search_engines,
+        )  # fmt: skip
+        self.config = config
+        self.url = config.store.url
+        self.viewer = Viewer(settings, self._reader)
+        self.subapp = (self.viewer.prefix, self.viewer.app())
+        self._live = live
+        self._archivers = archivers
+        # content topic -> (community id, the channel's symmetric key)
+        self.topics: dict[str, tuple[str, bytes]] = {}
+        for community in config.communities:
+            for channel in community.channels:
+                chat = community.id.channel_chat_id(channel)
+                topic = v1_topic_to_content_topic(chat_topic(chat))
+                self.topics[topic] = (str(community.id), symmetric_key_for_chat(chat))
+        self._read_index: HistoryIndex | None = None  # the viewer's thread's
+        self._write_index: HistoryIndex | None = None  # the indexer's thread's
+        self._indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer-index")
+        self._pending: list[tuple[str, StoredMessage]] = []
+        self._runs: dict[str, object] = {}  # community -> the archive run last indexed after
+        self._task: asyncio.Task[None] | None = None
+        self.indexed_live = 0  # rows the live path indexed (tests and the log)
+        self.indexed_runs = 0  # archive runs indexed after
+
+    def _reader(self, policy: ViewPolicy) -> HistoryReader:
+        from waku_legacy.history.index import HistoryIndex
+
+        if self._read_index is None:
+            self._read_index = HistoryIndex.open(self.url)
+        return self._read_index.reader(policy)
+
+    def _writer(self) -> HistoryIndex:
+        from waku_legacy.history.index import HistoryIndex
+
+        if self._write_index is None:
+            self._write_index = HistoryIndex.open(self.url)
+        return self._write_index
+
+    async def start(self) -> None:
+        live = self._live()
+        if live is not None:
+            live.stored_hooks.append(self.on_stored)
+        self._task = asyncio.create_task(self._run(), name="viewer-index")
+
+    def on_stored(self, row: StoredMessage) -> None:
+        """The live bridge stored ``row``: indexed with the next batch when it is a channel's."""
+        if row.content_topic in self.topics:
+            self._pending.append((self.topics[row.content_topic][0], row))
+
+    async def _in_indexer(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._indexer, work)
+
+    async def _run(self) -> None:
+        try:
+            await self._in_indexer(self._catch_up)
+        except Exception as exc:
+            log.error("viewer: the first indexing failed", exc_info=True,
+                      extra=fields(error=str(exc)))  # fmt: skip
+        while True:
+            await asyncio.sleep(INDEX_INTERVAL)
+            try:
+                await self.index_now()
+            except Exception as exc:
+                log.error("viewer: indexing failed (retried)", exc_info=True,
+                          extra=fields(error=str(exc)))  # fmt: skip
+
+    async def index_now(self) -> None:
+        """Index the live rows waiting, and after the archive runs completed since the last
+        call."""
+        pending, self._pending = self._pending, []
+        if pending:
+            await self._in_indexer(lambda: self._index_live(pending))
+        for archiver in list(self._archivers()):
+            run = archiver.last_run
+            if run is None or archiver.lock.locked() or self._runs.get(archiver.name) is run:
+                continue
+            self._runs[archiver.name] = run
+            if run.error is not None:
+                continue
+            link, last_end = archiver.magnet_uri(), archiver.last_end()
+            work = functools.partial(self._index_after_run, archiver.community, link, last_end)
+            await self._in_indexer(work)
+
+    def _index_live(self, pending: list[tuple[str, StoredMessage]]) -> None:
+        from waku_legacy.history.sources import stored_row
+
+        index = self._writer()
+        by_community: dict[str, list[WakuRow | Undecodable]] = {}
+        for community, row in pending:
+            key = self.topics[row.content_topic][1]
+            by_community.setdefault(community, []).append(stored_row(row, key, source="bridge"))
+        for community, rows in by_community.items():
+            index.add_waku_messages(community, rows)  # type: ignore[arg-type]
+        self.indexed_live += len(pending)
+
+    def _index_after_run(self, community: Any, link: str | None, last_end: int | None) -> None:
+        from waku_legacy.history.sources import index_from_store
+
+        index = self._writer()
+        counts = index_from_store(self.url, [community], index)
+        if link or last_end:
+            index.set_archive_link(str(community.id), link or "", last_end or 0)
+        self.indexed_runs += 1
+        log.info("viewer: indexed after an archive run",
+                 extra=fields(community=str(community.id), **counts.to_json()))  # fmt: skip
+
+    def _catch_up(self) -> None:
+        """Index from the store the configured communities that have no readable rows."""
+        from waku_legacy.history.sources import index_from_store
+
+        index = self._writer()
+        for community in self.config.communities:
+            summary = index.reader().community(str(community.id))
+            if summary is not None and summary.messages:
+                continue
+            counts = index_from_store(self.url, [community], index)
+            log.info("viewer: indexed the store", extra=fields(
+                community=str(community.id), **counts.to_json()))  # fmt: skip
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            with contextlib.suppress(Exception):
+                await self.index_now()  # what the live path stored before the stop
+        live = self._live()
+        if live is not None and self.on_stored in live.stored_hooks:
+            live.stored_hooks.remove(self.on_stored)
+
+        def close_writer() -> None:
+            if self._write_index is not None:
+                self._write_index.close()
+                self._write_index = None
+
+        def close_reader() -> None:
+            if self._read_index is not None:
+                self._read_index.close()
+                self._read_index = None
+
+        await self._in_indexer(close_writer)
+        self._indexer.shutdown(wait=True)
+        await self.viewer.aclose(close_reader)
+
+    def health(self) -> str | None:
+        return "Ready" if self._task is not None else None
