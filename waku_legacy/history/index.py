@@ -112,7 +112,7 @@ _MESSAGE_COLUMNS = (
     "text", "response_to", "ens_name", "display_name", "sticker_hash", "image_type",
     "image_size", "audio_ms", "discord_author", "discord_timestamp", "edited_clock", "deleted",
     "pinned", "pinned_by", "reactions", "mentions", "waku_hash", "content_topic",
-    "pubsub_topic", "whisper_ts", "window_from", "window_to", "source", "legacy_id",
+    "pubsub_topic", "whisper_ts", "window_from", "window_to", "source", "legacy_id", "album_id",
 )  # fmt: skip
 
 
@@ -130,7 +130,11 @@ def _tables(blob: str, big: str) -> tuple[str, ...]:
         " reactions TEXT NOT NULL, mentions TEXT NOT NULL, waku_hash TEXT NOT NULL,"
         " content_topic TEXT NOT NULL, pubsub_topic TEXT NOT NULL,"
         f" whisper_ts {big} NOT NULL, window_from {big}, window_to {big},"
-        " source TEXT NOT NULL, legacy_id TEXT NOT NULL, UNIQUE (community, id))",
+        " source TEXT NOT NULL, legacy_id TEXT NOT NULL, album_id TEXT NOT NULL,"
+        " UNIQUE (community, id))",
+        # a delete of one image of an album deletes the album (few messages are in one)
+        "CREATE INDEX IF NOT EXISTS history_messages_album ON history_messages"
+        " (community, album_id) WHERE album_id <> ''",
         "CREATE INDEX IF NOT EXISTS history_messages_day ON history_messages"
         " (community, channel, day, ts_ms, clock, id)",
         # modifiers may name a message by its pre-2019 id
@@ -682,20 +686,28 @@ class HistoryIndex:
         mods = self._modifiers(community, [*(c.id for c in new),
                                            *(c.legacy_id for c in new if c.legacy_id)])  # fmt: skip
         moderators = self.moderators(community)
+        albums = sorted({c.album_id for c in new if c.album_id})
+        album_deletes = self._album_deletes(community, albums)
+        for chat in new:  # deletes of images of this batch
+            if chat.album_id:
+                album_deletes[chat.album_id] += _both(mods, chat.id, chat.legacy_id).deletes
         rows = []
         images = []
         per_day: dict[tuple[str, int], int] = defaultdict(int)
         for chat, rid in zip(new, rids, strict=True):
             facts = chat.facts
             text, edited, deleted, pinned, pinned_by, reactions, mentions = _fold(
-                chat.author, chat.text, _both(mods, chat.id, chat.legacy_id), moderators
-            )
+                chat.author, chat.text,
+                _with_deletes(_both(mods, chat.id, chat.legacy_id),
+                              album_deletes.get(chat.album_id, [])),
+                moderators,
+            )  # fmt: skip
             ts = _clamp_ms(chat.timestamp_ms)
             rows.append((
                 rid, community, chat.id, chat.channel_id, ts // DAY_MS, ts, chat.clock,
                 chat.author, chat.content_type, text, chat.response_to, chat.ens_name,
                 chat.display_name, chat.sticker_hash, chat.image_type,
-                len(chat.image) if chat.image_type else 0, chat.audio_duration_ms,
+                chat.image_size or len(chat.image), chat.audio_duration_ms,
                 chat.discord_author, chat.discord_timestamp, edited, deleted, pinned, pinned_by,
                 reactions, mentions,
                 facts.waku_hash if facts else "", facts.content_topic if facts else "",
@@ -703,7 +715,7 @@ class HistoryIndex:
                 facts.whisper_timestamp if facts else 0,
                 facts.archive_window[0] if facts and facts.archive_window else None,
                 facts.archive_window[1] if facts and facts.archive_window else None,
-                facts.source if facts else "", chat.legacy_id,
+                facts.source if facts else "", chat.legacy_id, chat.album_id,
             ))  # fmt: skip
             if chat.image_type and chat.image:
                 images.append((community, chat.id, chat.image_type, bytes(chat.image)))
@@ -737,7 +749,33 @@ class HistoryIndex:
             images,
         )
         self._count(community, per_day)
+        if any(album_deletes.values()):  # the images indexed before: deleted with the album
+            self._refold(community, self._album_members(community, albums))
         return [c.id for c in new]
+
+    def _album_members(self, community: str, albums: Sequence[str]) -> list[str]:
+        ids: list[str] = []
+        for chunk in _chunks(albums):
+            clause, values = self.db.in_list("album_id", chunk)
+            ids += [i for (i,) in self.db.stream(
+                f"SELECT id FROM history_messages WHERE community = ? AND {clause}",
+                [community, *values],
+            )]  # fmt: skip
+        return ids
+
+    def _album_deletes(self, community: str, albums: Sequence[str]) -> dict[str, list[str]]:
+        """Album id -> the authors of deletes naming any indexed image of it."""
+        found: dict[str, list[str]] = defaultdict(list)
+        for chunk in _chunks(albums):
+            clause, values = self.db.in_list("m.album_id", chunk)
+            for album, author in self.db.stream(
+                "SELECT m.album_id, d.author FROM history_deletes d JOIN history_messages m"
+                " ON m.community = d.community AND (d.target = m.id OR d.target = m.legacy_id)"
+                f" WHERE m.community = ? AND {clause}",
+                [community, *values],
+            ):
+                found[album].append(author)
+        return found
 
     def _count(self, community: str, per_day: dict[tuple[str, int], int]) -> None:
         """Add to the non-deleted message counts of channels and their days."""
@@ -791,24 +829,36 @@ class HistoryIndex:
             for chunk in _chunks(targets):
                 clause, values = db.in_list(column, chunk)
                 for row in db.stream(
-                    "SELECT rid, id, legacy_id, channel, day, author, text, deleted"
+                    "SELECT rid, id, legacy_id, channel, day, author, text, deleted, album_id"
                     f" FROM history_messages WHERE community = ? AND {clause}",
                     [community, *values],
                 ):
                     found[int(row[0])] = row
+        albums = sorted({row[8] for row in found.values() if row[8]})
+        for chunk in _chunks(albums):  # an image's delete is its album's
+            clause, values = db.in_list("album_id", chunk)
+            for row in db.stream(
+                "SELECT rid, id, legacy_id, channel, day, author, text, deleted, album_id"
+                f" FROM history_messages WHERE community = ? AND {clause}",
+                [community, *values],
+            ):
+                found[int(row[0])] = row
         if not found:
             return
+        album_deletes = self._album_deletes(community, albums)
         rows = [found[rid] for rid in sorted(found)]
         mods = self._modifiers(community, [*(r[1] for r in rows), *(r[2] for r in rows if r[2])])
         moderators = self.moderators(community)
         updates = []
         fts: list[tuple[Any, ...]] = []
         per_day: dict[tuple[str, int], int] = defaultdict(int)
-        for rid, message_id, legacy_id, channel, day, author, text, deleted in rows:
+        for rid, message_id, legacy_id, channel, day, author, text, deleted, album in rows:
             # An edited row's text is its newest applicable edit's; edits are never
             # removed, so folding again picks that edit or a newer one: the text sent
             # is needed only while no edit applies, and then it is the row's.
-            folded = _fold(author, text, _both(mods, message_id, legacy_id), moderators)
+            mine = _both(mods, message_id, legacy_id)
+            folded = _fold(author, text, _with_deletes(mine, album_deletes.get(album, [])),
+                           moderators)  # fmt: skip
             updates.append((*folded, rid))
             new_text, new_deleted = folded[0], folded[2]
             if not db.postgres and (new_text != text or new_deleted != deleted):
@@ -845,6 +895,13 @@ def _both(mods: dict[str, _Modifiers], message_id: str, legacy_id: str) -> _Modi
         first.edits + second.edits, first.deletes + second.deletes,
         first.reactions + second.reactions, max(pins, key=lambda p: (p[1], p[2]), default=None),
     )  # fmt: skip
+
+
+def _with_deletes(mods: _Modifiers, deletes: list[str]) -> _Modifiers:
+    """``mods`` with more delete authors (an album's)."""
+    if not deletes:
+        return mods
+    return _Modifiers(mods.edits, mods.deletes + deletes, mods.reactions, mods.pin)
 
 
 def _keep_newest(into: dict[Any, Any], key: Any, event: Any) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,12 +42,14 @@ __all__ = [
     "ArchiveEntries",
     "WakuRow",
     "archive_rows",
+    "archive_windows",
     "decode_rows",
     "index_from_archive_entries",
     "index_from_store",
     "open_archive_entries",
     "store_rows",
     "stored_row",
+    "window_of",
 ]
 
 STORE_PAGE = 1000  # store rows per read
@@ -80,9 +82,16 @@ def decode_rows(rows: Iterable[WakuRow | Undecodable], community_id: str) -> Ite
 
 
 def store_rows(
-    store: MessageStore, content_topic: str, symmetric_key: bytes, *, source: str = "store"
+    store: MessageStore,
+    content_topic: str,
+    symmetric_key: bytes,
+    *,
+    source: str = "store",
+    windows: Sequence[tuple[int, int]] = (),
 ) -> Iterator[WakuRow | Undecodable]:
-    """The topic's stored messages, oldest first, decrypted with the channel's key."""
+    """The topic's stored messages, oldest first, decrypted with the channel's key;
+    ``windows``: the community's archive windows ([from, to) seconds, sorted), to say which
+    one holds each message (its provenance)."""
     from waku_legacy.store.types import StoreQuery
 
     cursor: bytes | None = None
@@ -91,22 +100,27 @@ def store_rows(
             StoreQuery(content_topics=[content_topic], cursor=cursor, limit=STORE_PAGE)
         )
         for message in page.messages:
-            yield stored_row(message, symmetric_key, source=source)
+            yield stored_row(message, symmetric_key, source=source, windows=windows)
         if page.cursor is None:
             return
         cursor = page.cursor
 
 
 def stored_row(
-    message: StoredMessage, symmetric_key: bytes, *, source: str = "store"
+    message: StoredMessage,
+    symmetric_key: bytes,
+    *,
+    source: str = "store",
+    windows: Sequence[tuple[int, int]] = (),
 ) -> WakuRow | Undecodable:
     """One stored message decrypted with its channel's key (the bridge's live path indexes
-    each envelope it stores so)."""
+    each envelope it stores so); its archive window the one of ``windows`` holding it."""
     from waku_legacy.crypto.payload import decode_payload
 
+    seconds = message.timestamp // _NANOS
     facts = WakuFacts(
         "0x" + message.message_hash.hex(), message.content_topic, message.pubsub_topic,
-        message.timestamp // _NANOS, "", None, source,
+        seconds, "", window_of(windows, seconds), source,
     )  # fmt: skip
     if message.version != 1:
         return Undecodable("undecryptable", f"payload version {message.version}, not 1", facts)
@@ -116,6 +130,24 @@ def stored_row(
         return Undecodable("undecryptable", f"{type(exc).__name__}: {exc}"[:160], facts)
     signer = "0x" + decoded.signer.hex() if decoded.signer else ""
     return WakuRow(bytes(decoded.payload), dataclasses.replace(facts, payload_signer=signer))
+
+
+def window_of(windows: Sequence[tuple[int, int]], seconds: int) -> tuple[int, int] | None:
+    """The window of ``windows`` (sorted [from, to) seconds) that holds ``seconds``."""
+    import bisect
+
+    at = bisect.bisect_right(windows, (seconds, 2**63)) - 1
+    return windows[at] if at >= 0 and seconds < windows[at][1] else None
+
+
+def archive_windows(
+    archive_dir: str | Path, community: CommunityId, flavour: str
+) -> list[tuple[int, int]]:
+    """The windows of the community's archives in ``archive_dir`` (none yet: empty)."""
+    from waku_legacy.archive.data_files import read_index
+
+    index = read_index(archive_dir, community, flavour=flavour)
+    return sorted({(e.window_from, e.window_to) for e in index.entries})
 
 
 def _community(given: CommunityConfig | CommunityId | str) -> tuple[CommunityId, tuple[str, ...]]:
@@ -135,10 +167,12 @@ def index_from_store(
     index: HistoryIndex,
     *,
     progress: Progress | None = None,
+    windows: Mapping[str, Sequence[tuple[int, int]]] | None = None,
 ) -> IndexCounts:
     """Index every channel message of the communities in the store at ``store_dsn``: the
     channels of a given :class:`~waku_legacy.community_config.CommunityConfig`, plus those of
-    the newest description signed by the community key found in the store."""
+    the newest description signed by the community key found in the store. ``windows``:
+    per community id, its archive windows (:func:`archive_windows`), for provenance."""
     from waku_legacy.history.index import IndexCounts
     from waku_legacy.identity.descriptions import newest_description
     from waku_legacy.identity.topics import (
@@ -168,7 +202,8 @@ def index_from_store(
             for channel in channels:
                 chat = community.channel_chat_id(channel)
                 rows = store_rows(store, v1_topic_to_content_topic(chat_topic(chat)),
-                                  symmetric_key_for_chat(chat))  # fmt: skip
+                                  symmetric_key_for_chat(chat),
+                                  windows=(windows or {}).get(str(community), ()))  # fmt: skip
                 counts = index.add_events(str(community), decode_rows(rows, str(community)))
                 total.merge(counts)
                 read += counts.messages + counts.duplicates

@@ -218,3 +218,23 @@ def test_a_missing_sqlite_file_is_created_only_when_asked(tmp_path) -> None:
         HistoryIndex.open(str(tmp_path / "none.sqlite"))
     with HistoryIndex.open(str(tmp_path / "new.sqlite"), create=True) as created:
         assert created.reader().communities() == []
+
+
+@pytest.mark.parametrize("delete_first", [False, True])
+def test_deleting_one_image_of_an_album_deletes_the_album(
+    index: HistoryIndex, delete_first: bool
+) -> None:
+    album = [chat(n, ALICE, "", f"2024-03-01T10:00:0{n}", content_type=7, album_id="a1")
+             for n in (1, 2, 3)]  # fmt: skip
+    other = chat(4, ALICE, "", "2024-03-01T10:00:04", content_type=7, album_id="a2")
+    delete = _delete(101, ALICE, 2, ms("2024-03-01T11:00:00"))
+    if delete_first:
+        index.add_events(COMMUNITY, [delete, album[0]])
+        index.add_events(COMMUNITY, [album[1], album[2], other])
+    else:
+        index.add_events(COMMUNITY, [album[0], album[1], other])
+        index.add_events(COMMUNITY, [delete])
+        index.add_events(COMMUNITY, [album[2]])  # arrives after the delete of its album
+    reader = index.reader()
+    assert [m.id for m in reader.day(COMMUNITY, GENERAL, dt.date(2024, 3, 1))] == [mid(4)]
+    assert reader.community(COMMUNITY).messages == 1  # type: ignore[union-attr]

@@ -144,3 +144,16 @@ def test_the_bridge_hook_takes_decrypted_rows(history_dsn: str) -> None:
             got.author.public_key
             == "0x" + coincurve.PrivateKey(sm.ALICE.secret).public_key.format(False).hex()
         )
+
+
+def test_window_of_finds_the_archive_window_holding_a_time() -> None:
+    from waku_legacy.history.sources import window_of
+
+    windows = [(100, 200), (200, 300), (400, 500)]
+    assert window_of(windows, 99) is None
+    assert window_of(windows, 100) == (100, 200)
+    assert window_of(windows, 199) == (100, 200)
+    assert window_of(windows, 200) == (200, 300)
+    assert window_of(windows, 350) is None  # between windows
+    assert window_of(windows, 500) is None
+    assert window_of([], 150) is None
