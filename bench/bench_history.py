@@ -188,7 +188,68 @@ def run(dsn: str, label: str, args: argparse.Namespace) -> None:
               f" p99 {day[1]:.2f} ms (target p99 <= 50 ms)")  # fmt: skip
         print(f"search (50 newest hits): p50 {search[0]:.2f} ms, p99 {search[1]:.2f} ms "
               "(target p99 <= 200 ms)", flush=True)  # fmt: skip
+        _http(index, community, day_calls, queries, days, rng)
         _export(reader, community, args)
+
+
+def _http(
+    index: HistoryIndex,
+    community: str,
+    day_calls: list[Callable[[], object]],
+    queries: list[str],
+    days: dict[str, list[dt.date]],
+    rng: random.Random,
+) -> None:
+    """The same day pages and searches through the bridge's viewer over HTTP (loopback),
+    when the viewer is in the tree: wall time per request, rendering included."""
+    try:
+        from waku_legacy.bridge.viewer import Viewer, ViewerSettings
+    except ImportError:
+        print("viewer: waku_legacy.bridge.viewer not in the tree yet; HTTP not measured")
+        return
+    import asyncio
+    import threading
+    import urllib.parse
+    import urllib.request
+
+    from aiohttp import web
+
+    viewer = Viewer(ViewerSettings(path_prefix="/history"), index.reader)
+    root = web.Application()
+    root.add_subapp("/history", viewer.app())
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(root)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}/history/{community}"
+
+    def get(url: str) -> None:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            answer.read()
+
+    try:
+        day_urls = []
+        for _ in range(len(day_calls)):
+            channel = rng.choice(CHANNELS)
+            day_urls.append(f"{base}/{channel}/{rng.choice(days[channel]).isoformat()}")
+        search_urls = [f"{base}/search?q={urllib.parse.quote(q)}" for q in queries]
+        timed([lambda u=u: get(u) for u in day_urls[:20]])
+        day = timed([lambda u=u: get(u) for u in day_urls])
+        search = timed([lambda u=u: get(u) for u in search_urls])
+        print(f"over HTTP (viewer, rendered HTML): day page p50 {day[0]:.2f} ms, "
+              f"p99 {day[1]:.2f} ms; search p50 {search[0]:.2f} ms, "
+              f"p99 {search[1]:.2f} ms")  # fmt: skip
+    except Exception as exc:  # the viewer's API moved: say so, keep the other figures
+        print(f"viewer: HTTP not measured ({type(exc).__name__}: {exc})")
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        viewer.close()
 
 
 def _export(reader: object, community: str, args: argparse.Namespace) -> None:

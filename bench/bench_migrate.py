@@ -170,12 +170,14 @@ def community(seed: int):  # type: ignore[no-untyped-def]
     return make_communities(SampleSpec(communities=1, channels=CHANNELS, seed=seed))[0]
 
 
-def ensure_database(admin_dsn: str, n: int, seed: int, regenerate: bool) -> str:
+def ensure_database(
+    admin_dsn: str, n: int, seed: int, regenerate: bool, *, status: bool = False
+) -> str:
     import psycopg
 
     from waku_legacy.mailserver_compat.storage.postgres import PostgresEnvelopeStore
 
-    name = f"{BENCH_DB}_{n}"
+    name = f"{BENCH_DB}_{n}" + ("_status" if status else "")
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if exists and regenerate:
@@ -193,7 +195,7 @@ def ensure_database(admin_dsn: str, n: int, seed: int, regenerate: bool) -> str:
         conn.execute("DELETE FROM bench_meta")
     started = time.monotonic()
     with PostgresEnvelopeStore(dsn, create_schema=True) as store:
-        store.bulk_load(generate_rows(n, seed))
+        store.bulk_load(generate_rows(n, seed, status=status))
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("ANALYZE envelopes")
         conn.execute("INSERT INTO bench_meta VALUES (%s, %s)", (n, seed))
@@ -201,9 +203,11 @@ def ensure_database(admin_dsn: str, n: int, seed: int, regenerate: bool) -> str:
     return dsn
 
 
-def generate_rows(n: int, seed: int):  # type: ignore[no-untyped-def]
+def generate_rows(n: int, seed: int, *, status: bool = False):  # type: ignore[no-untyped-def]
     """(db key, envelope rlp, topic, bloom) rows, cheap per row: encrypted channel payloads
-    come from a pool (distinct envelopes by expiry and nonce)."""
+    come from a pool (distinct envelopes by expiry and nonce). ``status``: each channel
+    envelope is its own Status ChatMessage instead (signed, distinct; what the readable
+    step decodes and indexes), from one of 50 members."""
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
@@ -225,14 +229,19 @@ def generate_rows(n: int, seed: int):  # type: ignore[no-untyped-def]
         ]
         pools.append((topic, datas))
     public_topics = [chat_topic(f"public-{i}") for i in range(50)]
+    members = [private_key_from_bytes(hashlib.sha256(b"member %d" % m).digest())
+               for m in range(50)] if status else []  # fmt: skip
     blooms: dict[bytes, bytes] = {}
     filler = os.urandom(1024)
     ttl = 10
     for i in range(n):
         sent = START + (i * SPAN) // n
         if rnd.random() < COMMUNITY_SHARE:
-            topic, datas = pools[rnd.randrange(CHANNELS)]
+            channel = rnd.randrange(CHANNELS)
+            topic, datas = pools[channel]
             data = datas[rnd.randrange(PAYLOAD_POOL)]
+            if status:
+                data = _status_payload(c, channel, sent, i, members)
         else:
             topic = public_topics[rnd.randrange(len(public_topics))]
             offset = rnd.randrange(512)
@@ -241,6 +250,19 @@ def generate_rows(n: int, seed: int):  # type: ignore[no-untyped-def]
         key = sent.to_bytes(4, "big") + keccak256(raw) + topic
         bloom = blooms.get(topic) or blooms.setdefault(topic, topic_to_bloom(topic))
         yield key, raw, topic, bloom
+
+
+def _status_payload(c: Any, channel: int, sent: int, i: int, members: list[Any]) -> bytes:
+    """A distinct signed Status ChatMessage on the channel, encrypted as its client does."""
+    from waku_legacy.crypto.payload import encode_payload
+    from waku_legacy.identity.topics import symmetric_key_for_chat
+    from waku_legacy.migrate.sample import COMMUNITY_CHAT, _chat_payload, chat_message
+
+    chat = c.id.channel_chat_id(c.channels[channel])
+    author = members[i % len(members)]
+    text = f"message {i} on the bench channel {channel}: waku store archive torrent history"
+    body = _chat_payload(author, chat_message(chat, text, sent, COMMUNITY_CHAT))
+    return encode_payload(body, sign_with=author, symmetric_key=symmetric_key_for_chat(chat))
 
 
 # -- the contenders (each in its own process) -----------------------------------------------
@@ -1007,7 +1029,8 @@ def scaling(args: argparse.Namespace) -> int:
     runs: list[dict[str, Any]] = []
     store_admin = None
     try:
-        dsn = ensure_database(admin, args.n, args.seed, args.regenerate)
+        dsn = ensure_database(admin, args.n, args.seed, args.regenerate,
+                              status=args.status_messages)  # fmt: skip
         store_admin = (args.pg_url or admin) if args.store == "postgresql" else None
         with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
 
@@ -1133,6 +1156,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dsn", help="PostgreSQL admin DSN (default: local server, else embedded)")
     parser.add_argument("--regenerate", action="store_true", help="reload the bench database")
+    parser.add_argument(
+        "--status-messages", action="store_true",
+        help="each channel envelope a distinct signed Status ChatMessage (a database of its "
+        "own): the readable step decodes and indexes every one",
+    )  # fmt: skip
     parser.add_argument("--skip-loop", action="store_true", help="no single-process loop")
     parser.add_argument("--skip-floor", action="store_true", help="no multiprocessing floor")
     parser.add_argument("--stages", action="store_true", help="Spark's time per step")
@@ -1174,7 +1202,8 @@ def main() -> int:
     result: dict[str, Any] = {"n": args.n, "master": args.master, "store": args.store}
     store_admin = None
     try:
-        dsn = ensure_database(admin, args.n, args.seed, args.regenerate)
+        dsn = ensure_database(admin, args.n, args.seed, args.regenerate,
+                              status=args.status_messages)  # fmt: skip
         store_admin = (args.pg_url or admin) if args.store == "postgresql" else None
         with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
             for name in PHASES:
