@@ -5,8 +5,10 @@ its default limits), each attack beside an honest store client, in one run:
     .venv/bin/python bench/hostile_p2p.py --seconds 5 --json
 
 The bridge serves a SQLite v2 store (``bench/load_store.py``'s, ``--messages`` messages).
-First the baseline: ``--queries``-long series of honest store v3 queries from 127.0.0.1 (a new
-connection each: TCP, Noise, yamux, as go-waku's store client dials) with nobody attacking.
+First the baseline: ``--queries``-long series of honest store v3 queries from 127.0.0.1, 10 a
+second, a new connection each (TCP, Noise, yamux, as go-waku's store client dials; by default
+tests/p2p_attacks.py's ``raw_query``, a few ms a query, so that its latency is the server's;
+``--honest py-libp2p``: the project's client, ~0.45 s of its own) with nobody attacking.
 Then, per attack from 127.0.0.2 (a separate address on loopback), the same honest series
 while it runs: 250 idle TCP connections, 300 Noise handshakes abandoned after their first
 message (both re-opened as dropped), six multistream-select messages announcing 2^31 bytes,
@@ -62,6 +64,7 @@ from tests.p2p_attacks import (  # noqa: E402
     ecdsa_key_on_unknown_curve,
     frame_of,
     multistream_bomb,
+    raw_query,
     rsa_key,
     store_v3_request,
     tcp_target,
@@ -123,8 +126,14 @@ def log_lines(workdir: Path, since: int) -> tuple[int, int, int]:
     return len(lines), sum(1 for line in lines if b'"logger": "libp2p' in line), len(data)
 
 
-def honest_series(address: str, count: int, topics: list[str]) -> tuple[list[float], int]:
-    """``count`` store v3 queries, a new connection each: latencies (s) and failures."""
+def honest_series(
+    address: str, count: int, topics: list[str], client: str = "raw", rate: float = 10.0
+) -> tuple[list[float], int]:
+    """``count`` store v3 queries, a new connection each, ``rate`` a second at most (a new
+    connection each is a handshake each: under ``address_handshakes_per_second``, 20):
+    latencies (s) and failures.
+    ``client``: ``raw`` (tests/p2p_attacks.py's dialler, a few ms a query: its latency is
+    the server's) or ``py-libp2p`` (the project's client, ~0.45 s of its own a query)."""
     import trio
 
     from waku_legacy.p2p.client import P2PClient
@@ -148,13 +157,26 @@ def honest_series(address: str, count: int, topics: list[str]) -> tuple[list[flo
             if page.status_code != 200:
                 raise RuntimeError(f"status {page.status_code}")
 
+    def raw(n: int) -> None:
+        request = store_v3_request(
+            f"honest {n}", pubsub_of(n % len(topics)), topics[n % len(topics)]
+        )
+        page = decode_response(raw_query(tcp_target(address), STORE_V3_CODEC, request))
+        if page.status_code != 200:
+            raise RuntimeError(f"status {page.status_code}")
+
     for n in range(count):
         started = time.perf_counter()
+        next_start = started + 1.0 / rate
         try:
-            trio.run(one, n)
+            if client == "raw":
+                raw(n)
+            else:
+                trio.run(one, n)
             latencies.append(time.perf_counter() - started)
         except Exception:
             failures += 1
+        time.sleep(max(0.0, next_start - time.perf_counter()))
     return latencies, failures
 
 
@@ -227,7 +249,11 @@ def attacks(
             n = 0
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and n < 300:
-                await yamux_cut_mid_frame(address)
+                try:
+                    await yamux_cut_mid_frame(address)
+                except Exception:  # refused: over the address's handshakes per second
+                    await trio.sleep(0.05)
+                    continue
                 n += 1
             return n
 
@@ -355,6 +381,10 @@ def main() -> int:
         help="[libp2p] server: the listener's server side",
     )  # fmt: skip
     parser.add_argument(
+        "--honest", choices=("raw", "py-libp2p"), default="raw",
+        help="the honest client: RawLibp2p (ms a query) or the project's py-libp2p client",
+    )  # fmt: skip
+    parser.add_argument(
         "--only", nargs="*", default=[], help="attacks whose name holds one of these words",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true")
@@ -370,10 +400,10 @@ def main() -> int:
         try:
             asyncio.run(wait_ready(f"http://127.0.0.1:{rest_port}", server))
             address, ws_address = _peer_addresses(f"http://127.0.0.1:{rest_port}")
-            honest_series(address, 3, topics)  # warm-up: imports, store pages cached
+            honest_series(address, 3, topics, args.honest)  # warm-up: imports, store pages cached
             result: dict[str, Any] = {"load_average": os.getloadavg()}
             rss = process_rss(server.pid)
-            latencies, failures = honest_series(address, args.queries, topics)
+            latencies, failures = honest_series(address, args.queries, topics, args.honest)
             result["baseline"] = {
                 "honest": summary(latencies, failures), "rss_mb": round(rss / MB, 1),
             }  # fmt: skip
@@ -390,7 +420,7 @@ def main() -> int:
                 with RssPeak(server.pid) as peak:
                     attacker.start()
                     time.sleep(min(2.0, args.seconds / 4))  # the attack under way
-                    latencies, failures = honest_series(address, args.queries, topics)
+                    latencies, failures = honest_series(address, args.queries, topics, args.honest)
                     stop.set()
                     attacker.join()
                 time.sleep(1.0)

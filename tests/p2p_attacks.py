@@ -324,13 +324,18 @@ class RawLibp2p:
         timeout: float = 10.0,
     ) -> None:
         self.sock = connect_from(source, target, timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as libp2p's do
         self.identity = identity or secp256k1_identity()
         self._noise: Any = None
         self._plain = bytearray()
         self._raw = bytearray()
         self.data: dict[int, int] = {}
+        #: what came on each stream, past its multistream answers (``keep=True`` only)
+        self.received: dict[int, bytearray] = {}
+        self.keep = False
         self.updates: dict[int, int] = {}
         self.sent: dict[int, int] = {}
+        self.granted: dict[int, int] = {}  # DATA bytes of each stream we gave back
         self.rst: set[int] = set()
         self.fin: set[int] = set()
         self.go_away: int | None = None
@@ -426,8 +431,10 @@ class RawLibp2p:
             while True:
                 _, typ, flags, sid, length = YAMUX.unpack(self._read_plain(12))
                 if typ == Y_DATA:
-                    self._read_plain(length)
+                    body = self._read_plain(length)
                     self.data[sid] = self.data.get(sid, 0) + length
+                    if self.keep:
+                        self.received.setdefault(sid, bytearray()).extend(body)
                 elif typ == Y_WINDOW_UPDATE:
                     self.updates[sid] = self.updates.get(sid, 0) + length
                 elif typ == Y_GO_AWAY:
@@ -454,6 +461,15 @@ class RawLibp2p:
             self.write(yamux_frame(Y_DATA, 0, sid, len(chunk), chunk))
             self.sent[sid] += len(chunk)
 
+    def grant(self, sid: int) -> None:
+        """Give the server back the window its DATA on ``sid`` used (a reader at full
+        speed), in steps of half a window."""
+        got = self.data.get(sid, 0)
+        given = self.granted.get(sid, 0)
+        if got - given >= YAMUX_WINDOW // 2:
+            self.write(yamux_frame(Y_WINDOW_UPDATE, 0, sid, got - given))
+            self.granted[sid] = got
+
     def credit(self, sid: int) -> int:
         """What the server's window lets us send on ``sid`` now."""
         return YAMUX_WINDOW + self.updates.get(sid, 0) - self.sent.get(sid, 0)
@@ -467,10 +483,51 @@ class RawLibp2p:
         return bool(done())
 
     def close(self) -> None:
-        try:
-            self.sock.close()
+        try:  # shutdown first: a close alone sends no FIN while the reader waits in recv
+            self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+        self.sock.close()
+
+    def answer(self, sid: int) -> bytes:
+        """The one length-prefixed message after the two multistream answers on ``sid``
+        (``keep=True``, once the stream ended)."""
+        data = bytes(self.received.get(sid, b""))
+        for _ in range(2):  # "/multistream/1.0.0\n", the protocol's line
+            data = data[1 + data[0] :]
+        length = shift = at = 0
+        while True:
+            byte = data[at]
+            length |= (byte & 0x7F) << shift
+            at += 1
+            shift += 7
+            if not byte & 0x80:
+                return data[at : at + length]
+
+
+def raw_query(
+    target: tuple[str, int], protocol: str, request: bytes, *, source: str = "127.0.0.1"
+) -> bytes:
+    """One request on a new connection from ``source`` with :class:`RawLibp2p` (an honest
+    client of a few milliseconds, whose latency shows the server's): the answer."""
+    peer = RawLibp2p(target, source=source)
+    try:
+        peer.keep = True
+        peer.noise()
+        peer.yamux()
+        # the server's window: a full-speed client grants it as it reads
+        sid = peer.open_stream(protocol, frame_of(request))
+        deadline = time.monotonic() + 20
+        while sid not in peer.fin and time.monotonic() < deadline:
+            if sid in peer.rst or peer.closed:
+                raise ConnectionError(f"stream reset or connection closed ({peer.go_away})")
+            peer.grant(sid)
+            time.sleep(0.0005)
+        if sid not in peer.fin:
+            raise TimeoutError("no answer within 20 s")
+        return peer.answer(sid)
+    finally:
+        peer.close()
 
 
 def websocket_upgrade(host: bytes) -> bytes:
