@@ -113,6 +113,7 @@ _MESSAGE_COLUMNS = (
     "image_size", "audio_ms", "discord_author", "discord_timestamp", "edited_clock", "deleted",
     "pinned", "pinned_by", "reactions", "mentions", "waku_hash", "content_topic",
     "pubsub_topic", "whisper_ts", "window_from", "window_to", "source", "legacy_id", "album_id",
+    "sent_type",
 )  # fmt: skip
 
 
@@ -131,6 +132,7 @@ def _tables(blob: str, big: str) -> tuple[str, ...]:
         " content_topic TEXT NOT NULL, pubsub_topic TEXT NOT NULL,"
         f" whisper_ts {big} NOT NULL, window_from {big}, window_to {big},"
         " source TEXT NOT NULL, legacy_id TEXT NOT NULL, album_id TEXT NOT NULL,"
+        " sent_type INTEGER NOT NULL,"
         " UNIQUE (community, id))",
         # a delete of one image of an album deletes the album (few messages are in one)
         "CREATE INDEX IF NOT EXISTS history_messages_album ON history_messages"
@@ -144,7 +146,8 @@ def _tables(blob: str, big: str) -> tuple[str, ...]:
         "CREATE INDEX IF NOT EXISTS history_messages_author ON history_messages (author)",
         "CREATE TABLE IF NOT EXISTS history_edits (community TEXT NOT NULL,"
         f" target TEXT NOT NULL, author TEXT NOT NULL, clock {big} NOT NULL, id TEXT NOT NULL,"
-        " text TEXT NOT NULL, PRIMARY KEY (community, target, author))",
+        " text TEXT NOT NULL, content_type INTEGER NOT NULL,"
+        " PRIMARY KEY (community, target, author))",
         "CREATE TABLE IF NOT EXISTS history_deletes (community TEXT NOT NULL,"
         f" target TEXT NOT NULL, author TEXT NOT NULL, clock {big} NOT NULL, id TEXT NOT NULL,"
         " PRIMARY KEY (community, target, author))",
@@ -349,28 +352,33 @@ def author_names(public_key: str) -> tuple[str, str]:
 
 @dataclass(slots=True)
 class _Modifiers:
-    edits: list[tuple[str, int, str, str]] = field(default_factory=list)  # author clock id text
+    # author, clock, id, text, content type (0: the original's)
+    edits: list[tuple[str, int, str, str, int]] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)  # authors
     reactions: list[tuple[str, str, int, str, int]] = field(default_factory=list)
     pin: tuple[str, int, str, int] | None = None  # author clock id pinned
 
 
 def _fold(
-    author: str, text: str, mods: _Modifiers, moderators: frozenset[str]
-) -> tuple[str, int, int, int, str, str, str]:
-    """(text, edited clock, deleted, pinned, pinned by, reactions JSON, mentions JSON) of a
-    message by ``author`` whose original text is ``text``, given every modifier of it."""
-    edited = 0
+    author: str, text: str, sent_type: int, mods: _Modifiers, moderators: frozenset[str]
+) -> tuple[str, int, int, int, str, str, str, int]:
+    """(text, edited clock, deleted, pinned, pinned by, reactions JSON, mentions JSON,
+    content type) of a message by ``author`` whose original text is ``text`` (a text edited
+    before is fine: see :meth:`HistoryIndex._refold`) and content type ``sent_type``, given
+    every modifier of it. The newest applicable edit gives the text, and its content type
+    when not 0 (status-go's applyEditMessage)."""
+    edited, content_type = 0, sent_type
     best: tuple[int, str] | None = None
-    for edit_author, clock, edit_id, edit_text in mods.edits:
+    for edit_author, clock, edit_id, edit_text, edit_type in mods.edits:
         if _edit_applies(edit_author, author) and (best is None or (clock, edit_id) > best):
             best, text, edited = (clock, edit_id), edit_text, clock
+            content_type = edit_type or sent_type
     deleted = any(_delete_applies(d, author, moderators) for d in mods.deletes)
     pinned, pinned_by = 0, ""
     if mods.pin is not None and mods.pin[3]:
         pinned, pinned_by = 1, mods.pin[0]
     return (text, edited, int(deleted), pinned, pinned_by, reactions_json(mods.reactions),
-            json.dumps(_mentions(text)))  # fmt: skip
+            json.dumps(_mentions(text)), content_type)  # fmt: skip
 
 
 def reactions_json(rows: Iterable[tuple[str, str, int, str, int]]) -> str:
@@ -608,11 +616,14 @@ class HistoryIndex:
     ) -> None:
         newer = "WHERE excluded.clock > {t}.clock OR (excluded.clock = {t}.clock AND excluded.id > {t}.id)"  # noqa: E501
         self.db.executemany(
-            "INSERT INTO history_edits (community, target, author, clock, id, text)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (community, target, author) DO UPDATE"
-            " SET clock = excluded.clock, id = excluded.id, text = excluded.text "
-            + newer.format(t="history_edits"),
-            [(community, e.target_id, e.author, e.clock, e.id, e.text) for e in edits.values()],
+            "INSERT INTO history_edits (community, target, author, clock, id, text,"
+            " content_type) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (community, target, author)"
+            " DO UPDATE SET clock = excluded.clock, id = excluded.id, text = excluded.text,"
+            " content_type = excluded.content_type " + newer.format(t="history_edits"),
+            [
+                (community, e.target_id, e.author, e.clock, e.id, e.text, e.content_type)
+                for e in edits.values()
+            ],
         )
         self.db.executemany(
             "INSERT INTO history_deletes (community, target, author, clock, id)"
@@ -644,11 +655,11 @@ class HistoryIndex:
         for chunk in _chunks(targets):
             clause, values = db.in_list("target", chunk)
             where = f"WHERE community = ? AND {clause}"
-            for target, author, clock, edit_id, text in db.stream(
-                f"SELECT target, author, clock, id, text FROM history_edits {where}",
+            for target, author, clock, edit_id, text, edit_type in db.stream(
+                f"SELECT target, author, clock, id, text, content_type FROM history_edits {where}",
                 [community, *values],
             ):
-                mods[target].edits.append((author, int(clock), edit_id, text))
+                mods[target].edits.append((author, int(clock), edit_id, text, int(edit_type)))
             for target, author in db.stream(
                 f"SELECT target, author FROM history_deletes {where}", [community, *values]
             ):
@@ -696,8 +707,8 @@ class HistoryIndex:
         per_day: dict[tuple[str, int], int] = defaultdict(int)
         for chat, rid in zip(new, rids, strict=True):
             facts = chat.facts
-            text, edited, deleted, pinned, pinned_by, reactions, mentions = _fold(
-                chat.author, chat.text,
+            text, edited, deleted, pinned, pinned_by, reactions, mentions, content_type = _fold(
+                chat.author, chat.text, chat.content_type,
                 _with_deletes(_both(mods, chat.id, chat.legacy_id),
                               album_deletes.get(chat.album_id, [])),
                 moderators,
@@ -705,7 +716,7 @@ class HistoryIndex:
             ts = _clamp_ms(chat.timestamp_ms)
             rows.append((
                 rid, community, chat.id, chat.channel_id, ts // DAY_MS, ts, chat.clock,
-                chat.author, chat.content_type, text, chat.response_to, chat.ens_name,
+                chat.author, content_type, text, chat.response_to, chat.ens_name,
                 chat.display_name, chat.sticker_hash, chat.image_type,
                 chat.image_size or len(chat.image), chat.audio_duration_ms,
                 chat.discord_author, chat.discord_timestamp, edited, deleted, pinned, pinned_by,
@@ -716,6 +727,7 @@ class HistoryIndex:
                 facts.archive_window[0] if facts and facts.archive_window else None,
                 facts.archive_window[1] if facts and facts.archive_window else None,
                 facts.source if facts else "", chat.legacy_id, chat.album_id,
+                chat.content_type,
             ))  # fmt: skip
             if chat.image_type and chat.image:
                 images.append((community, chat.id, chat.image_type, bytes(chat.image)))
@@ -829,8 +841,8 @@ class HistoryIndex:
             for chunk in _chunks(targets):
                 clause, values = db.in_list(column, chunk)
                 for row in db.stream(
-                    "SELECT rid, id, legacy_id, channel, day, author, text, deleted, album_id"
-                    f" FROM history_messages WHERE community = ? AND {clause}",
+                    "SELECT rid, id, legacy_id, channel, day, author, text, deleted, album_id,"
+                    f" sent_type FROM history_messages WHERE community = ? AND {clause}",
                     [community, *values],
                 ):
                     found[int(row[0])] = row
@@ -838,8 +850,8 @@ class HistoryIndex:
         for chunk in _chunks(albums):  # an image's delete is its album's
             clause, values = db.in_list("album_id", chunk)
             for row in db.stream(
-                "SELECT rid, id, legacy_id, channel, day, author, text, deleted, album_id"
-                f" FROM history_messages WHERE community = ? AND {clause}",
+                "SELECT rid, id, legacy_id, channel, day, author, text, deleted, album_id,"
+                f" sent_type FROM history_messages WHERE community = ? AND {clause}",
                 [community, *values],
             ):
                 found[int(row[0])] = row
@@ -852,12 +864,13 @@ class HistoryIndex:
         updates = []
         fts: list[tuple[Any, ...]] = []
         per_day: dict[tuple[str, int], int] = defaultdict(int)
-        for rid, message_id, legacy_id, channel, day, author, text, deleted, album in rows:
+        for rid, message_id, legacy_id, channel, day, author, text, deleted, album, sent in rows:
             # An edited row's text is its newest applicable edit's; edits are never
             # removed, so folding again picks that edit or a newer one: the text sent
             # is needed only while no edit applies, and then it is the row's.
             mine = _both(mods, message_id, legacy_id)
-            folded = _fold(author, text, _with_deletes(mine, album_deletes.get(album, [])),
+            folded = _fold(author, text, int(sent),
+                           _with_deletes(mine, album_deletes.get(album, [])),
                            moderators)  # fmt: skip
             updates.append((*folded, rid))
             new_text, new_deleted = folded[0], folded[2]
@@ -870,7 +883,7 @@ class HistoryIndex:
                 per_day[channel, int(day)] += -1 if new_deleted else 1
         db.executemany(
             "UPDATE history_messages SET text = ?, edited_clock = ?, deleted = ?, pinned = ?,"
-            " pinned_by = ?, reactions = ?, mentions = ? WHERE rid = ?",
+            " pinned_by = ?, reactions = ?, mentions = ?, content_type = ? WHERE rid = ?",
             updates,
         )
         for op, rid, text in fts:

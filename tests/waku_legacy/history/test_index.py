@@ -238,3 +238,19 @@ def test_deleting_one_image_of_an_album_deletes_the_album(
     reader = index.reader()
     assert [m.id for m in reader.day(COMMUNITY, GENERAL, dt.date(2024, 3, 1))] == [mid(4)]
     assert reader.community(COMMUNITY).messages == 1  # type: ignore[union-attr]
+
+
+def test_an_edit_may_change_the_content_type(index: HistoryIndex) -> None:
+    base = ms("2024-03-01T10:00:00")
+    index.add_events(COMMUNITY, [
+        chat(1, ALICE, "plain", "2024-03-01T10:00:00"),  # TEXT_PLAIN (1)
+        EditEvent(mid(101), ALICE, mid(1), COMMUNITY + GENERAL, base + 10, "🙂", content_type=4),
+    ])  # fmt: skip
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and (got.text, got.content_type) == ("🙂", 4)
+    # a newer edit with content type 0 keeps the original's
+    index.add_events(COMMUNITY, [
+        EditEvent(mid(102), ALICE, mid(1), COMMUNITY + GENERAL, base + 20, "plain again"),
+    ])  # fmt: skip
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and (got.text, got.content_type) == ("plain again", 1)
