@@ -462,3 +462,4 @@ def test_a_restart_after_a_crash_continues_the_link_schedule(tmp_path: Path) -> 
     assert len(updates) == 1, f"the link was re-sent after the restart: {updates}"
     assert len(copies) == 1 and copies[0][1:] == ("b", first[2]), copies
     assert first[0] + delay - 0.5 <= copies[0][0] <= first[0] + delay + 3, copies[0][0] - first[0]
+    print(f"second copy {copies[0][0] - first[0]:.2f} s after the first (due {delay:g} s)")
