@@ -106,6 +106,7 @@ def start_server(
         f"max_connections_per_address = {args.clients + 16}\nrequests_per_second = 0\n"
         f"max_handshakes_per_address = {args.clients + 16}\n"  # every client dials at once
         "address_share = 1.0\n"  # ... from one address
+        "address_handshakes_per_second = 0\nreserved_share = 0\n"  # ... that holds the rest
         "address_requests_per_second = 0\n"
         f'server = "{server_side}"\n'
         '[logging]\nlevel = "warning"\n'
