@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import coincurve
+from eth_hash.auto import keccak
 
 from waku_legacy.history.model import (
     Author,
@@ -171,12 +172,18 @@ MALLORY = Author(
 
 
 def mid(n: int) -> str:
-    return "0x" + f"{n:064x}"
+    """Message n's id: 32 bytes that look like status-go's (keccak256 of the number)."""
+    return "0x" + keccak(b"message %d" % n).hex()
+
+
+def waku_hash(n: int) -> str:
+    """Message n's Waku message hash (keccak256 of the number, another domain)."""
+    return "0x" + keccak(b"waku %d" % n).hex()
 
 
 def provenance(n: int, seconds: int, signer: str) -> Provenance:
     return Provenance(
-        waku_hash="0x" + f"{n + 7000:064x}",
+        waku_hash=waku_hash(n),
         content_topic="/waku/1/0x1a2b3c4d/rfc26",
         pubsub_topic="/waku/2/rs/16/32",
         signer=signer,

@@ -164,7 +164,9 @@ def test_the_command_over_a_store_with_readable_tables(tmp_path: Path, capsys):
     store = tmp_path / "store.sqlite3"
     events = [
         indexing.chat(1, indexing.ALICE, "first <b>words</b>", "2024-05-01T10:00:00"),
-        indexing.chat(2, indexing.BOB, "a reply", "2024-05-01T10:05:00", response_to=mid(1)),
+        indexing.chat(
+            2, indexing.BOB, "a reply", "2024-05-01T10:05:00", response_to=indexing.mid(1)
+        ),
         indexing.chat(3, indexing.ALICE, "next day", "2024-05-02T08:00:00"),
     ]
     with HistoryIndex.open(f"sqlite:///{store}", create=True) as index:
@@ -182,7 +184,7 @@ def test_the_command_over_a_store_with_readable_tables(tmp_path: Path, capsys):
     with written.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert [(r["id"], r["text"], r["response_to"]) for r in rows] == [
-        (mid(1), "first <b>words</b>", ""), (mid(2), "a reply", mid(1)),
+        (indexing.mid(1), "first <b>words</b>", ""), (indexing.mid(2), "a reply", indexing.mid(1)),
     ]  # fmt: skip
     assert rows[0]["author_key"] == indexing.ALICE
     site = tmp_path / "site"

@@ -27,6 +27,7 @@ from tests.waku_legacy.history.memory_reader import (
     message,
     mid,
     sample_history,
+    waku_hash,
 )
 from waku_legacy.history.model import ContentType, ViewPolicy
 from waku_legacy.history.web.markdown import render_markdown
@@ -265,7 +266,7 @@ def test_permalink_page_has_provenance_and_reply_context():
     html = render_html(document, LINKS, messages=[target])
     text = text_of(html)
     provenance = document["message"]["provenance"]
-    assert provenance["waku_hash"] == "0x" + f"{4 + 7000:064x}"
+    assert provenance["waku_hash"] == waku_hash(4)
     assert provenance["signer"] == key(41)  # Carol's
     # 09:07 on 12 March 2024 falls in the week window starting Thursday 7 March 00:00 UTC
     assert provenance["archive_window"] == [1709769600, 1710374400]
