@@ -35,7 +35,7 @@ def tcp_target(address: str) -> tuple[str, int]:
     return str(ma.value_for_protocol("ip4")), int(ma.value_for_protocol("tcp"))
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
     out = bytearray()
     while True:
         byte = n & 0x7F
@@ -50,7 +50,7 @@ def _varint(n: int) -> bytes:
 def ms_line(text: str) -> bytes:
     """One multistream-select message."""
     body = text.encode() + b"\n"
-    return _varint(len(body)) + body
+    return varint(len(body)) + body
 
 
 #: what a Noise initiator sends first: multistream-select to /noise, then Noise XX message
@@ -142,7 +142,7 @@ def multistream_bomb(
     """Start multistream-select, announce a 2^31-byte message and send data for up to
     ``seconds``: (bytes of it sent, whether the server closed the connection)."""
     sock = connect_from(source, target)
-    sock.sendall(ms_line("/multistream/1.0.0") + _varint(2**31))
+    sock.sendall(ms_line("/multistream/1.0.0") + varint(2**31))
     chunk = b"\0" * 65536
     sent = 0
     closed = False
@@ -287,7 +287,7 @@ PING = "/ipfs/ping/1.0.0"
 
 def pb_bytes(number: int, value: bytes) -> bytes:
     """A protobuf length-delimited field."""
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
+    return varint(number << 3 | 2) + varint(len(value)) + value
 
 
 def libp2p_public_key(key_type: int, data: bytes) -> bytes:
@@ -305,7 +305,7 @@ def secp256k1_identity() -> tuple[bytes, Any]:
 
 def frame_of(body: bytes) -> bytes:
     """A varint length-prefixed message (a store request on its stream)."""
-    return _varint(len(body)) + body
+    return varint(len(body)) + body
 
 
 class RawLibp2p:
@@ -579,4 +579,4 @@ def store_v3_request(
     body += pb_bytes(10, pubsub_topic.encode()) + pb_bytes(11, content_topic.encode())
     if cursor is not None:
         body += pb_bytes(51, cursor)
-    return body + _varint(53 << 3) + _varint(limit)
+    return body + varint(53 << 3) + varint(limit)

@@ -15,6 +15,7 @@ RSA-2048 key with e = 65537 (what go-libp2p generates) still completes its hands
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,10 +30,12 @@ from tests.p2p_attacks import (
     ecdsa_key_on_unknown_curve,
     frame_of,
     libp2p_public_key,
+    ms_line,
     pb_bytes,
     rsa_key,
     rss_bytes,
     tcp_target,
+    varint,
     websocket_upgrade,
 )
 from tests.waku_legacy.p2p.test_listener_hostile import ECHO, MB, address_of, honest_queries
@@ -356,3 +359,46 @@ def test_handshakes_per_address_are_rate_limited_and_new_addresses_keep_a_share(
     assert gate.open == 15
     assert "kept for addresses holding none" in (gate.admit("10.0.0.2", now=99.0) or "")
     assert gate.admit("10.0.0.9", now=99.0) is None  # a new address still gets in
+
+
+def _mplex_message(number: int, flag: int, body: bytes) -> bytes:
+    """An mplex message (libp2p specs mplex/README.md): varint ``id << 3 | flag``, varint
+    length, body; NewStream 0, MessageInitiator 2."""
+    return varint(number << 3 | flag) + frame_of(body)
+
+
+def test_mplex_answers_a_peer_never_reads_stay_within_the_send_budget(make_native) -> None:
+    """mplex has no window: what the peer does not read waits in the socket's buffer. A
+    peer that reads nothing after the handshake and asks for twelve 2 MiB answers: while
+    bytes wait there, answers past the budget (4 MiB) reset their streams."""
+    limits = ListenerLimits(host=HostLimits(max_buffered_bytes=4 * MB), write_timeout=5.0)
+    listener = make_native(limits)
+    peer = RawLibp2p(tcp_target(address_of(listener)))
+    peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    peak = 0
+    try:
+        peer.noise()
+        peer.write(ms_line("/multistream/1.0.0") + ms_line("/mplex/6.7.0"))
+        request = ms_line("/multistream/1.0.0") + ms_line(BIG) + frame_of(b"page")
+        peer.write(  # in one Noise message: the server reads all twelve at once
+            b"".join(
+                _mplex_message(n, 0, str(n).encode()) + _mplex_message(n, 2, request)
+                for n in range(12)
+            )
+        )
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            buffers = [c.transport.get_write_buffer_size() for c in list(listener._live)
+                       if c.transport is not None]  # fmt: skip
+            peak = max([peak, *buffers])
+            time.sleep(0.02)
+        stats = listener.stats()
+        latencies = honest_queries(listener, 2)
+    finally:
+        peer.close()
+    print(f"mplex, nothing read: socket buffer at most {peak / MB:.2f} MB, {stats}")
+    # twelve 2 MiB answers, a 4 MiB budget: a few wait (the kernel's buffers take some of
+    # them first), the rest are refused
+    assert stats["send_budget_exceeded"] >= 8, stats
+    assert peak <= 4 * MB + ANSWER_BYTES
+    assert max(latencies) < 10.0
