@@ -13,6 +13,9 @@ import datetime as dt
 import json
 import re
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.browser import page_text, text_of
 from tests.waku_legacy.history.memory_reader import (
     ALICE,
@@ -296,3 +299,12 @@ def test_static_links_are_relative_and_have_no_forms():
     assert "<form" not in html
     assert f'href="../{GENERAL}/2024-03-14.html#m-{mid(12)}"' in html  # the reply's original
     assert dt.date(2024, 3, 14).isoformat() in html
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab1é中 ,.;:'?!()/-*_#>[]<&`~\n@0x", max_size=40))
+def test_plain_text_fast_path_is_what_markdown_it_renders(text):
+    """Plain chat text skips the parser (export speed): the output must be the parser's."""
+    from waku_legacy.history.web.markdown import _MD
+
+    assert render_markdown(text) == _MD.render(text, {"mentions": {}})

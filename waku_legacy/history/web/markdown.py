@@ -12,6 +12,7 @@ three-word alias), escaped as text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,8 +96,17 @@ def _parser() -> MarkdownIt:
 _MD = _parser()
 
 
+#: Text made of these only, not starting with a list marker's character and without
+#: surrounding blanks, is one plain paragraph to any CommonMark parser: markdown-it-py's
+#: output for it is ``<p>`` + the text + ``</p>`` (no character here is escaped). Most chat
+#: messages are such text; they skip the parser (a static export renders millions).
+_PLAIN = re.compile(r"[^\W_]+(?:[ ,.;:'?!()/][^\W_]*)*[?!.)]?")
+
+
 def render_markdown(text: str, mentions: Mapping[str, str] | None = None) -> str:
     """``text`` (a message's Markdown source) as HTML safe to put in a page."""
+    if _PLAIN.fullmatch(text) and not text[0].isdigit() and not text.endswith(" "):
+        return f"<p>{text}</p>\n"
     env: dict[str, Any] = {"mentions": {k.lower(): v for k, v in (mentions or {}).items()}}
     html: str = _MD.render(text, env)
     return html
