@@ -158,10 +158,11 @@ def _replace_folder(new: Path, out: Path) -> None:
     is thousands of pages, and each fsync waits on the disk)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    files, folders = [], []
-    for folder, _, names in os.walk(new):
-        files += [Path(folder) / name for name in names]
-        folders.append(Path(folder))
+    files: list[Path] = []
+    folders: list[Path] = []
+    for walked, _, names in os.walk(new):
+        files += [Path(walked) / name for name in names]
+        folders.append(Path(walked))
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="export-fsync") as pool:
         list(pool.map(_fsync, files))
     for folder in folders:
