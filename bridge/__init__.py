@@ -7,11 +7,12 @@ Modules (one concept each):
   tables are read by :mod:`waku_legacy.community_config`, as the migration reads them);
 - :mod:`.service` -- :class:`~.service.BridgeService`: which parts run from which config,
   in which order, and the service's state;
-- :mod:`.lifecycle` -- the component protocol, :class:`~.lifecycle.ServiceState`, and one
-  ``AsyncExitStack`` that closes the parts in the reverse of their start;
-- :mod:`.components` -- each part (store, HTTP API, v1 listener, live bridge, relay
-  publisher, libp2p listener, seeder, archiving, history pulls, leader lock, workers) with
-  its start, close and health;
+- :mod:`.lifecycle` -- the component base (an async context manager that declares what it
+  needs), :class:`~.lifecycle.ServiceState`, and one ``AsyncExitStack`` that enters the parts
+  after what they need and closes them in the reverse of their start;
+- :mod:`.components` -- a package, one module per part (store, HTTP API, v1 listener, live
+  bridge, relay publisher, libp2p listener, seeder, archiving, history pulls, leader lock,
+  workers) with its open, close and health;
 - :mod:`.view` -- what ``/health``, ``/debug/v1/info``, the status page and the admin API
   report, read from the running parts;
 - :mod:`.http_api` -- the aiohttp application: nwaku-compatible store REST, ``/health``,

@@ -5,21 +5,24 @@
     ...
     await service.stop()           # graceful: see below
 
-The parts are components (:mod:`waku_legacy.bridge.components`), each with ``start()``,
-``aclose()`` and its own health; this module says which run, from which config, and in which
-order, and keeps the service's state (:class:`~waku_legacy.bridge.lifecycle.ServiceState`).
-They are entered on one :class:`~waku_legacy.bridge.lifecycle.Lifecycle` (an
-``AsyncExitStack``), so stopping closes them in the reverse of their start order, and a start
-that fails closes what had started (then raises; :attr:`BridgeService.failure` says why).
+The parts are components (:mod:`waku_legacy.bridge.components`): async context managers,
+each with its own health and the names of the components it needs; this module says which
+run, from which config, and lists them in a start order. They are entered on one
+:class:`~waku_legacy.bridge.lifecycle.Lifecycle` (an ``AsyncExitStack``), which refuses a
+component before those it needs (so the order is checked, not only written down) and keeps
+the service's state (:class:`~waku_legacy.bridge.lifecycle.ServiceState`, ``Ready`` included);
+stopping closes them in the reverse of their start order, and a start that fails closes what
+had started (then raises; :attr:`BridgeService.failure` says why).
 
 Start order: the store (fails fast on a bad URL) and its watcher, the HTTP client session,
-the relay publisher, the live bridge, the REST API, the v1 mailserver (RLPx listener), the
-libp2p listener, the singletons (seeder, archiving, history pulls: on a PostgreSQL store
-under the leader lock, :mod:`waku_legacy.bridge.leader`, while this instance holds it), the
-worker processes (``workers`` > 1: ``waku-legacy serve`` passes ``[server] workers``;
-:mod:`waku_legacy.bridge.workers`). ``/health`` says ``Initializing`` from the REST API's
-start until all are up, then ``Ready``. The relay publisher and the live bridge start before
-the REST API so that they close after it: its in-flight requests never meet them closed.
+the relay publisher, the live bridge, the history viewer, the REST API, the v1 mailserver
+(RLPx listener), the libp2p listener, the singletons (seeder, archiving, history pulls: on a
+PostgreSQL store under the leader lock, :mod:`waku_legacy.bridge.leader`, while this instance
+holds it), the worker processes (``workers`` > 1: ``waku-legacy serve`` passes ``[server]
+workers``; :mod:`waku_legacy.bridge.workers`). ``/health`` says ``Initializing`` from the REST
+API's start until all are up, then ``Ready``. The REST API needs the relay publisher, the live
+bridge and the viewer (``HttpApi.needs``): they start before it so that they close after it,
+and its in-flight requests never meet them closed.
 
 Graceful stop (SIGTERM/SIGINT under :meth:`BridgeService.run_forever`), the reverse of the
 above: health turns ``Shutting Down``; the workers finish their requests (forwarded ones need
@@ -158,7 +161,7 @@ class BridgeService:
                 parts.append(HistoryComponent(context, config.history, store, client, live))
             return parts
 
-        singletons = Singletons(metrics, singleton_parts)
+        singletons = Singletons(metrics, singleton_parts, within=self.lifecycle)
         if is_postgres_url(config.store.url):
             # instances sharing the store take turns at the singletons (bridge.leader)
             leader = LeaderComponent(config.store.url, config.store.leader_interval, singletons)
@@ -179,17 +182,15 @@ class BridgeService:
         self.viewer = viewer
         http = HttpApi(
             self.view, store, metrics, config.server, shared_socket=self.workers > 1,
-            subapps=[viewer.subapp] if viewer is not None else [],
+            subapps=[viewer.subapp] if viewer is not None else [], serves=(live, relay, viewer),
         )  # fmt: skip
-        self.parts.http = http
-        if self.workers > 1:
-            self.parts.workers = WorkersComponent(
-                context, self.workers, self.view, http, store, libp2p
-            )
+        self.workers_component = None if self.workers <= 1 else WorkersComponent(
+            context, self.workers, self.view, http, store, libp2p
+        )  # fmt: skip
         ordered: list[Component | None] = [
             store, store_watcher(store), client, relay, live, viewer, http, v1, libp2p,
             leader or singletons,  # SQLite: one instance per store, no lock
-            self.parts.workers,
+            self.workers_component,
         ]  # fmt: skip
         return [component for component in ordered if component is not None]
 
@@ -201,20 +202,17 @@ class BridgeService:
 
     async def start(self) -> None:
         """Start every component in order; on a failure close those started, then raise."""
-        if self.lifecycle.state is not ServiceState.INITIALIZING:
+        if self.state is not ServiceState.INITIALIZING:
             raise RuntimeError(f"a bridge service starts once (this one is {self.state})")
         self.view.started_at = self.clock.time()
-        for component in self.components:
-            try:
-                await self.lifecycle.enter(component)
-            except BaseException as exc:
-                self.failure = f"{component.name}: {exc}"
-                log.error(
-                    "bridge not started", extra=fields(component=component.name, error=str(exc))
-                )
-                await self.stop()
-                raise
-        self.lifecycle.state = ServiceState.READY
+        try:
+            await self.lifecycle.start(self.components)  # Ready once every one is entered
+        except BaseException as exc:
+            failed = self.lifecycle.failed or "bridge"
+            self.failure = f"{failed}: {exc}"
+            log.error("bridge not started", extra=fields(component=failed, error=str(exc)))
+            await self.stop()
+            raise
         log.info("bridge ready", extra=fields(**self.view.info()))
 
     async def stop(self) -> None:
@@ -288,7 +286,8 @@ class BridgeService:
 
     @property
     def pool(self) -> WorkerPool | None:
-        return self.parts.workers.pool if self.parts.workers is not None else None
+        workers = self.workers_component
+        return workers.pool if workers is not None else None
 
     @property
     def started_at(self) -> float | None:

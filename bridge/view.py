@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from waku_legacy.bridge.components import (
-    READY,
     ArchivingComponent,
     HistoryComponent,
+    HttpApi,
     SeederComponent,
+    WorkersComponent,
 )
 from waku_legacy.bridge.http_api import VERSION, health_document
-from waku_legacy.bridge.lifecycle import ServiceState
+from waku_legacy.bridge.lifecycle import READY, ServiceState
 from waku_legacy.bridge.status import (
     CommunityStatus,
     ServiceStatus,
@@ -52,9 +53,11 @@ __all__ = ["BridgeParts", "BridgeView"]
 Samples = list[tuple[tuple[str, ...], float]]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BridgeParts:
-    """The components the view reads (None: not configured)."""
+    """The components the view reads (None: not configured). The REST API and the worker
+    processes, built after the view (it is what they serve), are read from the lifecycle
+    once entered."""
 
     store: c.StoreComponent
     live: c.LiveComponent
@@ -63,8 +66,6 @@ class BridgeParts:
     v1: c.MailserverComponent | None = None
     libp2p: c.Libp2pComponent | None = None
     leader: c.LeaderComponent | None = None
-    http: c.HttpApi | None = None  # set once built: it serves this view
-    workers: c.WorkersComponent | None = None
 
 
 class BridgeView:
@@ -93,7 +94,8 @@ class BridgeView:
 
     @property
     def rest_port(self) -> int:
-        return self.parts.http.port if self.parts.http is not None else 0
+        http = self.lifecycle.find(HttpApi)
+        return http.port if http is not None else 0
 
     @property
     def mailserver(self) -> MailServer | None:
@@ -197,7 +199,7 @@ class BridgeView:
         p2p = self.parts.libp2p.listener if self.parts.libp2p is not None else None
         if p2p is not None:
             listen.extend(p2p.multiaddrs)  # each ends in /p2p/<peer id>, as nwaku's
-        workers = self.parts.workers
+        workers = self.lifecycle.find(WorkersComponent)
         return {
             "listenAddresses": listen,
             # 31/WAKU2-ENR of the libp2p listener ("" without one, or nothing dialable)
@@ -218,7 +220,7 @@ class BridgeView:
 
     async def metric_snapshots(self) -> list[Snapshot]:
         """The workers' metrics, added to this process's on ``/metrics``."""
-        workers = self.parts.workers
+        workers = self.lifecycle.find(WorkersComponent)
         if workers is None or workers.pool is None:
             return []
         return await workers.pool.snapshots()

@@ -26,7 +26,6 @@ thread of their own, never on the event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import functools
 import json
@@ -41,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
+from waku_legacy.bridge.lifecycle import READY, Component, cancel_task
 from waku_legacy.bridge.logs import fields
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.files import read_small_text
@@ -519,7 +519,7 @@ def _nearest(days: list[dt.date], day: dt.date) -> dt.date | None:
 # -- in the bridge ------------------------------------------------------------------------------
 
 
-class ViewerComponent:
+class ViewerComponent(Component):
     """``[viewer]`` in the bridge: the pages (a sub-application of the REST API, made here so
     that the API serves it from its start) over the readable tables in the store's database,
     kept current: each v1 envelope the live bridge stores is decrypted with its channel's key
@@ -531,6 +531,7 @@ class ViewerComponent:
     database connection of their own."""
 
     name = "viewer"
+    needs = ("live",)  # its hook on the live bridge is removed before the bridge closes
 
     def __init__(
         self,
@@ -589,7 +590,7 @@ class ViewerComponent:
             self._write_index = HistoryIndex.open(self.url)
         return self._write_index
 
-    async def start(self) -> None:
+    async def open(self) -> None:
         live = self._live()
         if live is not None:
             live.stored_hooks.append(self.on_stored)
@@ -670,17 +671,20 @@ class ViewerComponent:
             log.info("viewer: indexed the store", extra=fields(
                 community=str(community.id), **counts.to_json()))  # fmt: skip
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-            with contextlib.suppress(Exception):
+        try:
+            await cancel_task(task)
+            if task is not None:
                 await self.index_now()  # what the live path stored before the stop
-        live = self._live()
-        if live is not None and self.on_stored in live.stored_hooks:
-            live.stored_hooks.remove(self.on_stored)
+        finally:
+            live = self._live()
+            if live is not None and self.on_stored in live.stored_hooks:
+                live.stored_hooks.remove(self.on_stored)
+            await self._close_indexes()
+
+    async def _close_indexes(self) -> None:
+        """Each index on the thread that opened it."""
 
         def close_writer() -> None:
             if self._write_index is not None:
@@ -697,4 +701,4 @@ class ViewerComponent:
         await self.viewer.aclose(close_reader)
 
     def health(self) -> str | None:
-        return "Ready" if self._task is not None else None
+        return READY if self._task is not None else None

@@ -1,10 +1,12 @@
-"""The bridge as components on one lifecycle: stop is the reverse of start, a failed start
-closes what had started and says why, the service's states, and the HTTP API served from a
-stub of its narrow read interface (no service behind it)."""
+"""The bridge as components on one lifecycle: stop is the reverse of start, a component is
+refused before those it needs, a failed start closes what had started and says why, a close
+that raises is logged and the others still close, the service's states, and the HTTP API
+served from a stub of its narrow read interface (no service behind it)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from typing import Any
 
@@ -14,7 +16,14 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.bridge.support import ADMIN_TOKEN, bridge_config
 from waku_legacy.bridge.http_api import make_app
-from waku_legacy.bridge.lifecycle import Lifecycle, ServiceState
+from waku_legacy.bridge.lifecycle import (
+    BackgroundTask,
+    Component,
+    ComponentOrderError,
+    Lifecycle,
+    ServiceState,
+)
+from waku_legacy.bridge.logs import _FIELDS
 from waku_legacy.bridge.metrics import BridgeMetrics, Snapshot
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.bridge.status import StatusReport
@@ -23,25 +32,25 @@ from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.errors import ConfigError
 
 
-class Recorded:
+class Recorded(Component):
     """A component that records its start and close in ``events``; ``fail`` makes its start
     acquire something (recorded) and then raise."""
 
-    def __init__(self, name: str, events: list[str], *, fail: bool = False) -> None:
+    def __init__(
+        self, name: str, events: list[str], *, fail: bool = False, needs: tuple[str, ...] = ()
+    ) -> None:
         self.name = name
         self.events = events
         self.fail = fail
+        self.needs = needs
 
-    async def start(self) -> None:
+    async def open(self) -> None:
         self.events.append(f"start {self.name}")
         if self.fail:
             raise RuntimeError(f"{self.name} cannot start")
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         self.events.append(f"close {self.name}")
-
-    def health(self) -> str | None:
-        return None
 
 
 async def test_lifecycle_closes_in_reverse_and_after_a_failed_start() -> None:
@@ -64,27 +73,76 @@ async def test_lifecycle_closes_in_reverse_and_after_a_failed_start() -> None:
     assert events == ["start a", "start b", "close b", "close a"]
 
 
-async def test_a_close_that_raises_does_not_keep_the_others_open() -> None:
+async def test_lifecycle_start_turns_ready_and_closes_each_component_once() -> None:
+    events: list[str] = []
+    lifecycle = Lifecycle()
+    a, b = Recorded("a", events), Recorded("b", events, needs=("a",))
+    await lifecycle.start([a, b])
+    assert lifecycle.state is ServiceState.READY
+    assert lifecycle.find(Recorded) is a
+    await b.__aexit__(None, None, None)  # closed early by hand: the stack's exit does nothing
+    await lifecycle.aclose()
+    await lifecycle.aclose()
+    assert events == ["start a", "start b", "close b", "close a"]
+    assert a.closed and b.closed
+    with pytest.raises(RuntimeError, match="starts once"):
+        await lifecycle.start([Recorded("c", events)])
+
+
+async def test_a_component_is_refused_before_what_it_needs() -> None:
+    events: list[str] = []
+    lifecycle = Lifecycle()
+    await lifecycle.enter(Recorded("store", events))
+    with pytest.raises(ComponentOrderError, match="http needs relay, live entered before it"):
+        await lifecycle.enter(Recorded("http", events, needs=("store", "relay", "live")))
+    with pytest.raises(ComponentOrderError, match="already entered"):
+        await lifecycle.enter(Recorded("store", events))
+    # the singletons' own lifecycle sees what the service's has entered
+    inner = Lifecycle(within=lifecycle)
+    await inner.enter(Recorded("archiving", events, needs=("store",)))
+    await inner.aclose()
+    await lifecycle.aclose()
+    assert events == ["start store", "start archiving", "close archiving", "close store"]
+
+
+async def test_a_close_that_raises_is_logged_and_does_not_keep_the_others_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     events: list[str] = []
 
     class Broken(Recorded):
-        async def aclose(self) -> None:
-            await super().aclose()
+        async def close(self) -> None:
+            await super().close()
             raise OSError("socket already gone")
+
+    async def dies() -> None:
+        raise ValueError("the loop died")
 
     lifecycle = Lifecycle()
     await lifecycle.enter(Recorded("a", events))
     await lifecycle.enter(Broken("b", events))
+    await lifecycle.enter(BackgroundTask("loop", dies))
     await lifecycle.enter(Recorded("c", events))
-    await lifecycle.aclose()
+    await asyncio.sleep(0)  # the loop runs, and dies
+    with caplog.at_level(logging.ERROR, logger="waku_legacy.bridge"):
+        await lifecycle.aclose()
     assert events[3:] == ["close c", "close b", "close a"]
     assert lifecycle.state is ServiceState.STOPPED
+    logged = [
+        (r.getMessage(), getattr(r, _FIELDS)["component"], getattr(r, _FIELDS)["error"])
+        for r in caplog.records
+    ]
+    # a background loop that had died says so when it is closed (its error is not swallowed)
+    assert logged == [
+        ("component did not close cleanly", "loop", "the loop died"),
+        ("component did not close cleanly", "b", "socket already gone"),
+    ]
 
 
 def _record(service: BridgeService, events: list[tuple[str, str, ServiceState]]) -> None:
-    """Wrap every component's start and aclose: (event, name, service state at that time)."""
+    """Wrap every component's open and close: (event, name, service state at that time)."""
     for component in service.components:
-        start, aclose, name = component.start, component.aclose, component.name
+        start, aclose, name = component.open, component.close, component.name
 
         async def recorded_start(start: Any = start, name: str = name) -> None:
             events.append(("start", name, service.state))
@@ -94,8 +152,8 @@ def _record(service: BridgeService, events: list[tuple[str, str, ServiceState]])
             events.append(("close", name, service.state))
             await aclose()
 
-        component.start = recorded_start  # type: ignore[method-assign]
-        component.aclose = recorded_aclose  # type: ignore[method-assign]
+        component.open = recorded_start  # type: ignore[method-assign]
+        component.close = recorded_aclose  # type: ignore[method-assign]
 
 
 def _v1(tmp_path: Any, port: int = 0) -> dict[str, Any]:
@@ -139,13 +197,13 @@ async def test_health_says_initializing_until_every_component_is_up(tmp_path) ->
     service = BridgeService(config)
     v1 = next(c for c in service.components if c.name == "v1")
     release = asyncio.Event()
-    v1_start = v1.start
+    v1_start = v1.open
 
     async def slow_start() -> None:
         await release.wait()
         await v1_start()
 
-    v1.start = slow_start  # type: ignore[method-assign]
+    v1.open = slow_start  # type: ignore[method-assign]
     starting = asyncio.create_task(service.start())
     try:
         while service.rest_port == 0:
@@ -196,6 +254,25 @@ async def test_a_failed_start_closes_what_started_and_says_why(tmp_path) -> None
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", rest_port), timeout=2).close()
     await service.stop()  # what the CLI's run_forever does after a failed start: nothing left
+
+
+@pytest.mark.network
+async def test_the_service_refuses_a_start_order_that_puts_http_before_live(tmp_path) -> None:
+    config = bridge_config(tmp_path, f"sqlite:///{tmp_path}/s.sqlite3", v1=_v1(tmp_path))
+    service = BridgeService(config)
+    names = [c.name for c in service.components]
+    assert names == ["store", "store-probe", "http-client", "live", "http", "v1", "singletons"]
+    http = service.components.pop(names.index("http"))
+    service.components.insert(names.index("live"), http)  # the REST API before the live bridge
+    events: list[tuple[str, str, ServiceState]] = []
+    _record(service, events)
+    with pytest.raises(ComponentOrderError, match="http needs live entered before it"):
+        await service.start()
+    assert service.failure == "http: http needs live entered before it"
+    assert service.state is ServiceState.STOPPED
+    started = [name for event, name, _ in events if event == "start"]
+    assert started == ["store", "store-probe", "http-client"]  # http was never opened
+    assert [name for event, name, _ in events if event == "close"] == started[::-1]
 
 
 # -- the HTTP API against a stub of its read interface ---------------------------------------------
