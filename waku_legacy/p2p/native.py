@@ -518,7 +518,11 @@ class NativeListener(P2PListener):
             await asyncio.sleep(period)
             now = time.monotonic()
             for conn in list(self._live):
-                conn.sweep(now)
+                try:
+                    conn.sweep(now)
+                except Exception as exc:  # a bug: this connection ends, the sweeper goes on
+                    self._internal_error("libp2p sweep failed", conn.address, conn.peer, exc)
+                    conn._close(abort=True)
 
     async def stop(self) -> bool:
         """Stop listening and close every connection (on the serving loop)."""
