@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from coincurve import PrivateKey
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from waku_legacy.identity.topics import CommunityId
 
 __all__ = ["SampleCommunity", "SampleSpec", "generate_descriptions", "generate_envelopes",
-           "make_communities", "write_leveldb_mailservers"]  # fmt: skip
+           "make_communities", "sample_members", "write_leveldb_mailservers"]  # fmt: skip
 
 DAY = 86_400
 DEFAULT_TTL = 10
@@ -141,6 +141,20 @@ def _text(rnd: random.Random) -> str:
     return " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(3, 30)))
 
 
+def _members(rnd: random.Random, spec: SampleSpec) -> list[PrivateKey]:
+    """The members who post (the first draws of the envelopes' generator)."""
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+
+    return [private_key_from_bytes(_secret(rnd)) for _ in range(spec.members)]
+
+
+def sample_members(spec: SampleSpec, seed: int | None = None) -> list[str]:
+    """The ``"0x04…"`` keys of the members who post in :func:`generate_envelopes` (same
+    ``seed``): the first is an admin and the last banned in a ``members`` description."""
+    rnd = random.Random(spec.seed * 1000 + (seed or 0))
+    return ["0x" + key.public_key.format(compressed=False).hex() for key in _members(rnd, spec)]
+
+
 def generate_envelopes(
     spec: SampleSpec,
     communities: list[SampleCommunity],
@@ -151,14 +165,13 @@ def generate_envelopes(
 ) -> Iterator[bytes]:
     """Envelope RLP bytes, in time order, for ``days`` days from ``start``."""
     from waku_legacy.crypto.payload import encode_payload
-    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
     from waku_legacy.mailserver_compat.wire.pow import seal
 
     rnd = random.Random(spec.seed * 1000 + (seed or 0))
     start = spec.start if start is None else start
     days = spec.days if days is None else days
-    members = [private_key_from_bytes(_secret(rnd)) for _ in range(spec.members)]
+    members = _members(rnd, spec)
     chats: list[tuple[str, float]] = []
     for community in communities:
         for channel in community.channels:
@@ -191,6 +204,17 @@ def generate_envelopes(
 
 
 CHANNEL_NAMES = ("general", "dev", "random", "support", "announcements", "design", "events")
+CHANNEL_ABOUT = (
+    "Say hi, ask anything", "Code, reviews and releases", "Off-topic and memes",
+    "Help with nodes and clients", "News from the team", "UI and brand work", "Meetups and calls",
+)  # fmt: skip
+COMMUNITY_ABOUT = {
+    "Status Builders": "People building on the Status network: apps, bridges and archives.",
+    "Nimbus Stakers": "Running Nimbus validators together: setups, upgrades, incidents.",
+    "Logos Readers": "A reading group for the Logos network and its papers.",
+    "Vac Research": "Peer-to-peer protocol research: Waku, RLN, gossip.",
+    "Keycard": "The Keycard hardware wallet: users and developers.",
+}
 
 
 def description_message(
@@ -199,11 +223,19 @@ def description_message(
     clock: int,
     archive_clock: int = 0,
     shard: int | None = None,
+    members: tuple[str, ...] = (),
+    admins: tuple[str, ...] = (),
+    banned: tuple[str, ...] = (),
+    about: bool = False,
 ) -> bytes:
     """The signed ``ApplicationMetadataMessage`` (COMMUNITY_DESCRIPTION) of a description
     listing ``channels``, signed by the community key; ``archive_clock`` is field 9
     (``archive_link_clock``, the clock of the last archive link), unset when 0; ``shard``
-    is ``relay_shard_index`` (field 15), unset when None, as deployed clients leave it."""
+    is ``relay_shard_index`` (field 15), unset when None, as deployed clients leave it.
+    ``members`` (``"0x04…"`` keys; ``admins`` among them with ROLE_ADMIN) are the
+    community's and every channel's members; ``banned`` are in ``ban_list`` and
+    ``banned_members`` and in no members map, as status-go's ``BanUserFromCommunity``
+    leaves them. ``about``: the community and its channels described in words."""
     from waku_legacy.crypto.keccak import keccak256
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes, sign_recoverable
     from waku_legacy.proto import application_metadata_pb2, community_description_pb2
@@ -215,10 +247,26 @@ def description_message(
     if shard is not None:
         description.relay_shard_index = shard
     description.identity.display_name = community.name
+    if about:
+        description.identity.description = COMMUNITY_ABOUT.get(community.name, "")
+    admin_role = community_description_pb2.CommunityMember.ROLE_ADMIN
+    for member_key in members:
+        if member_key not in banned:
+            member = description.members[member_key]
+            if member_key in admins:
+                member.roles.append(admin_role)
+    for banned_key in banned:
+        description.ban_list.append(banned_key)
+        description.banned_members[banned_key].delete_all_messages = False
     for position, channel in enumerate(channels):
         chat = description.chats[channel]
         chat.identity.display_name = CHANNEL_NAMES[position % len(CHANNEL_NAMES)]
+        if about:
+            chat.identity.description = CHANNEL_ABOUT[position % len(CHANNEL_ABOUT)]
         chat.position = position
+        for member_key in members:
+            if member_key not in banned:
+                chat.members[member_key].SetInParent()
     body = description.SerializeToString(deterministic=True)
     key = private_key_from_bytes(community.secret)
     return application_metadata_pb2.ApplicationMetadataMessage(
@@ -229,19 +277,29 @@ def description_message(
 
 
 def generate_descriptions(
-    spec: SampleSpec, communities: list[SampleCommunity], *, shards: bool = False
+    spec: SampleSpec,
+    communities: list[SampleCommunity],
+    *,
+    shards: bool = False,
+    members: bool = False,
 ) -> Iterator[bytes]:
     """Envelope RLP bytes of each community's descriptions (see the module docstring):
     the first at creation (first channel only, clock = its time in ms), the newest a week
     later with every channel and, with ``shards``, the community's shard
     (``relay_shard_index``, as a community that was given one writes it). Seeded apart from
-    :func:`generate_envelopes`, so adding them changes none of the message envelopes."""
+    :func:`generate_envelopes`, so adding them changes none of the message envelopes. With
+    ``members``, the newest also lists the members who post (:func:`sample_members`; the
+    first an admin) and bans the last of them."""
     from waku_legacy.crypto.payload import encode_payload
     from waku_legacy.crypto.secp256k1 import private_key_from_bytes
     from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
     from waku_legacy.mailserver_compat.wire.pow import seal
 
     rnd = random.Random(spec.seed * 1000 + 999)
+    listed = tuple(sample_members(spec)) if members else ()
+    people: dict[str, Any] = {}
+    if listed:
+        people = {"members": listed, "admins": listed[:1], "banned": listed[-1:], "about": True}
 
     def random_bytes(n: int) -> bytes:
         return rnd.getrandbits(8 * n).to_bytes(n, "big") if n else b""
@@ -252,11 +310,11 @@ def generate_descriptions(
         key = symmetric_key_for_chat(chat)
         created = spec.start + rnd.randrange(3600)
         newest_shard = community.shard if shards else None
-        versions = [(created, community.channels[:1], None),
-                    (created + 7 * DAY, community.channels, newest_shard)]  # fmt: skip
-        for sent, channels, shard in versions:
+        versions = [(created, community.channels[:1], None, {}),
+                    (created + 7 * DAY, community.channels, newest_shard, people)]  # fmt: skip
+        for sent, channels, shard, who in versions:
             data = encode_payload(
-                description_message(community, channels, sent * 1000, shard=shard),
+                description_message(community, channels, sent * 1000, shard=shard, **who),
                 sign_with=owner_node,
                 symmetric_key=key,
                 random_source=random_bytes,
