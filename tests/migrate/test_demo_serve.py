@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -205,11 +206,39 @@ async def _check_status_page(tmp_path: Path, rest: str, out: Path) -> None:
             assert value in text, value
 
 
+async def _check_viewer(http: aiohttp.ClientSession, url: str, out: Path) -> None:
+    """The history pages the demo prints: the first community's channels with their
+    messages (indexed from the store when the bridge starts), named as its description
+    names them, with the viewer's headers."""
+    config = tomllib.loads((out / "bridge.toml").read_text())
+    assert config["viewer"] == {"enabled": True}
+    first = config["community"][0]
+    assert url.endswith(f"/history/{first['id']}/")
+    deadline = time.monotonic() + 60
+    while True:
+        async with http.get(url + "index.json") as response:
+            document = await response.json() if response.status == 200 else None
+        if document and document["community"]["messages"] > 0:
+            break
+        assert time.monotonic() < deadline, "the viewer did not index the demo's store"
+        await asyncio.sleep(0.5)
+    assert document["community"]["name"] == first["name"]
+    assert [c["name"] for c in document["channels"]] == ["general", "dev", "random"][
+        : len(document["channels"])
+    ]
+    assert all(c["messages"] > 0 for c in document["channels"])
+    async with http.get(url) as response:
+        assert response.status == 200 and "noindex" in response.headers["X-Robots-Tag"]
+        assert "script-src" not in response.headers["Content-Security-Policy"]
+
+
 async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys) -> None:
     out = tmp_path / "demo"
     capsys.readouterr()
     assert main(["demo", "--out", str(out), *DEMO_ARGS]) == 0
-    printed = _printed(capsys.readouterr().out)
+    text = capsys.readouterr().out
+    printed = _printed(text)
+    (viewer,) = [line.strip() for line in text.splitlines() if "/history/0x" in line]
     assert printed["command"] == shlex.join(
         [*_cli(), "serve", "--config", str(out / "bridge.toml")]
     )
@@ -229,6 +258,7 @@ async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys)
             await _check_magnets(http, rest_root, out, printed)
             await asyncio.to_thread(_check_libp2p_and_fetch, printed, rest.geturl(), out)
             await _check_status_page(tmp_path, rest_root, out)
+            await _check_viewer(http, viewer, out)
 
     # Rerun: same folder, JSON output; the token, node key (enode) and free ports are kept.
     token = (out / "admin.token").read_text()

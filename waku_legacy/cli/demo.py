@@ -16,7 +16,10 @@ The demo edits plan's migrate.toml in one respect only: ``[pipeline] now`` (the 
 clock, a day after the sample, so a rerun gives the same bytes) and ``[spark] master``. Its
 bridge.toml is plan's as written: listeners on free loopback ports (kept across reruns while
 free), ``[libp2p]`` on loopback with a kept key, no ``[relay]`` (no nwaku node here, so the
-links are seeded, not announced).
+links are seeded, not announced), plus ``[viewer]`` enabled: the demo prints the history
+pages' URL. The sample's newest descriptions name the members who post (the first an admin)
+and ban one of them, with the community's and channels' descriptions in words, so the member
+preview and the viewer show real numbers (the banned member's messages hidden).
 """
 
 from __future__ import annotations
@@ -47,7 +50,26 @@ def _serve(plan: WrittenPlan, window: tuple[int, int], report: RunReport) -> dic
         first["community"], first["channels"][0]["uuid"], first["shard"], *window
     )
     magnets = {c["community"]: c["magnet_uri"] for c in report.communities if c.get("magnet_uri")}
-    return serve_instructions(plan.bridge, channel, magnets, fetch_community=first["community"])
+    serve = serve_instructions(plan.bridge, channel, magnets, fetch_community=first["community"])
+    serve["viewer"] = f"{serve['rest']}/history/{first['community']}/"
+    return serve
+
+
+VIEWER_TABLE = """
+# waku-legacy demo: the communities' history as web pages at /history/ (bridge.viewer)
+[viewer]
+enabled = true
+"""
+
+
+def _enable_viewer(config_path: Path) -> None:
+    """plan's bridge.toml with ``[viewer]`` enabled (added once)."""
+    from waku_legacy.durable import write_atomic
+
+    text = config_path.read_text(encoding="utf-8")
+    if "\n[viewer]" not in text:
+        text = text.rstrip("\n") + "\n" + VIEWER_TABLE
+        write_atomic(config_path, text.encode("utf-8"), step="bridge-config")
 
 
 def plan_lines(plan: WrittenPlan, mailservers: int) -> list[str]:
@@ -110,7 +132,7 @@ def _demo(args: argparse.Namespace) -> int:
         # written apart, so the message envelopes and their copies are those of earlier
         # versions.
         write_leveldb_mailservers(
-            generate_descriptions(spec, communities, shards=True), mailservers,
+            generate_descriptions(spec, communities, shards=True, members=True), mailservers,
             keep_probability=1.0,
         )  # fmt: skip
     else:
@@ -134,6 +156,7 @@ def _demo(args: argparse.Namespace) -> int:
             "clock: a day after the sample, so a rerun writes the same bytes).",
         )
     )  # fmt: skip
+    _enable_viewer(plan.bridge.config_path)
     report = run_config(load_config(plan.migrate_config), args)
     serve = _serve(plan, (spec.start, now), report)
     if args.json:
@@ -152,6 +175,8 @@ def _demo(args: argparse.Namespace) -> int:
         if c.get("archive_link_clock"):
             print(f"  {clock_line(c['archive_link_clock'])}")
     print("\n".join(serve_lines(serve)))
+    print("  the history as web pages ([viewer] in bridge.toml), in a browser:")
+    print(f"    {serve['viewer']}")
     return 0
 
 
