@@ -6,7 +6,8 @@ then, each in a child process of its own (so that its peak RSS is its own):
 
 - floor: every shown message read from the reader (``iter_messages``), nothing written;
 - ``jsonl``: one file per channel;
-- ``html``: the static site (a page per channel day, ~N/3,650 messages each).
+- ``html``: the static site (a page per channel day, ~N/3,650 messages each), in one process
+  and in :data:`WORKERS` (``history export --workers``; peak RSS is the parent's).
 
 Printed per run: seconds, messages/s, peak RSS (MB) and bytes written; with two sizes
 (``--n`` and ``--n`` / 4) the peak RSS shows whether memory grows with the history (it should
@@ -34,6 +35,7 @@ from pathlib import Path
 import coincurve
 
 HERE = Path(__file__).resolve().parent
+WORKERS = 2  # html in this many processes (the CLI's --workers; default: the cores)
 
 
 def _bench_history() -> object:
@@ -61,16 +63,23 @@ def build(path: Path, n: int, seed: int) -> str:
 
 
 def _measure(what: str, db: Path, community: str, out: Path, queue: object) -> None:
-    from waku_legacy.history.export import export_history
+    import functools
+
+    from waku_legacy.history.export import export_history, index_reader
     from waku_legacy.history.index import HistoryIndex
+    from waku_legacy.history.model import ViewPolicy
 
     started = time.perf_counter()
     with HistoryIndex.open(f"sqlite:///{db}") as index:
         reader = index.reader()
+        fmt, _, workers = what.partition("x")
         if what == "floor":
             count = sum(1 for _ in reader.iter_messages(community))
         else:
-            count = export_history(reader, community, what, out).messages
+            factory = functools.partial(index_reader, f"sqlite:///{db}", ViewPolicy())
+            count = export_history(
+                reader, community, fmt, out, workers=int(workers or 1), reader_factory=factory
+            ).messages
     took = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     written = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out.exists() else 0
@@ -83,7 +92,7 @@ def run(n: int, seed: int, work: Path) -> None:
     community = build(db, n, seed)
     print(f"== {n:,} messages (index built in {time.perf_counter() - started:.1f} s)", flush=True)
     context = multiprocessing.get_context("spawn")
-    for what in ("floor", "jsonl", "html"):
+    for what in ("floor", "jsonl", "html", f"htmlx{WORKERS}"):
         queue = context.Queue()
         out = work / f"out-{what}-{n}"
         child = context.Process(target=_measure, args=(what, db, community, out, queue))

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -91,7 +93,8 @@ def _description_into(
 
 def _open_index(
     args: argparse.Namespace, community: CommunityId, scratch: Path, log: Any
-) -> HistoryIndex:
+) -> tuple[HistoryIndex, str]:
+    """The readable index to export from, and its database URL."""
     from waku_legacy.history.index import HistoryIndex
     from waku_legacy.history.sources import (
         index_from_archive_entries,
@@ -99,6 +102,7 @@ def _open_index(
         open_archive_entries,
     )
 
+    scratch_dsn = str(scratch / "history.sqlite3")
     archived = any((args.archive_dir, args.torrent, args.magnet, args.cid))
     if not archived:
         if not args.store or args.store.startswith(("http://", "https://")):
@@ -110,14 +114,14 @@ def _open_index(
         index = HistoryIndex.open(args.store)
         summary = index.reader().community(str(community))
         if summary is not None and summary.messages:
-            return index
+            return index, args.store
         index.close()
         log(f"{args.store} has no readable history of {community}: indexing its messages")
-        index = HistoryIndex.open(str(scratch / "history.sqlite3"), create=True)
+        index = HistoryIndex.open(scratch_dsn, create=True)
         counts = index_from_store(args.store, [community], index)
         log(f"indexed {counts.to_json()}")
-        return index
-    index = HistoryIndex.open(str(scratch / "history.sqlite3"), create=True)
+        return index, scratch_dsn
+    index = HistoryIndex.open(scratch_dsn, create=True)
     archives = open_archive_entries(args, community, scratch, command="history export")
     if not _description_into(args, community, archives.folder, scratch, index):
         log(
@@ -140,7 +144,7 @@ def _open_index(
         link = args.magnet or (f"magnet:?xt=urn:btih:{archives.link}" if args.torrent else "")
         link = link or args.cid or ""
         index.set_archive_link(str(community), link, newest[0] + WEEK_SECONDS)
-    return index
+    return index, scratch_dsn
 
 
 def _channel_id(index: HistoryIndex, community: str, given: str | None) -> str | None:
@@ -158,7 +162,7 @@ def _channel_id(index: HistoryIndex, community: str, given: str | None) -> str |
 
 def _export(args: argparse.Namespace) -> int:
     from waku_legacy.console import Progress, print_json
-    from waku_legacy.history.export import ExportFilter, export_history
+    from waku_legacy.history.export import ExportFilter, export_history, index_reader
     from waku_legacy.history.model import ViewPolicy
     from waku_legacy.identity.topics import CommunityId
 
@@ -168,12 +172,15 @@ def _export(args: argparse.Namespace) -> int:
     if after is not None and before is not None and after >= before:
         raise ConfigError("--after must be earlier than --before")
     author = parse_author(args.author) if args.author else None
+    if args.workers < 1:
+        raise ConfigError("--workers must be at least 1")
     progress = Progress(not args.quiet, prefix="history export")
     with tempfile.TemporaryDirectory(prefix="waku-legacy-history-") as scratch_name:
-        index = _open_index(args, community, Path(scratch_name), progress.log)
+        index, dsn = _open_index(args, community, Path(scratch_name), progress.log)
         try:
             channel = _channel_id(index, str(community), args.channel)
-            reader = index.reader(ViewPolicy(hide_banned=not args.show_banned))
+            policy = ViewPolicy(hide_banned=not args.show_banned)
+            reader = index.reader(policy)
             summary = reader.community(str(community))
             total = summary.messages if summary is not None else None
             if summary is not None and channel is not None:
@@ -182,7 +189,8 @@ def _export(args: argparse.Namespace) -> int:
             with progress.bar("export", total, "msg") as step:
                 counts = export_history(
                     reader, str(community), args.format, Path(args.out), selection=selection,
-                    advance=step.update,
+                    advance=step.update, workers=args.workers,
+                    reader_factory=functools.partial(index_reader, dsn, policy),
                 )  # fmt: skip
         finally:
             index.close()
@@ -211,6 +219,10 @@ def register(subparsers: Any) -> None:
     export.add_argument("--after", help="messages at or after this (YYYY-MM-DD or ISO time, UTC)")
     export.add_argument("--before", help="messages before this (YYYY-MM-DD or ISO time, UTC)")
     export.add_argument("--author", help="one author's messages only (0x04… or zQ3… key)")
+    export.add_argument(
+        "--workers", type=int, default=min(os.cpu_count() or 1, 8),
+        help="html: processes rendering the day pages (default: the cores, at most 8)",
+    )  # fmt: skip
     export.add_argument(
         "--show-banned", action="store_true",
         help="include authors banned in the newest description (default: hidden)",

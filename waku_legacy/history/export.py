@@ -43,6 +43,7 @@ from waku_legacy.history.model import (
     ContentType,
     HistoryReader,
     ReadableMessage,
+    ViewPolicy,
 )
 from waku_legacy.history.web import render
 from waku_legacy.history.web.images import sniff_image
@@ -54,6 +55,7 @@ __all__ = [
     "ExportFilter",
     "channel_file_name",
     "export_history",
+    "index_reader",
 ]
 
 FORMATS = ("html", "json", "jsonl", "csv", "txt", "md")
@@ -121,8 +123,14 @@ def export_history(
     selection: ExportFilter | None = None,
     advance: Advance | None = None,
     noindex: bool = True,
+    workers: int = 1,
+    reader_factory: Callable[[], HistoryReader] | None = None,
 ) -> ExportCounts:
-    """Write the community's history as ``fmt`` into the folder ``out`` (replaced whole)."""
+    """Write the community's history as ``fmt`` into the folder ``out`` (replaced whole).
+
+    ``html`` with ``workers`` > 1 and a ``reader_factory`` (picklable, e.g.
+    ``functools.partial(index_reader, dsn, policy)``) renders the day pages in that many
+    processes, each with a reader of its own; the pages are the same bytes."""
     if fmt not in FORMATS:
         raise ConfigError(f"history export: --format must be one of {', '.join(FORMATS)}")
     selection = selection or ExportFilter()
@@ -143,8 +151,8 @@ def export_history(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         writer = _StaticSite if fmt == "html" else _ChannelFiles
-        writer(reader, summary, tmp, counts, selection, advance or (lambda n: None),
-               fmt, noindex).write(channels)  # fmt: skip
+        writer(reader, summary, tmp, counts, selection, advance or _no_advance,
+               fmt, noindex, workers, reader_factory).write(channels)  # fmt: skip
         _replace_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -197,6 +205,8 @@ class _Writer:
     advance: Advance
     fmt: str
     noindex: bool
+    workers: int = 1
+    reader_factory: Callable[[], HistoryReader] | None = None
 
     def messages(self, channel: ChannelSummary) -> Iterator[ReadableMessage]:
         s = self.selection
@@ -368,6 +378,44 @@ class _ChannelFiles(_Writer):
 # -- the static site --------------------------------------------------------------------------
 
 
+def _no_advance(done: int) -> None:
+    del done
+
+
+def index_reader(dsn: str, policy: ViewPolicy) -> HistoryReader:
+    """A reader over the readable index at ``dsn`` (a picklable ``reader_factory`` with
+    :func:`functools.partial`: each export process opens its own)."""
+    from waku_legacy.history.index import HistoryIndex
+
+    return HistoryIndex.open(dsn).reader(policy)
+
+
+DAYS_PER_TASK = 64  # day pages one export process renders per task
+_PROCESS_READER: HistoryReader | None = None  # an export process's own reader
+
+
+def _render_days(
+    factory: Callable[[], HistoryReader],
+    summary: CommunitySummary,
+    root: Path,
+    selection: ExportFilter,
+    noindex: bool,
+    channel: ChannelSummary,
+    chunk: Sequence[dt.date],
+    days: list[dt.date],
+) -> ExportCounts:
+    """An export process's task: ``chunk``'s day pages of ``channel``."""
+    global _PROCESS_READER
+    if _PROCESS_READER is None:
+        _PROCESS_READER = factory()
+    counts = ExportCounts()
+    site = _StaticSite(_PROCESS_READER, summary, root, counts, selection, _no_advance, "html",
+                       noindex)  # fmt: skip
+    for day in chunk:
+        site._day(channel, day, days)
+    return counts
+
+
 class _StaticSite(_Writer):
     def write(self, channels: Sequence[ChannelSummary]) -> None:
         (self.root / "history.css").write_bytes(render.stylesheet())
@@ -375,9 +423,42 @@ class _StaticSite(_Writer):
         shown = self._summary_shown(channels)
         with self.open("index.html") as handle:
             handle.write(self._html(render.index_document(shown), 0))
+        tasks: list[tuple[ChannelSummary, list[dt.date], list[dt.date]]] = []
         for channel in channels:
             self.counts.channels += 1
-            self._channel(channel)
+            days = self._channel(channel)
+            for at in range(0, len(days), DAYS_PER_TASK):
+                tasks.append((channel, days[at : at + DAYS_PER_TASK], days))
+        if self.workers > 1 and self.reader_factory is not None and len(tasks) > 1:
+            self._in_processes(tasks, self.reader_factory)
+            return
+        for channel, chunk, days in tasks:
+            for day in chunk:
+                self._day(channel, day, days)
+
+    def _in_processes(
+        self,
+        tasks: list[tuple[ChannelSummary, list[dt.date], list[dt.date]]],
+        factory: Callable[[], HistoryReader],
+    ) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        context = multiprocessing.get_context("spawn")  # no inherited connections
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=context) as pool:
+            futures = [
+                pool.submit(_render_days, factory, self.summary, self.root, self.selection,
+                            self.noindex, channel, chunk, days)
+                for channel, chunk, days in tasks
+            ]  # fmt: skip
+            for future in as_completed(futures):
+                done = future.result()
+                self.counts.messages += done.messages
+                self.counts.pages += done.pages
+                self.counts.images += done.images
+                self.counts.images_refused += done.images_refused
+                self.counts.files += done.files
+                self.advance(done.messages)
 
     def _summary_shown(self, channels: Sequence[ChannelSummary]) -> CommunitySummary:
         import dataclasses
@@ -404,7 +485,8 @@ class _StaticSite(_Writer):
             days = [d for d in days if d in written]
         return days
 
-    def _channel(self, channel: ChannelSummary) -> None:
+    def _channel(self, channel: ChannelSummary) -> list[dt.date]:
+        """The channel's page of days; returns the days."""
         days = self._days(channel)
         document = {
             "page": "channel",
@@ -416,8 +498,7 @@ class _StaticSite(_Writer):
         }  # fmt: skip
         with self.open(f"{channel.id}/index.html") as handle:
             handle.write(self._html(document, 1))
-        for day in days:
-            self._day(channel, day, days)
+        return days
 
     def _day(self, channel: ChannelSummary, day: dt.date, days: list[dt.date]) -> None:
         reader, community_id = self.reader, self.summary.id

@@ -208,3 +208,41 @@ def test_the_command_refuses_what_it_cannot_use(tmp_path: Path, capsys):
     assert "--after 'yesterday'" in capsys.readouterr().err
     assert main([*base, "--store", "sqlite:///x.db", "--author", "0x04ab"]) != 0
     assert "not a member key" in capsys.readouterr().err
+
+
+def test_a_static_site_rendered_by_processes_is_the_same_bytes(tmp_path: Path):
+    """workers=2: the day pages rendered in two processes, each with its own reader over
+    the same SQLite index, give the same files as one process."""
+    import functools
+
+    from waku_legacy.history.export import index_reader
+    from waku_legacy.history.model import ViewPolicy
+
+    dsn = f"sqlite:///{tmp_path}/index.sqlite3"
+    import datetime as dt
+
+    start = dt.datetime(2024, 1, 1, 10)
+    events = [
+        indexing.chat(
+            n, indexing.ALICE if n % 3 else indexing.BOB, f"message {n} on its day",
+            (start + dt.timedelta(days=n // 2, minutes=n)).isoformat(),
+            channel=indexing.GENERAL if n % 4 else indexing.RANDOM,
+            response_to=indexing.mid(n - 1) if n % 5 == 0 else "",
+        )
+        for n in range(1, 400)
+    ]  # fmt: skip
+    with HistoryIndex.open(dsn, create=True) as index:
+        index.add_events(indexing.COMMUNITY, events)
+        reader = index.reader()
+        one, two = tmp_path / "one", tmp_path / "two"
+        counts_one = export_history(reader, indexing.COMMUNITY, "html", one)
+        factory = functools.partial(index_reader, dsn, ViewPolicy())
+        counts_two = export_history(
+            reader, indexing.COMMUNITY, "html", two, workers=2, reader_factory=factory
+        )
+    assert counts_one.to_json() == counts_two.to_json()
+    assert counts_one.messages == 399 and counts_one.pages > 2 * 64  # more than one task
+    files = sorted(str(p.relative_to(one)) for p in one.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(two)) for p in two.rglob("*") if p.is_file())
+    for name in files:
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
