@@ -158,6 +158,29 @@ def test_yamux_credits_consumed_bytes_and_waits_for_the_peers_window() -> None:
     )
 
 
+def test_yamux_counts_what_waits_for_the_peers_window_and_what_left() -> None:
+    session = YamuxSession()
+    session.feed(frame(1, 1, 1, 0) + frame(1, 1, 3, 0))
+    assert session.send_room(1) == 256 * 1024
+    session.write(1, b"a" * (300 * 1024))  # 44 KiB past the window wait
+    session.write(3, b"b" * 1024)  # within its own window: sent at once
+    session.data_to_send()
+    assert (session.queued, session.stream_queued(1), session.send_room(1)) == (
+        44 * 1024,
+        44 * 1024,
+        0,
+    )
+    assert session.waiting() == [(1, 256 * 1024)]
+    assert session.sent == 257 * 1024
+    session.feed(frame(1, 0, 1, 4 * 1024))  # the peer makes room for 4 KiB
+    assert (session.queued, session.waiting()) == (40 * 1024, [(1, 260 * 1024)])
+    session.reset_stream(1)  # what waited is dropped with it
+    assert (session.queued, session.waiting()) == (0, [])
+    session.write(3, b"c" * (300 * 1024))
+    session.feed(frame(1, 8, 3, 0))  # the peer's RST drops what waited too
+    assert session.queued == 0
+
+
 def test_yamux_resets_a_stream_over_its_limit_and_ends_on_go_away() -> None:
     session = YamuxSession(max_streams=1)
     assert session.feed(frame(1, 1, 1, 0) + frame(1, 1, 3, 0)) == [StreamOpened(1)]
@@ -325,3 +348,50 @@ def test_listener_connection_refuses_a_plaintext_peer() -> None:
     )
     with pytest.raises(Libp2pConnectionFailed):
         listener.receive(HEADER + b"\x0b/plaintext\n" * 5, now=0.0)  # five refusals: over 4
+
+
+def _der(tag: int, body: bytes) -> bytes:
+    """A DER TLV (X.690), lengths up to 65,535 bytes."""
+    if len(body) < 0x80:
+        return bytes((tag, len(body))) + body
+    size = len(body).to_bytes(2 if len(body) > 0xFF else 1, "big")
+    return bytes((tag, 0x80 | len(size))) + size + body
+
+
+def _der_int(value: int) -> bytes:
+    return _der(0x02, value.to_bytes(value.bit_length() // 8 + 1, "big"))
+
+
+def _rsa_spki(modulus: int, exponent: int) -> bytes:
+    """SubjectPublicKeyInfo { rsaEncryption (1.2.840.113549.1.1.1), NULL } with
+    RSAPublicKey { n, e } (RFC 8017 A.1.1, RFC 5280 4.1), written by hand."""
+    algorithm = _der(0x30, _der(0x06, bytes.fromhex("2a864886f70d010101")) + b"\x05\x00")
+    key = _der(0x30, _der_int(modulus) + _der_int(exponent))
+    return _der(0x30, algorithm + _der(0x03, b"\x00" + key))
+
+
+@pytest.mark.parametrize(
+    ("bits", "exponent", "accepted"),
+    [
+        (2048, 65537, True),  # what go-libp2p and js-libp2p generate
+        (2048, 3, True),
+        (2048, 2**31 - 1, True),
+        (8192, 65537, True),  # go-libp2p's and js-libp2p's largest
+        (2048, 2**31 + 1, False),  # over Go's 2^31-1
+        (3072, 2**3070 + 1, False),  # the issue's 3071-bit exponent
+        (2048, 65536, False),  # even
+        (2048, 1, False),
+        (2047, 65537, False),  # under go-libp2p's MinRsaKeyBits
+        (8193, 65537, False),  # over maxRsaKeyBits
+    ],
+)
+def test_rsa_identity_keys_within_libp2ps_bounds(bits: int, exponent: int, accepted: bool) -> None:
+    from waku_legacy.errors import DecodeError
+
+    modulus = (1 << (bits - 1)) | 0xF1  # odd, exactly `bits` bits
+    encoded = encode_public_key(0, _rsa_spki(modulus, exponent))
+    if accepted:
+        assert decode_public_key(encoded).key_type == 0
+    else:
+        with pytest.raises(DecodeError):
+            decode_public_key(encoded)
