@@ -346,6 +346,8 @@ class Viewer:
         return response
 
     async def _not_found(self, request: web.Request) -> web.Response:
+        if request.path == self.prefix:  # "/history": the root is "/history/"
+            return web.Response(status=301, headers={"Location": self.prefix + "/"})
         raise ViewerError(404, "no such page in the history viewer")
 
     async def _css(self, request: web.Request) -> web.Response:

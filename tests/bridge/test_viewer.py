@@ -105,6 +105,13 @@ async def test_pages_and_their_json_carry_the_security_headers():
         assert day["next_day"] == "2024-03-14"
 
 
+async def test_the_prefix_without_its_slash_goes_to_the_root():
+    async with serve(sample_history()) as (session, base, _):
+        async with session.get(base, allow_redirects=False) as response:
+            assert response.status == 301 and response.headers["Location"] == "/history/"
+            _check_security(response)
+
+
 async def test_search_engines_opt_in_drops_noindex():
     async with serve(sample_history(), allow_search_engines=True) as (session, base, _):
         async with session.get(f"{base}/{COMMUNITY}/") as response:
