@@ -21,7 +21,8 @@ Host holds bytes 0x80-0xFF, Noise identity keys on a curve ``cryptography`` does
 RSA-3072 keys with a 3071-bit exponent, and store queries that fail (an all-zero cursor),
 a stream each. Printed per attack: the server's RSS before, at its peak and after
 (process tree, VmRSS), the honest p50/p99/max latency and failures, against the baseline,
-the lines the server logged (JSON; py-libp2p's among them), and the machine's load average.
+the lines the server logged (JSON; py-libp2p's among them), the server's CPU seconds per second
+while the attack ran (its loop and workers), and the machine's load average.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from load_store import (  # noqa: E402
     content_topics,
     free_port,
     percentile,
+    process_cpu,
     process_rss,
     pubsub_of,
     wait_ready,
@@ -424,6 +426,7 @@ def main() -> int:
                 if args.only and not any(word in name for word in args.only):
                     continue
                 before = process_rss(server.pid)
+                cpu_before, started = process_cpu(server.pid), time.monotonic()
                 stop = threading.Event()
                 outcome: list[str] = []
                 attacker = threading.Thread(target=_run_into, args=(attack, stop, outcome))
@@ -433,6 +436,7 @@ def main() -> int:
                     latencies, failures = honest_series(address, args.queries, topics, args.honest)
                     stop.set()
                     attacker.join()
+                busy = (process_cpu(server.pid) - cpu_before) / (time.monotonic() - started)
                 time.sleep(1.0)
                 after = process_rss(server.pid)
                 lines, library, logged = log_lines(workdir, logged)
@@ -440,6 +444,7 @@ def main() -> int:
                     "log_lines": lines,
                     "log_lines_py_libp2p": library,
                     "attack": outcome[0] if outcome else "failed",
+                    "server_cpu_share": round(busy, 2),
                     "honest": summary(latencies, failures),
                     "rss_before_mb": round(before / MB, 1),
                     "rss_peak_mb": round(max(peak.peak, after) / MB, 1),
@@ -477,7 +482,8 @@ def print_report(result: dict[str, Any]) -> None:
         rss = f"{row['rss_before_mb']}/{row['rss_peak_mb']}/{row['rss_after_mb']}"
         print(f"{name:32} {rss:>26} {_latencies(h):<21} {h['answered']}/{h['failed']}")
         print(
-            f"{'':32}   {row['attack']}; server log: {row['log_lines']} lines "
+            f"{'':32}   {row['attack']}; server CPU {row['server_cpu_share']:.0%}; "
+            f"server log: {row['log_lines']} lines "
             f"({row['log_lines_py_libp2p']} py-libp2p)"
         )
 
