@@ -332,7 +332,12 @@ class Viewer:
         try:
             if request.method not in ("GET", "HEAD"):
                 raise ViewerError(405, "the history viewer answers GET only")
-            response = await handler(request)
+            if request.path == self.prefix:  # "/history": the root is "/history/"
+                response: web.StreamResponse = web.Response(
+                    status=301, headers={"Location": self.prefix + "/"}
+                )
+            else:
+                response = await handler(request)
         except ViewerError as exc:
             response = self.error_response(exc.status, exc.reason)
             if exc.status == 405:
@@ -346,8 +351,6 @@ class Viewer:
         return response
 
     async def _not_found(self, request: web.Request) -> web.Response:
-        if request.path == self.prefix:  # "/history": the root is "/history/"
-            return web.Response(status=301, headers={"Location": self.prefix + "/"})
         raise ViewerError(404, "no such page in the history viewer")
 
     async def _css(self, request: web.Request) -> web.Response:
