@@ -31,6 +31,7 @@ import functools
 import json
 import logging
 import re
+import time
 import tomllib
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +88,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 INDEX_INTERVAL = 2.0  # live rows are indexed in batches this often; archive runs noticed so
+# After an archive run the store is read again from the last pass's time minus this: history
+# pulls store messages up to [history] window (30 days by default) old.
+REREAD_MARGIN_NS = 31 * 86_400 * 1_000_000_000
 
 
 class ViewerError(WakuLegacyError):
@@ -533,7 +537,8 @@ class ViewerComponent(Component):
     the live path added is not added twice; this also takes the messages the history pulls
     stored) and its archive link and last window recorded. A community with no readable
     rows at start is indexed from the store then. Reads and writes each have a thread and a
-    database connection of their own."""
+    database connection of their own. After the first pass over a community's store, later
+    passes read what was stored from the last pass's time on (less :data:`REREAD_MARGIN_NS`)."""
 
     name = "viewer"
     needs = ("live",)  # its hook on the live bridge is removed before the bridge closes
@@ -577,6 +582,7 @@ class ViewerComponent(Component):
         self._indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer-index")
         self._pending: list[tuple[str, StoredMessage]] = []
         self._runs: dict[str, object] = {}  # community -> the archive run last indexed after
+        self._passes: dict[str, int] = {}  # community -> when its store was last read (ns)
         self._task: asyncio.Task[None] | None = None
         self.indexed_live = 0  # rows the live path indexed (tests and the log)
         self.indexed_runs = 0  # archive runs indexed after
@@ -656,7 +662,12 @@ class ViewerComponent(Component):
         from waku_legacy.history.sources import index_from_store
 
         index = self._writer()
-        counts = index_from_store(self.url, [community], index)
+        name = str(community.id)
+        started = time.time_ns()
+        last = self._passes.get(name)
+        since = None if last is None else last - REREAD_MARGIN_NS
+        counts = index_from_store(self.url, [community], index, since_ns=since)
+        self._passes[name] = started
         if link or last_end:
             index.set_archive_link(str(community.id), link or "", last_end or 0)
         self.indexed_runs += 1
@@ -671,8 +682,14 @@ class ViewerComponent(Component):
         for community in self.config.communities:
             summary = index.reader().community(str(community.id))
             if summary is not None and summary.messages:
+                # indexed before (the migration's readable step, an earlier run): later
+                # passes read from its newest message on
+                newest_ms = max((c.last_ms for c in summary.channels), default=0)
+                self._passes[str(community.id)] = newest_ms * 1_000_000
                 continue
+            started = time.time_ns()
             counts = index_from_store(self.url, [community], index)
+            self._passes[str(community.id)] = started
             log.info("viewer: indexed the store", extra=fields(
                 community=str(community.id), **counts.to_json()))  # fmt: skip
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 
+from tests.bridge.support import ADMIN_TOKEN
 from tests.bridge.test_status_page import Community, _config
 from tests.helpers import wait_until
 from tests.waku_legacy.history.status_messages import (
@@ -110,6 +111,25 @@ async def test_the_bridge_serves_and_keeps_the_viewer_current(tmp_path: Path):
         assert shown["link"].startswith("magnet:?xt=urn:btih:")  # type: ignore[index]
         status, _, _ = await _get(f"http://127.0.0.1:{service.rest_port}/")
         assert status == 200  # the status page beside it
+
+        # stored by another path than the live one (as a history pull stores): indexed
+        # after the next archive run
+        pulled, pulled_id = _envelope(community, ALICE, "pulled from a store node", now_ms + 1)
+        message = envelope_to_waku_message(pulled)
+        with open_store(url) as store:
+            store.insert_messages([StoredMessage(
+                message_hash(community.pubsub, message), community.pubsub,
+                message.content_topic, message.payload, 1, message.timestamp,
+            )])  # fmt: skip
+        rest = f"http://127.0.0.1:{service.rest_port}"
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{rest}/admin/v1/communities/{community.id}/archive",
+                      headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as response,
+        ):  # fmt: skip
+            assert response.status == 200
+        await wait_until_async(lambda: ids(), lambda got: pulled_id in got, "the pulled one")
+        assert (await ids()) == [first_id, live_id, pulled_id]
     finally:
         if peer is not None:
             await peer.disconnect()

@@ -88,17 +88,20 @@ def store_rows(
     *,
     source: str = "store",
     windows: Sequence[tuple[int, int]] = (),
+    since_ns: int | None = None,
 ) -> Iterator[WakuRow | Undecodable]:
     """The topic's stored messages, oldest first, decrypted with the channel's key;
     ``windows``: the community's archive windows ([from, to) seconds, sorted), to say which
-    one holds each message (its provenance)."""
+    one holds each message (its provenance); ``since_ns``: only those stored with a
+    timestamp from then on."""
     from waku_legacy.store.types import StoreQuery
 
     cursor: bytes | None = None
     while True:
-        page = store.query(
-            StoreQuery(content_topics=[content_topic], cursor=cursor, limit=STORE_PAGE)
+        query = StoreQuery(
+            content_topics=[content_topic], cursor=cursor, limit=STORE_PAGE, start_time=since_ns
         )
+        page = store.query(query)
         for message in page.messages:
             yield stored_row(message, symmetric_key, source=source, windows=windows)
         if page.cursor is None:
@@ -168,11 +171,14 @@ def index_from_store(
     *,
     progress: Progress | None = None,
     windows: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+    since_ns: int | None = None,
 ) -> IndexCounts:
     """Index every channel message of the communities in the store at ``store_dsn``: the
     channels of a given :class:`~waku_legacy.community_config.CommunityConfig`, plus those of
     the newest description signed by the community key found in the store. ``windows``:
-    per community id, its archive windows (:func:`archive_windows`), for provenance."""
+    per community id, its archive windows (:func:`archive_windows`), for provenance;
+    ``since_ns``: only the messages stored with a timestamp from then on (the bridge's viewer
+    after an archive run: what is new since its last pass)."""
     from waku_legacy.history.index import IndexCounts
     from waku_legacy.identity.descriptions import newest_description
     from waku_legacy.identity.topics import (
@@ -203,7 +209,8 @@ def index_from_store(
                 chat = community.channel_chat_id(channel)
                 rows = store_rows(store, v1_topic_to_content_topic(chat_topic(chat)),
                                   symmetric_key_for_chat(chat),
-                                  windows=(windows or {}).get(str(community), ()))  # fmt: skip
+                                  windows=(windows or {}).get(str(community), ()),
+                                  since_ns=since_ns)  # fmt: skip
                 counts = index.add_events(str(community), decode_rows(rows, str(community)))
                 total.merge(counts)
                 read += counts.messages + counts.duplicates
