@@ -50,7 +50,8 @@ PAGE = "/store/v3/messages?pageSize=5&contentTopics=/waku/1/0x0badcafe/rfc26"
 
 def bridge(state: Path, dsn: str) -> BridgeService:
     config = parse_config({
-        "server": {"listen": "127.0.0.1:0", "reader_threads": 3, "shutdown_timeout": 5},
+        "server": {"listen": "127.0.0.1:0", "reader_threads": 3, "shutdown_timeout": 5,
+                   "workers": 1},
         "store": {"url": dsn},
         "v1": {"listen": "127.0.0.1:0", "node_key_file": str(state / "nodekey"),
                "rate_limit": 0, "min_pow": 0.001},

@@ -5,6 +5,8 @@ Modules (one concept each):
 
 - :mod:`.config` -- the TOML configuration (typed, errors name the key; ``[[community]]``
   tables are read by :mod:`waku_legacy.community_config`, as the migration reads them);
+- :mod:`.preflight` -- ``serve --check``: the store file, key files and listen addresses
+  checked before anything starts;
 - :mod:`.service` -- :class:`~.service.BridgeService`: which parts run from which config,
   in which order, and the service's state;
 - :mod:`.lifecycle` -- the component base (an async context manager that declares what it

@@ -59,12 +59,13 @@ from waku_legacy.archive.logos_storage import (
 )
 from waku_legacy.archive.magnet import build_archive_link_messages
 from waku_legacy.bridge.clock import Clock
-from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig
+from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig, HistoryConfig
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
 from waku_legacy.bridge.relay import RelayError, RelayPublisher
 from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.community_config import load_operator_key
+from waku_legacy.config.keys import default_of
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.crypto.payload import decode_payload
 from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
@@ -332,7 +333,7 @@ class CommunityArchiver:
         key: coincurve.PrivateKey | None,
         logos_storage: Any = None,  # LogosStorageClient: backend "logos-storage" (issue 12)
         store_nodes: tuple[str, ...] = (),
-        store_node_timeout: float = 30.0,
+        store_node_timeout: float = default_of(HistoryConfig, "timeout"),
         role: Role | None = None,
     ) -> None:
         self.community = community

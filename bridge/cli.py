@@ -14,26 +14,21 @@ __all__ = ["register"]
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from waku_legacy.bridge.config import busy_listen_addresses, check_key_files, load_config
+    from waku_legacy.bridge import preflight
+    from waku_legacy.bridge.config import load_config
     from waku_legacy.bridge.logs import configure_logging
     from waku_legacy.bridge.service import BridgeService
     from waku_legacy.console import print_json
-    from waku_legacy.errors import ConfigError
-    from waku_legacy.store import check_store_file
 
     config = load_config(args.config)
     # what `serve` refuses, --check refuses too: one reading of the store and the key files
-    check_store_file(config.store.url, create=config.store.create)
-    check_key_files(config)
+    preflight.check(config, ports=args.check)
     if args.check:
-        busy = busy_listen_addresses(config)
-        if busy:
-            raise ConfigError(f"listen address(es) in use: {'; '.join(busy)}")
         service = BridgeService(config)  # loads and checks the community keys
         print_json(_summary(config, service))
         return 0
     configure_logging(args.log_level or config.logging.level, config.logging.format)
-    asyncio.run(BridgeService(config, workers=config.server.workers).run_forever())
+    asyncio.run(BridgeService(config).run_forever())
     return 0
 
 

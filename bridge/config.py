@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from waku_legacy.archive import defaults
+from waku_legacy.archive.settings import ArchiveOutput
+from waku_legacy.bridge.http_guard import HttpLimits
 from waku_legacy.community_config import (
     CommunityConfig,
     LogosStorageConfig,
@@ -39,6 +41,7 @@ from waku_legacy.config import read_toml, resolve_store_url
 from waku_legacy.config.docs import ConfigLayout, TableLayout
 from waku_legacy.config.keys import (
     DAY,
+    KeyConflict,
     KeyReader,
     KeyRef,
     Kind,
@@ -49,11 +52,14 @@ from waku_legacy.config.keys import (
     pubsub_topic,
     pubsub_topics,
     read_table,
+    same_key,
 )
 from waku_legacy.errors import ConfigError, WakuLegacyError
 from waku_legacy.files import MAX_KEY_FILE, read_small_text
 from waku_legacy.identity.shards import GLOBAL_PUBSUB_TOPIC, STATUS_CLUSTER_ID
+from waku_legacy.mailserver_compat.server.core import MailServerConfig
 from waku_legacy.mailserver_compat.server.limits import V1Limits
+from waku_legacy.p2p.limits import HostLimits, ListenerLimits
 
 __all__ = [
     "LAYOUT",
@@ -205,34 +211,14 @@ class ServerConfig:
     shutdown_timeout: float = key(
         30.0, kind=DURATION, example="30s", doc="grace for in-flight requests and writes on stop"
     )
-    max_connections: int = key(
-        1000,
-        min=1,
-        max=1_000_000,
-        example=1000,
-        doc="open HTTP connections; more are answered 503 and closed",
-    )
-    max_connections_per_address: int = key(
-        64, min=1, max=1_000_000, example=64, doc="per client IP address (behind a proxy: raise it)"
-    )
-    header_timeout: float = key(
-        10.0, kind=DURATION, example="10s", doc="from a request's first byte to its last header"
-    )
-    idle_timeout: float = key(
-        30.0, kind=DURATION, example="30s", doc="keep-alive connections idle this long are closed"
-    )
-    body_timeout: float = key(
-        10.0, kind=DURATION, example="10s", doc="a request body must arrive within this"
-    )
-    requests_per_second: float = key(
-        50.0,
-        min=0,
-        example=50,
-        doc="per client IP address (0: no budget); cursor continuations of answered pages are free",
-    )
-    request_burst: int = key(
-        200, min=1, max=1_000_000, example=200, doc="requests one address may send at once"
-    )
+    # the REST API's bounds, declared where they are used (bridge.http_guard)
+    max_connections: int = same_key(HttpLimits, "max_connections")
+    max_connections_per_address: int = same_key(HttpLimits, "max_connections_per_address")
+    header_timeout: float = same_key(HttpLimits, "header_timeout")
+    idle_timeout: float = same_key(HttpLimits, "idle_timeout")
+    body_timeout: float = same_key(HttpLimits, "body_timeout")
+    requests_per_second: float = same_key(HttpLimits, "requests_per_second")
+    request_burst: int = same_key(HttpLimits, "request_burst")
     status_page: bool = key(
         True,
         example=True,
@@ -301,16 +287,8 @@ class V1Config:
         example="/var/lib/waku-legacy/nodekey",
         doc="created on first start; keep it (it is the enode)",
     )
-    min_pow: float = key(
-        0.001, min=0, example=0.002, doc="advertised, and enforced for live envelopes"
-    )
-    rate_limit: float = key(
-        1.0,
-        kind=DURATION,
-        min=0,
-        example="1s",
-        doc="a fresh history request per peer per interval (0: none)",
-    )
+    min_pow: float = same_key(MailServerConfig, "min_pow")
+    rate_limit: float = same_key(MailServerConfig, "rate_limit")
     trusted_peers: tuple[bytes, ...] = key(
         (),
         kind=Kind.STRINGS,
@@ -321,13 +299,8 @@ class V1Config:
     live_window: float = key(
         300.0, kind=DURATION, example="5m", doc="v2 messages younger than this are offered live"
     )
-    seen_capacity: int = key(
-        100_000,
-        min=100,
-        max=10_000_000,
-        example=100000,
-        doc="bounded seen-cache (loops and repeats)",
-    )
+    # the mailserver's and the live bridge's (bridge.live)
+    seen_capacity: int = same_key(MailServerConfig, "seen_capacity")
     limits: V1Limits = field(default_factory=V1Limits)  # [v1.limits]
 
     @property
@@ -430,15 +403,11 @@ class HistoryConfig:
 class ArchiveConfig:
     """community history archives (needed by [[community]])"""
 
-    archive_dir: str = key(
-        kind=Kind.PATH,
-        example="/var/lib/waku-legacy/archives",
-        doc="archive data and index files (shared storage when bridges share a store)",
+    archive_dir: str = same_key(
+        ArchiveOutput, "archive_dir", example="/var/lib/waku-legacy/archives"
     )
-    torrent_dir: str = key(
-        kind=Kind.PATH,
-        example="/var/lib/waku-legacy/torrents",
-        doc="torrents and signed archive-link messages",
+    torrent_dir: str = same_key(
+        ArchiveOutput, "torrent_dir", example="/var/lib/waku-legacy/torrents"
     )
     seed_listen: str = key(
         "0.0.0.0:6881",
@@ -457,12 +426,7 @@ class ArchiveConfig:
         6 * 3600.0, kind=DURATION, example="6h", doc="re-send the current archive link",
         parse=_duration_within(60.0, None, "each one reads the clocks used from the store"),
     )  # fmt: skip
-    flavour: str = key(
-        defaults.FLAVOUR,
-        choices=("status-go", "seed-spec"),
-        example=defaults.FLAVOUR,
-        doc="archive layout: status-go's, or the seed spec's",
-    )
+    flavour: str = same_key(ArchiveOutput, "flavour", example=defaults.FLAVOUR)
     # archive_link_chats = "both": the <id>-magnetlinks copy goes out this long after the
     # <id>-memberUpdate one (longer than a fetch: a 2024 client that hears both restarts a
     # download the second copy interrupts); README "The archive-link (magnet-link) message"
@@ -473,6 +437,14 @@ class ArchiveConfig:
         "this long after the -memberUpdate one (below "
         "republish_interval)",
     )
+
+    def __post_init__(self) -> None:
+        if self.second_link_delay >= self.republish_interval:
+            raise KeyConflict(
+                "second_link_delay",
+                "a duration shorter than republish_interval (the second chat's copy of a link "
+                "goes out that long after the first, before the next republish)",
+            )
 
 
 LIBP2P_SERVERS = ("native", "py-libp2p")
@@ -522,62 +494,26 @@ class Libp2pConfig:
         hint=["/dns4/bridge.example.org/tcp/443/wss"],
         doc="what peers are told instead of the listen addresses (nwaku --ext-multiaddr)",
     )
-    max_connections: int = key(
-        200, min=1, max=100_000, doc="connections in total, counted from accept"
-    )
-    max_connections_per_peer: int = key(4, min=1, max=1000, doc="connections per peer id")
-    max_connections_per_address: int = key(
-        32, min=1, max=100_000, doc="per source address (IPv6: per /64)"
-    )
-    max_handshakes: int = key(
-        128, min=1, max=100_000, doc="connections in their Noise + muxer handshake"
-    )
-    max_handshakes_per_address: int = key(16, min=1, max=100_000, doc="handshakes from one address")
-    address_share: float = key(
-        0.5, above=0, max=1, doc="one address never holds more of either budget"
-    )
-    reserved_share: float = key(
-        0.1, min=0, max=0.5, doc="of either budget, kept for addresses that hold no connection"
-    )
-    address_handshakes_per_second: float = key(
-        20.0, min=0, doc="new connections (a Noise handshake each) per address (0: none), burst 2x"
-    )
-    max_buffered_bytes: int = key(
-        4 * 1024 * 1024,
-        min=256 * 1024,
-        max=1024**3,
-        doc="bytes one connection holds unread (yamux), and waiting to be sent (past it: reset)",
-    )
-    max_streams_per_connection: int = key(
-        32, min=1, max=10_000, doc="store requests in flight on one connection"
-    )
-    max_request_bytes: int = key(
-        65536, min=1024, max=1024 * 1024, doc="one store request (a frame over it: reset)"
-    )
-    read_timeout: float = key(
-        30.0, kind=DURATION, doc="a stream's whole request (keep >= 30s: js-waku pre-opens streams)"
-    )
-    write_timeout: float = key(30.0, kind=DURATION, doc="a response's write")
-    handshake_timeout: float = key(
-        10.0,
-        kind=DURATION,
-        doc="Noise + muxer of a new connection, and a stream's protocol negotiation",
-    )
-    idle_timeout: float = key(
-        300.0,
-        kind=DURATION,
-        doc="a connection without progress (no stream opened, ended or answered) is closed",
-    )
-    requests_per_second: float = key(
-        20.0, min=0, doc="per peer id (0: no budget); a store v3 page's next page is free"
-    )
-    request_burst: int = key(40, min=1, max=1_000_000, doc="requests a peer may send at once")
-    address_requests_per_second: float = key(
-        100.0, min=0, doc="per source address (IPv6: /64), burst 5x"
-    )
-    workers: int = key(
-        4, min=1, max=64, doc="threads answering store queries (one store connection each)"
-    )
+    # the listener's bounds, declared where they are used (waku_legacy.p2p.limits)
+    max_connections: int = same_key(HostLimits, "max_connections")
+    max_connections_per_peer: int = same_key(HostLimits, "max_connections_per_peer")
+    max_connections_per_address: int = same_key(ListenerLimits, "max_connections_per_address")
+    max_handshakes: int = same_key(ListenerLimits, "max_handshakes")
+    max_handshakes_per_address: int = same_key(ListenerLimits, "max_handshakes_per_address")
+    address_share: float = same_key(ListenerLimits, "address_share")
+    reserved_share: float = same_key(ListenerLimits, "reserved_share")
+    address_handshakes_per_second: float = same_key(ListenerLimits, "address_handshakes_per_second")
+    max_buffered_bytes: int = same_key(HostLimits, "max_buffered_bytes")
+    max_streams_per_connection: int = same_key(ListenerLimits, "max_streams_per_connection")
+    max_request_bytes: int = same_key(ListenerLimits, "max_request_bytes")
+    read_timeout: float = same_key(ListenerLimits, "read_timeout")
+    write_timeout: float = same_key(ListenerLimits, "write_timeout")
+    handshake_timeout: float = same_key(HostLimits, "handshake_timeout")
+    idle_timeout: float = same_key(ListenerLimits, "idle_timeout")
+    requests_per_second: float = same_key(ListenerLimits, "requests_per_second")
+    request_burst: int = same_key(ListenerLimits, "request_burst")
+    address_requests_per_second: float = same_key(ListenerLimits, "address_requests_per_second")
+    workers: int = same_key(ListenerLimits, "workers")
     server: str = key(
         "native",
         choices=LIBP2P_SERVERS,
@@ -781,17 +717,6 @@ def _parse_relay(raw: Any, where: str, base: Path) -> RelayConfig:
     return RelayConfig(**values, protected_shards=shards)
 
 
-def _parse_archive(raw: Any, where: str, base: Path) -> ArchiveConfig:
-    reader = KeyReader(ArchiveConfig, raw, where, base=base)
-    config = ArchiveConfig(**reader.values())
-    if config.second_link_delay >= config.republish_interval:
-        raise reader.ref("second_link_delay").error(
-            "a duration shorter than republish_interval (the second chat's copy of a link "
-            "goes out that long after the first, before the next republish)",
-            raw.get("second_link_delay"),
-        )
-    return config
-
 
 def _parse_admin(raw: Any, where: str, base: Path) -> AdminConfig:
     reader = KeyReader(AdminConfig, raw, where, base=base)
@@ -857,7 +782,7 @@ def parse_config(
              if (raw := optional("relay")) is not None else None)  # fmt: skip
     history = (read_table(HistoryConfig, raw, where("history"), base=base)
                if (raw := optional("history")) is not None else None)  # fmt: skip
-    archive = (_parse_archive(raw, where("archive"), base)
+    archive = (read_table(ArchiveConfig, raw, where("archive"), base=base)
                if (raw := optional("archive")) is not None else None)  # fmt: skip
     communities = parse_communities(data, base, origin)
     if communities and archive is None:
@@ -879,60 +804,3 @@ def load_config(path: str | Path) -> BridgeConfig:
     """Read and validate a TOML config file."""
     path = Path(path)
     return parse_config(read_toml(path), base_dir=path.resolve().parent, origin=str(path))
-
-
-def listen_addresses(config: BridgeConfig, *, seed: bool = True) -> list[tuple[str, str, int]]:
-    """Every TCP address the service binds: ``(what, host, port)``; port 0 (any free one)
-    left out."""
-    server = config.server
-    found: list[tuple[str, str, int]] = [("[server] listen", server.host, server.port)]
-    if config.v1 is not None:
-        found.append(("[v1] listen", config.v1.host, config.v1.port))
-    if config.archive is not None and seed and config.communities:
-        host, port = parse_listen(config.archive.seed_listen, "[archive]", "seed_listen")
-        found.append(("[archive] seed_listen", host, port))
-    if config.libp2p is not None:
-        for address in config.libp2p.listen:
-            parts = address.strip("/").split("/")
-            if len(parts) >= 4 and parts[0] in ("ip4", "ip6") and parts[2] == "tcp":
-                found.append(("[libp2p] listen", parts[1], int(parts[3])))
-    return [entry for entry in found if entry[2] != 0]
-
-
-def busy_listen_addresses(config: BridgeConfig, *, seed: bool = True) -> list[str]:
-    """The listen addresses another process already holds (each with its config key)."""
-    import socket
-
-    busy = []
-    for what, host, port in listen_addresses(config, seed=seed):
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            # as the servers bind: a port in TIME_WAIT is free to them, so free here too
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError as exc:
-                busy.append(f"{what} {host}:{port} ({exc.strerror or exc})")
-    return busy
-
-
-def check_key_files(config: BridgeConfig) -> None:
-    """Every key file the service would read, read now (length and format), so that `serve
-    --check` refuses what `serve` refuses. A missing v1 or libp2p node key is fine (the
-    service creates one); community and operator keys must be there when named."""
-    from waku_legacy.community_config import load_community_key, load_operator_key
-    from waku_legacy.crypto.key_file import load_node_key
-
-    if config.v1 is not None and Path(config.v1.node_key_file).exists():
-        try:
-            load_node_key(config.v1.node_key_file, what="v1 node key file")
-        except WakuLegacyError as exc:
-            raise ConfigError(f"[v1] node_key_file: {exc}") from None
-    if config.libp2p is not None and Path(config.libp2p.key_file).exists():
-        try:
-            load_node_key(config.libp2p.key_file, what="libp2p key file")
-        except WakuLegacyError as exc:
-            raise ConfigError(f"[libp2p] key_file: {exc}") from None
-    for community in config.communities:
-        load_community_key(community)
-        load_operator_key(community)

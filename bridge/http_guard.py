@@ -36,6 +36,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.metrics import BridgeMetrics
+from waku_legacy.config.keys import Kind, key
 from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key
 
 __all__ = [
@@ -60,13 +61,42 @@ _REFUSED = (
 
 @dataclass(frozen=True, slots=True)
 class HttpLimits:
-    max_connections: int = 1000
-    max_connections_per_address: int = 64
-    header_timeout: float = 10.0
-    idle_timeout: float = 30.0
-    body_timeout: float = 10.0
-    requests_per_second: float = 50.0  # 0: no budget
-    request_burst: int = 200
+    """The REST API's bounds; each is a ``[server]`` key of the same name, declared here."""
+
+    max_connections: int = key(
+        1000,
+        min=1,
+        max=1_000_000,
+        example=1000,
+        doc="open HTTP connections; more are answered 503 and closed",
+    )
+    max_connections_per_address: int = key(
+        64, min=1, max=1_000_000, example=64, doc="per client IP address (behind a proxy: raise it)"
+    )
+    header_timeout: float = key(
+        10.0,
+        kind=Kind.DURATION,
+        example="10s",
+        doc="from a request's first byte to its last header",
+    )
+    idle_timeout: float = key(
+        30.0,
+        kind=Kind.DURATION,
+        example="30s",
+        doc="keep-alive connections idle this long are closed",
+    )
+    body_timeout: float = key(
+        10.0, kind=Kind.DURATION, example="10s", doc="a request body must arrive within this"
+    )
+    requests_per_second: float = key(
+        50.0,
+        min=0,
+        example=50,
+        doc="per client IP address (0: no budget); cursor continuations of answered pages are free",
+    )
+    request_burst: int = key(
+        200, min=1, max=1_000_000, example=200, doc="requests one address may send at once"
+    )
 
     @classmethod
     def from_config(cls, server: Any) -> HttpLimits:

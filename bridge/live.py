@@ -407,8 +407,8 @@ class LiveBridge:
         metrics: BridgeMetrics,
         clock: Clock,
         relay: RelayPublisher | None = None,
-        seen_capacity: int = 100_000,
-        live_window: float = 300.0,
+        seen_capacity: int,  # [v1] seen_capacity
+        live_window: float,  # [v1] live_window
         spool: Path | None = None,
     ) -> None:
         self.store = store

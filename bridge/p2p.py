@@ -17,11 +17,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from waku_legacy.bridge.config import Libp2pConfig
 from waku_legacy.bridge.logs import fields, keep_library_logs_routed
 from waku_legacy.bridge.store_threads import ThreadLocalStore
+from waku_legacy.config.keys import declared_keys
 from waku_legacy.errors import DecodeError
 from waku_legacy.limits import LogThrottle
 from waku_legacy.p2p.host import HostLimits, ensure_ports_free, parse_multiaddr
@@ -45,32 +46,13 @@ log = logging.getLogger("waku_legacy.bridge")
 
 
 def listener_limits(config: Libp2pConfig) -> ListenerLimits:
-    return ListenerLimits(
-        host=HostLimits(
-            max_connections=config.max_connections,
-            max_connections_per_peer=config.max_connections_per_peer,
-            handshake_timeout=config.handshake_timeout,
-            negotiation_timeout=config.handshake_timeout,
-            max_buffered_bytes=config.max_buffered_bytes,
-        ),
-        max_connections_per_address=config.max_connections_per_address,
-        max_handshakes=config.max_handshakes,
-        max_handshakes_per_address=config.max_handshakes_per_address,
-        address_share=config.address_share,
-        reserved_share=config.reserved_share,
-        address_handshake_rate=config.address_handshakes_per_second,
-        address_handshake_burst=2.0 * config.address_handshakes_per_second,
-        max_streams_per_connection=config.max_streams_per_connection,
-        max_request_bytes=config.max_request_bytes,
-        read_timeout=config.read_timeout,
-        write_timeout=config.write_timeout,
-        request_rate=config.requests_per_second,
-        request_burst=float(config.request_burst),
-        address_request_rate=config.address_requests_per_second,
-        address_request_burst=5.0 * config.address_requests_per_second,
-        idle_timeout=config.idle_timeout,
-        workers=config.workers,
-    )
+    """The listener's limits from ``[libp2p]``: each key is the limit of the same name."""
+
+    def named(cls: type) -> dict[str, Any]:
+        return {d.name: getattr(config, d.name) for d in declared_keys(cls)}
+
+    host = HostLimits(**named(HostLimits), negotiation_timeout=config.handshake_timeout)
+    return ListenerLimits(host=host, **named(ListenerLimits))
 
 
 def store_protocols(

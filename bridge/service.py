@@ -18,8 +18,8 @@ Start order: the store (fails fast on a bad URL) and its watcher, the HTTP clien
 the relay publisher, the live bridge, the history viewer, the REST API, the v1 mailserver
 (RLPx listener), the libp2p listener, the singletons (seeder, archiving, history pulls: on a
 PostgreSQL store under the leader lock, :mod:`waku_legacy.bridge.leader`, while this instance
-holds it), the worker processes (``workers`` > 1: ``waku-legacy serve`` passes ``[server]
-workers``; :mod:`waku_legacy.bridge.workers`). ``/health`` says ``Initializing`` from the REST
+holds it), the worker processes (``[server] workers`` > 1, embedded too;
+:mod:`waku_legacy.bridge.workers`). ``/health`` says ``Initializing`` from the REST
 API's start until all are up, then ``Ready``. The REST API needs the relay publisher, the live
 bridge and the viewer (``HttpApi.needs``): they start before it so that they close after it,
 and its in-flight requests never meet them closed.
@@ -113,12 +113,11 @@ class BridgeService:
         *,
         clock: Clock | None = None,
         seed: bool = True,
-        workers: int = 1,
     ) -> None:
         self.config = config
-        # Processes serving the REST API (bridge.workers): `serve` passes [server] workers;
-        # embedded (tests, library use) it is one unless asked.
-        self.workers = workers
+        # Processes serving the REST API (bridge.workers): [server] workers, embedded or not
+        # (it was 1 here unless asked while the key's default is the core count: the key won)
+        self.workers = config.server.workers
         self.clock = clock or SystemClock()
         self.metrics = BridgeMetrics()
         self.seed_enabled = seed

@@ -27,7 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from waku_legacy.archive import defaults
+from waku_legacy.archive.settings import ArchiveOutput
 from waku_legacy.community_config import (
     CommunityConfig,
     LogosStorageConfig,
@@ -44,6 +44,7 @@ from waku_legacy.config.keys import (
     key,
     pubsub_topic,
     read_table,
+    same_key,
 )
 from waku_legacy.errors import ConfigError
 from waku_legacy.files import check_path_component
@@ -248,11 +249,7 @@ class PipelineConfig:
         shown="the wall clock",
         doc="the archive clock (seconds)",
     )
-    flavour: str = key(
-        defaults.FLAVOUR,
-        choices=("status-go", "seed-spec"),
-        doc="archive layout: status-go's, or the seed spec's",
-    )
+    flavour: str = same_key(ArchiveOutput, "flavour")
     readable: bool = key(
         True,
         doc="after the store, index the communities' channel messages in its history_* "
@@ -269,12 +266,8 @@ class OutputConfig:
         example="sqlite:///store.sqlite3",
         doc='the v2 store: sqlite:///path or postgresql://…; "": none',
     )
-    archive_dir: str = key(
-        kind=Kind.PATH, example="archives", doc="the communities' archive data and index files"
-    )
-    torrent_dir: str = key(
-        kind=Kind.PATH, example="torrents", doc="torrents and signed archive-link messages"
-    )
+    archive_dir: str = same_key(ArchiveOutput, "archive_dir")
+    torrent_dir: str = same_key(ArchiveOutput, "torrent_dir")
     quarantine_dir: str = key(
         kind=Kind.PATH,
         required=False,

@@ -11,9 +11,10 @@ from waku_legacy.bridge.components.context import BridgeContext
 from waku_legacy.bridge.components.relay import RelayComponent
 from waku_legacy.bridge.components.seeder import SeederComponent, archive_dirs
 from waku_legacy.bridge.components.store import StoreComponent
-from waku_legacy.bridge.config import ArchiveConfig
+from waku_legacy.bridge.config import ArchiveConfig, HistoryConfig
 from waku_legacy.bridge.leader import LeaderLock, LocalRole, Role
 from waku_legacy.bridge.lifecycle import READY, Component, cancel_task
+from waku_legacy.config.keys import default_of
 from waku_legacy.store import sqlite_path
 
 __all__ = ["ArchivingComponent"]
@@ -50,6 +51,7 @@ class ArchivingComponent(Component):
         config = context.config
         archive_dirs(archive)
         history = config.history
+        node_timeout = history.timeout if history else default_of(HistoryConfig, "timeout")
         seeder = self.seeder.host if self.seeder is not None else None
         role: Role | None = self.role
         if role is None:  # SQLite: one instance per store, the role its own
@@ -65,7 +67,7 @@ class ArchivingComponent(Component):
                 ),
                 # asked for the clocks a community already used before a link is published
                 store_nodes=history.nodes if history else (),
-                store_node_timeout=history.timeout if history else 30.0,
+                store_node_timeout=node_timeout,
                 role=role,
             )
             for community in config.communities

@@ -5,6 +5,7 @@ from __future__ import annotations
 from waku_legacy.bridge.components.context import BridgeContext, local_state_dir
 from waku_legacy.bridge.components.relay import RelayComponent
 from waku_legacy.bridge.components.store import StoreComponent
+from waku_legacy.bridge.config import V1Config
 from waku_legacy.bridge.lifecycle import READY, Component
 from waku_legacy.bridge.live import LiveBridge
 
@@ -27,12 +28,11 @@ class LiveComponent(Component):
 
     async def open(self) -> None:
         context = self.context
-        v1 = context.config.v1
+        v1 = context.config.v1 or V1Config()  # without [v1]: its defaults
         self.bridge = LiveBridge(
             store=self.store.opened, router=context.router, metrics=context.metrics,
             clock=context.clock, relay=self.relay.publisher if self.relay else None,
-            seen_capacity=v1.seen_capacity if v1 else 100_000,
-            live_window=v1.live_window if v1 else 300.0,
+            seen_capacity=v1.seen_capacity, live_window=v1.live_window,
             spool=local_state_dir(context.config) / "live-spool.rlp",
         )  # fmt: skip
         self.bridge.start()

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import coincurve
 import rlp
 
+from waku_legacy.config.keys import Kind, key
 from waku_legacy.crypto.keccak import keccak256
 from waku_legacy.errors import CryptoError, DecodeError
 from waku_legacy.limits import Continuations, RateLimiter, address_key, allow_all
@@ -109,18 +110,34 @@ class MailServerConfig:
     this node's key; ``rate_limit``: seconds per fresh request of one peer (0 = off;
     ``limits.request_burst`` may be sent at once); ``trusted_peers``: 64-byte public keys
     exempt from the rate limits whose 0x7f envelopes are accepted; ``min_pow``: advertised
-    and enforced for live envelopes; ``limits``: the per-peer and per-address limits.
+    and enforced for live envelopes; ``limits``: the per-peer and per-address limits. The
+    keys declared here are the bridge's ``[v1]`` keys of the same names.
     """
 
     symmetric_key: bytes | None = None
     decrypt_with_node_key: bool = True
-    rate_limit: float = 1.0
+    rate_limit: float = key(
+        1.0,
+        kind=Kind.DURATION,
+        min=0,
+        example="1s",
+        doc="a fresh history request per peer per interval (0: none)",
+    )
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     min_request_pow: float = 0.0
-    min_pow: float = 0.001
+    min_pow: float = key(
+        0.001, min=0, example=0.002, doc="advertised, and enforced for live envelopes"
+    )
     trusted_peers: frozenset[bytes] = frozenset()
     confirmations: bool = False
-    seen_capacity: int = 100_000
+    # the live bridge's seen-cache holds as many (bridge.live)
+    seen_capacity: int = key(
+        100_000,
+        min=100,
+        max=10_000_000,
+        example=100000,
+        doc="bounded seen-cache (loops and repeats)",
+    )
     client_id: str = "waku-legacy-mailserver/v0.1.0"
     limits: V1Limits = field(default_factory=V1Limits)
 

@@ -62,6 +62,8 @@ def bridge_config(tmp_path, store_url: str, **sections: Any):
         "logging": {"level": "warning"},
     }
     data.update(sections)
+    # one process unless a test asks for workers ([server] workers defaults to the cores)
+    data["server"] = {"workers": 1, **data["server"]}
     return parse_config(data, base_dir=tmp_path, origin="test.toml")
 
 

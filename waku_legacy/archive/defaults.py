@@ -7,15 +7,16 @@ and named in each command's ``--help``. Plain strings: importing this imports no
   PR #5993) and ``<id>-memberUpdate`` (current clients).
 - ``ARCHIVE_LINK_CHATS``: the chats the archive-link message is sent on
   (:mod:`waku_legacy.archive.magnet`; README "The archive-link (magnet-link) message").
-- ``FLAVOUR``: the archive format (what Status clients import).
+- ``FLAVOUR``: the archive format (what Status clients import), one of ``FLAVOURS``.
 - ``BACKEND``: where the archives go (:mod:`waku_legacy.archive.logos_storage`).
 """
 
 from __future__ import annotations
 
-__all__ = ["ARCHIVE_LINK_CHATS", "ARCHIVE_TOPICS", "BACKEND", "FLAVOUR"]
+__all__ = ["ARCHIVE_LINK_CHATS", "ARCHIVE_TOPICS", "BACKEND", "FLAVOUR", "FLAVOURS"]
 
 ARCHIVE_TOPICS = "both"
 ARCHIVE_LINK_CHATS = "both"
 FLAVOUR = "status-go"
+FLAVOURS = ("status-go", "seed-spec")
 BACKEND = "torrent"

@@ -22,7 +22,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -34,11 +34,13 @@ __all__ = [
     "DAY",
     "Declared",
     "Key",
+    "KeyConflict",
     "KeyReader",
     "KeyRef",
     "Kind",
     "check_unknown",
     "declared_keys",
+    "default_of",
     "format_duration",
     "key",
     "parse_duration",
@@ -46,12 +48,14 @@ __all__ = [
     "pubsub_topic",
     "pubsub_topics",
     "read_table",
+    "same_key",
 ]
 
 DAY = 86_400
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": DAY, None: 1}
 _METADATA = "waku_legacy.config.key"
+_ORIGIN = "waku_legacy.config.key.origin"  # same_key(): the library field it repeats
 
 
 class Kind(StrEnum):
@@ -193,6 +197,40 @@ def key(
     return field(default=default, metadata={_METADATA: spec})
 
 
+def _field_of(cls: type, name: str) -> Any:
+    for f in fields(cls):
+        if f.name == name:
+            return f
+    raise TypeError(f"{cls.__name__} has no field {name!r}")
+
+
+def same_key(cls: type, name: str, *, example: Any = None) -> Any:
+    """A field declared as ``cls.name`` is (its default, kind, bounds and doc): a config
+    table takes a setting of the library class that uses it, without writing it again.
+    ``example``: this application's example value (its paths differ from another's)."""
+    original = _field_of(cls, name)
+    spec = original.metadata.get(_METADATA)
+    if spec is None:
+        raise TypeError(f"{cls.__name__}.{name} is not declared with key()")
+    if example is not None:
+        spec = replace(spec, example=example)
+    metadata = {_METADATA: spec, _ORIGIN: f"{cls.__module__}.{cls.__qualname__}.{name}"}
+    if original.default_factory is not MISSING:
+        return field(default_factory=original.default_factory, metadata=metadata)
+    return field(default=original.default, metadata=metadata)
+
+
+def default_of(cls: type, name: str) -> Any:
+    """The default ``cls`` declares for ``name`` (a factory's, made afresh): for code that
+    needs the setting's value without a table at hand."""
+    original = _field_of(cls, name)
+    if original.default_factory is not MISSING:
+        return original.default_factory()
+    if original.default is MISSING:
+        raise TypeError(f"{cls.__name__}.{name} has no default")
+    return original.default
+
+
 _INFERRED = {
     "str": Kind.STRING,
     "int": Kind.INTEGER,
@@ -266,6 +304,16 @@ def check_unknown(data: Mapping[str, Any], accepted: Iterable[str], where: str) 
     raise ConfigError(f"{where}: {what} {', '.join(shown)}; expected some of {', '.join(names)}")
 
 
+class KeyConflict(ValueError):
+    """Raised by a table's ``__post_init__`` (its cross-key rules): key ``name`` must be
+    ``expected`` given the others. The reader reports it as that key's error."""
+
+    def __init__(self, name: str, expected: str) -> None:
+        super().__init__(f"key '{name}' must be {expected}")
+        self.name = name
+        self.expected = expected
+
+
 class KeyReader:
     """One TOML table read into the keys ``cls`` declares (``only``: the ones this table
     accepts; ``require``: more keys it needs; ``tables``: nested tables the caller reads).
@@ -316,10 +364,20 @@ class KeyReader:
         """Every key's value (defaults for the absent ones)."""
         return {name: self.value(name) for name in self.keys}
 
+    def build(self, cls: type, **fixed: Any) -> Any:
+        """``cls`` from every key's value and ``fixed`` (its fields no key sets); a
+        :class:`KeyConflict` of its ``__post_init__`` is the key's ConfigError."""
+        try:
+            return cls(**self.values(), **fixed)
+        except KeyConflict as conflict:
+            raise self.ref(conflict.name).error(
+                conflict.expected, self.data.get(conflict.name)
+            ) from None
+
 
 def read_table(cls: type, data: Any, where: str, *, base: Path = Path("."), **fixed: Any) -> Any:
     """``cls`` from one TOML table; ``fixed``: its fields that no key sets."""
-    return cls(**KeyReader(cls, data, where, base=base).values(), **fixed)
+    return KeyReader(cls, data, where, base=base).build(cls, **fixed)
 
 
 def convert(declared: Declared, raw: Any, ref: KeyRef) -> Any:

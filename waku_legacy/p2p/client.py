@@ -32,6 +32,9 @@ __all__ = ["MAX_RESPONSE_BYTES", "P2PClient", "request_once"]
 
 #: nwaku's store responses stay under its 10 MiB RPC cap (MaxRpcSize).
 MAX_RESPONSE_BYTES = 10 * 1024 * 1024 + 64 * 1024
+#: what the client's connection may hold received and unread: room for a whole response
+#: (the server's default, 4 MiB, is for many peers; this was HostLimits' default until then)
+CLIENT_MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 
 
 class P2PClient:
@@ -52,7 +55,10 @@ class P2PClient:
         except Exception as exc:
             raise P2PError(f"peer address {address} names no peer id (/p2p/…): {exc}") from None
         is_ws = "ws" in {p.name for p in target.protocols()}
-        limits = HostLimits(dial_timeout=timeout, handshake_timeout=timeout)
+        limits = HostLimits(
+            dial_timeout=timeout, handshake_timeout=timeout,
+            max_buffered_bytes=CLIENT_MAX_BUFFERED_BYTES,
+        )  # fmt: skip
         host = build_host(ephemeral_key_pair(), [], limits=limits, muxers=muxers, websocket=is_ws)
         async with host.run(listen_addrs=[]):
             try:

@@ -37,6 +37,7 @@ from enum import Enum
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.p2p.errors import P2PStreamError
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC
+from waku_legacy.p2p.limits import MAX_BUFFERED_BYTES
 from waku_legacy.p2p.mplex import MPLEX_PROTOCOL_ID, MplexSession
 from waku_legacy.p2p.multistream import MultistreamListener
 from waku_legacy.p2p.muxer_events import (
@@ -125,10 +126,10 @@ class Libp2pConnectionLimits:
     requests: Mapping[str, int] = field(default_factory=dict)
     max_streams: int = 32  # requests in flight at once
     max_open_streams: int = 1024  # streams the muxer keeps at once (more: reset)
-    max_buffered: int = 4 * 1024 * 1024
+    max_buffered: int = MAX_BUFFERED_BYTES
     #: bytes waiting to leave (for the peer's window, in the socket's buffer) past which a
     #: further answer resets its stream
-    max_unsent: int = 4 * 1024 * 1024
+    max_unsent: int = MAX_BUFFERED_BYTES
     negotiation_timeout: float = 10.0
     read_timeout: float = 30.0
     #: a stream whose bytes wait this long for a window the peer keeps shut is reset

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import multiaddr
@@ -50,6 +49,7 @@ from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 
 from waku_legacy.errors import ConfigError
 from waku_legacy.p2p.guard import OnRefused, YamuxReceiveMeter, bound_multistream_reads
+from waku_legacy.p2p.limits import HostLimits
 
 __all__ = [
     "MUXERS",
@@ -66,25 +66,6 @@ __all__ = [
 
 #: Stream muxers by the name the config and the CLI use.
 MUXERS = ("yamux", "mplex")
-
-
-@dataclass(frozen=True)
-class HostLimits:
-    """What py-libp2p's swarm enforces itself."""
-
-    max_connections: int = 200
-    max_connections_per_peer: int = 4
-    #: Noise handshake plus muxer negotiation of an inbound connection.
-    handshake_timeout: float = 10.0
-    #: multistream-select of an inbound stream (a stream that names no protocol in time).
-    negotiation_timeout: float = 10.0
-    dial_timeout: float = 10.0
-    #: yamux: bytes one connection may hold received and not yet read by its streams
-    #: (each stream is also held to its receive window); mplex has its own backpressure
-    #: (one message of at most 1 MiB waits per stream, then the reader blocks). The native
-    #: server holds what it sends to the same number: while bytes wait for the peer (its
-    #: yamux window, the socket), an answer that would take them past it resets its stream
-    max_buffered_bytes: int = 16 * 1024 * 1024
 
 
 def parse_multiaddr(text: str, *, what: str = "multiaddr") -> multiaddr.Multiaddr:

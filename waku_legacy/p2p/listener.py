@@ -45,8 +45,9 @@ from waku_legacy.errors import LimitExceeded, WakuLegacyError
 from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key, allow_all
 from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
 from waku_legacy.p2p.guard import GateLimits, InboundGate, guard_inbound
-from waku_legacy.p2p.host import HostLimits, build_host, parse_multiaddr
+from waku_legacy.p2p.host import build_host, parse_multiaddr
 from waku_legacy.p2p.keys import peer_id_of
+from waku_legacy.p2p.limits import ListenerLimits
 from waku_legacy.p2p.metadata import (
     METADATA_CODEC,
     METADATA_MAX_BYTES,
@@ -81,44 +82,6 @@ Continues = Callable[[bytes], "Hashable | None"]
 #: ``(request body, reason) -> response body`` saying "refused" in the protocol's own terms
 #: (store v3: status 429), or None to reset the stream instead.
 Refusal = Callable[[bytes, str], "bytes | None"]
-
-
-@dataclass(frozen=True)
-class ListenerLimits:
-    host: HostLimits = field(default_factory=HostLimits)
-    #: connections from one source address (IPv6: per /64), counted from accept, before
-    #: any handshake; with ``host.max_connections`` as the budget of all
-    max_connections_per_address: int = 32
-    #: connections accepted whose Noise + muxer handshake is under way (``host.
-    #: handshake_timeout`` each), in total and from one address
-    max_handshakes: int = 128
-    max_handshakes_per_address: int = 16
-    #: the largest share of each budget (connections, handshakes) one address may hold
-    address_share: float = 0.5
-    #: the share of each budget kept for addresses that hold no connection yet (so a few
-    #: addresses at their caps cannot lock new clients out)
-    reserved_share: float = 0.1
-    #: new connections a second from one address (IPv6: per /64), each a Noise handshake
-    #: on the listener's loop (0: no limit), and how many at once
-    address_handshake_rate: float = 20.0
-    address_handshake_burst: float = 40.0
-    max_streams_per_connection: int = 32
-    max_request_bytes: int = 64 * 1024
-    #: from the stream's protocol being agreed to the whole request read
-    read_timeout: float = 30.0
-    write_timeout: float = 30.0
-    #: requests a second per peer id (0: no limit), and the bucket size
-    request_rate: float = 20.0
-    request_burst: float = 40.0
-    #: requests a second per source address (IPv6: per /64), whatever the peer ids: a
-    #: client that makes up a new peer id per connection shares one budget (0: no limit)
-    address_request_rate: float = 100.0
-    address_request_burst: float = 200.0
-    #: a connection on which no stream opened, ended or was answered for this long is
-    #: closed, with or without open streams (a stream the peer never ends is no progress)
-    idle_timeout: float = 300.0
-    workers: int = 4
-    stop_timeout: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -243,14 +206,14 @@ class P2PListener:
                 max_handshakes_per_address=limits.max_handshakes_per_address,
                 address_share=limits.address_share,
                 handshake_timeout=limits.host.handshake_timeout,
-                address_handshake_rate=limits.address_handshake_rate,
+                address_handshake_rate=limits.address_handshakes_per_second,
                 address_handshake_burst=limits.address_handshake_burst,
                 reserved_share=limits.reserved_share,
             )
         )
-        self._rate = RateLimiter(rate=limits.request_rate, burst=limits.request_burst)
+        self._rate = RateLimiter(rate=limits.requests_per_second, burst=limits.request_burst)
         self._address_rate = RateLimiter(
-            rate=limits.address_request_rate, burst=limits.address_request_burst
+            rate=limits.address_requests_per_second, burst=limits.address_request_burst
         )
         self._throttle = LogThrottle()
 
@@ -500,7 +463,8 @@ class P2PListener:
         over = allow_all([(self._rate, peer), (self._address_rate, address)], now)
         if over < 0:
             return True, None
-        limit = self.limits.request_rate if over == 0 else self.limits.address_request_rate
+        limits = self.limits
+        limit = limits.requests_per_second if over == 0 else limits.address_requests_per_second
         refusal = P2PRefused(
             f"over {limit} requests/s from " + ("this peer" if over == 0 else address)
         )

@@ -340,7 +340,7 @@ def test_idle_and_surplus_streams(make_listener) -> None:
 
 
 def test_request_rate_refused_in_protocol_terms(make_listener) -> None:
-    listener = make_listener(ListenerLimits(request_rate=0.01, request_burst=3))
+    listener = make_listener(ListenerLimits(requests_per_second=0.01, request_burst=3))
 
     async def main() -> list[bytes]:
         async with P2PClient.dial(tcp_addr(listener)) as client:
@@ -353,7 +353,9 @@ def test_request_rate_refused_in_protocol_terms(make_listener) -> None:
 
 
 def test_new_peer_ids_share_their_address_budget(make_listener) -> None:
-    limits = ListenerLimits(request_rate=100, address_request_rate=0.01, address_request_burst=3)
+    limits = ListenerLimits(
+        requests_per_second=100, address_requests_per_second=0.01, address_request_burst=3
+    )
     listener = make_listener(limits)
     answers = [request_once(tcp_addr(listener), ECHO, b"%d" % i) for i in range(5)]
     assert answers[:3] == [b"echo:0", b"echo:1", b"echo:2"]  # five peer ids, one address
