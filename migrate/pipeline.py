@@ -15,6 +15,7 @@ interrupted append and skips windows already archived, and the work directory is
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import threading
@@ -329,11 +330,16 @@ def _readable(run: _Run) -> None:
     store's own ``history_*`` tables (:mod:`waku_legacy.history`), read back from the store
     just written; a rerun adds nothing twice."""
     from waku_legacy.history.index import HistoryIndex
-    from waku_legacy.history.sources import index_from_store
+    from waku_legacy.history.sources import archive_windows, index_from_store
 
-    store = run.config.output.store
-    with HistoryIndex.open(store) as index:
-        counts = index_from_store(store, run.config.communities, index)
+    config = run.config
+    windows = {
+        str(c.id): archive_windows(config.output.archive_dir, c.id, config.pipeline.flavour)
+        for c in config.communities
+    }  # each message's provenance names the archive holding it
+    with HistoryIndex.open(config.output.store) as index:
+        counts = index_from_store(config.output.store, config.communities, index,
+                                  windows=windows, workers=os.cpu_count() or 1)  # fmt: skip
     run.report.store["readable"] = counts.to_json()
 
 

@@ -350,9 +350,13 @@ def test_the_readable_step_indexes_every_channel_message(baseline, dataset) -> N
             expected.add((str(c.id), channels[env.topic], chat.timestamp, chat.text))
     with HistoryIndex.open(f"sqlite:///{out}/store.sqlite3") as index:
         reader = index.reader()
-        got = [(str(c.id), m.channel_id, m.timestamp_ms, m.text)
-               for c in dataset.communities for m in reader.iter_messages(str(c.id))]  # fmt: skip
+        shown = [m for c in dataset.communities for m in reader.iter_messages(str(c.id))]
+    got = [(m.community_id, m.channel_id, m.timestamp_ms, m.text) for m in shown]
     assert expected and sorted(got) == sorted(expected)
+    # each names the archive window holding it (the migration archived every one)
+    windows = [m.provenance.archive_window if m.provenance else None for m in shown]
+    assert all(w is not None and w[0] <= m.provenance.whisper_timestamp < w[1]  # type: ignore[union-attr]
+               for w, m in zip(windows, shown, strict=True))  # fmt: skip
     assert report.store["readable"]["messages"] == len(expected)
 
 

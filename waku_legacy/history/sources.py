@@ -81,6 +81,56 @@ def decode_rows(rows: Iterable[WakuRow | Undecodable], community_id: str) -> Ite
 # -- the store -----------------------------------------------------------------------------------
 
 
+def _stored_pages(
+    store: MessageStore, content_topic: str, since_ns: int | None
+) -> Iterator[list[StoredMessage]]:
+    """The topic's stored messages, oldest first, a page at a time."""
+    from waku_legacy.store.types import StoreQuery
+
+    cursor: bytes | None = None
+    while True:
+        query = StoreQuery(
+            content_topics=[content_topic], cursor=cursor, limit=STORE_PAGE, start_time=since_ns
+        )
+        page = store.query(query)
+        yield list(page.messages)
+        if page.cursor is None:
+            return
+        cursor = page.cursor
+
+
+def _decode_page(
+    page: list[StoredMessage], key: bytes, community_id: str, windows: tuple[tuple[int, int], ...]
+) -> list[Event]:
+    """A worker's task: one page decrypted and decoded."""
+    rows = (stored_row(m, key, windows=windows) for m in page)
+    return list(decode_rows(rows, community_id))
+
+
+def _decoded_in_workers(
+    pages: Iterable[list[StoredMessage]],
+    key: bytes,
+    community_id: str,
+    windows: tuple[tuple[int, int], ...],
+    workers: int,
+) -> Iterator[Event]:
+    """The pages' events in order, decoded by ``workers`` processes (spawned: the caller may
+    hold threads and a JVM), at most two pages per worker in flight."""
+    import collections
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pending: collections.deque[Future[list[Event]]] = collections.deque()
+        for page in pages:
+            pending.append(pool.submit(_decode_page, page, key, community_id, windows))
+            if len(pending) >= 2 * workers:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
+
+
 def store_rows(
     store: MessageStore,
     content_topic: str,
@@ -94,19 +144,9 @@ def store_rows(
     ``windows``: the community's archive windows ([from, to) seconds, sorted), to say which
     one holds each message (its provenance); ``since_ns``: only those stored with a
     timestamp from then on."""
-    from waku_legacy.store.types import StoreQuery
-
-    cursor: bytes | None = None
-    while True:
-        query = StoreQuery(
-            content_topics=[content_topic], cursor=cursor, limit=STORE_PAGE, start_time=since_ns
-        )
-        page = store.query(query)
-        for message in page.messages:
+    for page in _stored_pages(store, content_topic, since_ns):
+        for message in page:
             yield stored_row(message, symmetric_key, source=source, windows=windows)
-        if page.cursor is None:
-            return
-        cursor = page.cursor
 
 
 def stored_row(
@@ -172,13 +212,16 @@ def index_from_store(
     progress: Progress | None = None,
     windows: Mapping[str, Sequence[tuple[int, int]]] | None = None,
     since_ns: int | None = None,
+    workers: int = 1,
 ) -> IndexCounts:
     """Index every channel message of the communities in the store at ``store_dsn``: the
     channels of a given :class:`~waku_legacy.community_config.CommunityConfig`, plus those of
     the newest description signed by the community key found in the store. ``windows``:
     per community id, its archive windows (:func:`archive_windows`), for provenance;
     ``since_ns``: only the messages stored with a timestamp from then on (the bridge's viewer
-    after an archive run: what is new since its last pass)."""
+    after an archive run: what is new since its last pass); ``workers`` > 1: decryption and
+    decoding (two signature recoveries per message) in that many processes while this one
+    reads the store and writes the index (the migration's readable step uses every core)."""
     from waku_legacy.history.index import IndexCounts
     from waku_legacy.identity.descriptions import newest_description
     from waku_legacy.identity.topics import (
@@ -207,11 +250,19 @@ def index_from_store(
             read = 0
             for channel in channels:
                 chat = community.channel_chat_id(channel)
-                rows = store_rows(store, v1_topic_to_content_topic(chat_topic(chat)),
-                                  symmetric_key_for_chat(chat),
-                                  windows=(windows or {}).get(str(community), ()),
-                                  since_ns=since_ns)  # fmt: skip
-                counts = index.add_events(str(community), decode_rows(rows, str(community)))
+                topic, key = (
+                    v1_topic_to_content_topic(chat_topic(chat)),
+                    symmetric_key_for_chat(chat),
+                )
+                spans = tuple((windows or {}).get(str(community), ()))
+                if workers > 1:
+                    events = _decoded_in_workers(
+                        _stored_pages(store, topic, since_ns), key, str(community), spans, workers
+                    )
+                else:
+                    rows = store_rows(store, topic, key, windows=spans, since_ns=since_ns)
+                    events = decode_rows(rows, str(community))
+                counts = index.add_events(str(community), events)
                 total.merge(counts)
                 read += counts.messages + counts.duplicates
                 if progress is not None:

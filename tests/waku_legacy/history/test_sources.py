@@ -99,6 +99,25 @@ def test_a_store_is_read_decrypted_and_folded(history_dsn: str) -> None:
         assert message.provenance.archive_window is None
         # rerun: nothing new
         assert index_from_store(history_dsn, [str(COMMUNITY)], index).messages == 0
+    # decoded in two worker processes: the same tables
+    with HistoryIndex.open(history_dsn) as index:
+        before = _tables(index)
+        with index.db.transaction():  # (a rebuild from scratch)
+            for table in ("history_messages", "history_days", "history_channels"):
+                index.db.stream(f"DELETE FROM {table}")
+            if not index.db.postgres:
+                index.db.stream("INSERT INTO history_fts (history_fts) VALUES ('rebuild')")
+        again = index_from_store(history_dsn, [str(COMMUNITY)], index, workers=2)
+        assert (again.messages, again.undecodable) == (2, {"undecryptable": 1})
+        assert _tables(index) == before
+
+
+def _tables(index: HistoryIndex) -> list[object]:
+    out: list[object] = []
+    for table in ("history_messages", "history_days", "history_channels", "history_edits"):
+        rows = index.db.execute(f"SELECT * FROM {table}")
+        out.append(sorted(tuple(str(v) for v in row) for row in rows))
+    return out
 
 
 def test_archive_entries_with_both_copies_of_a_message(history_dsn: str) -> None:
