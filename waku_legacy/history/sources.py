@@ -233,7 +233,7 @@ def index_from_store(
     from waku_legacy.store import open_store
 
     total = IndexCounts()
-    with open_store(store_dsn) as store:
+    with open_store(store_dsn) as store, index.bulk_load():
         for given in community_ids:
             community, channels = _community(given)
             description = newest_description(

@@ -254,3 +254,22 @@ def test_an_edit_may_change_the_content_type(index: HistoryIndex) -> None:
     ])  # fmt: skip
     got = index.reader().message(COMMUNITY, mid(1))
     assert got is not None and (got.text, got.content_type) == ("plain again", 1)
+
+
+def test_a_bulk_load_builds_the_read_indexes_at_the_end(index: HistoryIndex) -> None:
+    from waku_legacy.history.index import POSTGRES_READ_INDEXES, READ_INDEXES
+
+    with index.bulk_load():
+        index.add_events(COMMUNITY, [chat(1, ALICE, "hello bulk", "2024-03-01T10:00:00")])
+    if index.db.postgres:
+        names = {n for (n,) in index.db.execute("SELECT indexname FROM pg_indexes")}
+        assert {*READ_INDEXES, *POSTGRES_READ_INDEXES} <= names
+    else:
+        names = {n for (n,) in index.db.execute("SELECT name FROM sqlite_master")}
+        assert set(READ_INDEXES) <= names
+    reader = index.reader()
+    assert [m.id for m in reader.day(COMMUNITY, GENERAL, dt.date(2024, 3, 1))] == [mid(1)]
+    assert [h.message.id for h in reader.search(COMMUNITY, "bulk")] == [mid(1)]
+    with index.bulk_load():  # not empty now: nothing dropped
+        index.add_events(COMMUNITY, [chat(2, BOB, "second", "2024-03-01T11:00:00")])
+    assert [h.message.id for h in index.reader().search(COMMUNITY, "second")] == [mid(2)]
