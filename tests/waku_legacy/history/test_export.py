@@ -188,10 +188,15 @@ def test_the_command_over_a_store_with_readable_tables(tmp_path: Path, capsys):
     ]  # fmt: skip
     assert rows[0]["author_key"] == indexing.ALICE
     site = tmp_path / "site"
+    capsys.readouterr()
     assert main([
         "history", "export", "--community", indexing.COMMUNITY, "--store", f"sqlite:///{store}",
-        "--format", "html", "--out", str(site), "--quiet",
+        "--format", "html", "--out", str(site),
     ]) == 0  # fmt: skip
+    # progress as every command shows it off a terminal: JSON lines on stderr
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    last = [x for x in lines if x.get("event") == "progress" and x["step"] == "export"][-1]
+    assert last["finished"] and last["done"] == last["total"] == 3 and last["unit"] == "msg"
     pages = sorted(p.name for p in site.rglob("2024-*.html"))
     assert pages == ["2024-05-01.html", "2024-05-02.html"]
     html = next(site.rglob("2024-05-01.html")).read_text()
