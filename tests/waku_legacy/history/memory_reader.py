@@ -141,7 +141,8 @@ class MemoryReader:
 
 # -- a small realistic community --------------------------------------------------------------
 
-COMMUNITY = "0x02" + "5e" * 32
+COMMUNITY = "0x" + coincurve.PrivateKey(b"\x35" * 32).public_key.format(compressed=True).hex()
+INFO_HASH = keccak(b"the sample's archives").hex()[:40]
 GENERAL = "6f3c9a4e-2b1d-4c8e-9f10-3a7b2c1d0e01"
 DEV = "a1b2c3d4-e5f6-4789-abcd-ef0123456789"
 DAY1 = dt.datetime(2024, 3, 12, tzinfo=dt.UTC)
@@ -295,7 +296,7 @@ def sample_history() -> MemoryHistory:
             ChannelSummary(GENERAL, "general", "Say hi", 0, 0, 0),
             ChannelSummary(DEV, "dev", "Code and releases", 0, 0, 0),
         ),
-        messages=0, archive_link="magnet:?xt=urn:btih:" + "ab" * 20 + "&dn=archives",
+        messages=0, archive_link=f"magnet:?xt=urn:btih:{INFO_HASH}&dn={COMMUNITY}",
         last_archived_s=int(DAY2.timestamp()), description_clock=42,
     )  # fmt: skip
     return MemoryHistory(
