@@ -21,8 +21,11 @@ Both then call :func:`~.decode.decode_application` per message and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import multiprocessing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -112,23 +115,21 @@ def _decoded_in_workers(
     key: bytes,
     community_id: str,
     windows: tuple[tuple[int, int], ...],
+    pool: ProcessPoolExecutor,
     workers: int,
 ) -> Iterator[Event]:
-    """The pages' events in order, decoded by ``workers`` processes (spawned: the caller may
-    hold threads and a JVM), at most two pages per worker in flight."""
+    """The pages' events in order, decoded in ``pool``, at most two pages per worker in
+    flight."""
     import collections
-    import multiprocessing
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import Future
 
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        pending: collections.deque[Future[list[Event]]] = collections.deque()
-        for page in pages:
-            pending.append(pool.submit(_decode_page, page, key, community_id, windows))
-            if len(pending) >= 2 * workers:
-                yield from pending.popleft().result()
-        while pending:
+    pending: collections.deque[Future[list[Event]]] = collections.deque()
+    for page in pages:
+        pending.append(pool.submit(_decode_page, page, key, community_id, windows))
+        if len(pending) >= 2 * workers:
             yield from pending.popleft().result()
+    while pending:
+        yield from pending.popleft().result()
 
 
 def store_rows(
@@ -233,7 +234,14 @@ def index_from_store(
     from waku_legacy.store import open_store
 
     total = IndexCounts()
-    with open_store(store_dsn) as store, index.bulk_load():
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(open_store(store_dsn))
+        stack.enter_context(index.bulk_load())
+        pool = None
+        if workers > 1:  # spawned once: the caller may hold threads and a JVM
+            pool = stack.enter_context(
+                ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            )
         for given in community_ids:
             community, channels = _community(given)
             description = newest_description(
@@ -255,10 +263,9 @@ def index_from_store(
                     symmetric_key_for_chat(chat),
                 )
                 spans = tuple((windows or {}).get(str(community), ()))
-                if workers > 1:
-                    events = _decoded_in_workers(
-                        _stored_pages(store, topic, since_ns), key, str(community), spans, workers
-                    )
+                if pool is not None:
+                    pages = _stored_pages(store, topic, since_ns)
+                    events = _decoded_in_workers(pages, key, str(community), spans, pool, workers)
                 else:
                     rows = store_rows(store, topic, key, windows=spans, since_ns=since_ns)
                     events = decode_rows(rows, str(community))
