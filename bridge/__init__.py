@@ -27,7 +27,9 @@ Modules (one concept each):
 - :mod:`.tasks` -- stopping a queue worker within the shutdown grace;
 - :mod:`.history` -- resumable 30-day pulls from v2 store nodes (the pager of
   :mod:`waku_legacy.store.rest_client`, which the migration uses too);
-- :mod:`.archiver` -- 7-day archive runs, seeding, signed magnet-link (re)publishing;
+- :mod:`.archiver` -- 7-day archive runs, seeding, signed magnet-link (re)publishing (a
+  package: the run's input, one community's archiver, the scheduler, the seeder thread,
+  the link's reach);
 - :mod:`.clock` -- injectable wall clock; :mod:`.metrics` -- Prometheus registry;
   :mod:`.logs` -- JSON-lines logging; :mod:`.cli` -- ``waku-legacy serve``;
 - :mod:`.http_guard` -- connection caps, timeouts and the request budget of the HTTP API;

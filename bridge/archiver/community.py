@@ -1,42 +1,19 @@
-"""Community history archives on a schedule: build, seed, tell the members.
-
-Per configured community, every ``interval`` (7 days) from the end of the last archive run
--- and at start when that moment has passed while the service was down, or when the
-community has no archive yet -- one run:
-
-1. reads the community's channel messages since the last archive end from the v2 store
-   (content topics ``/waku/1/0x<channel topic>/rfc26``, any shard), decrypts each with its
-   channel's symmetric key (:func:`decode_payload`) and turns it into the status-go archive
-   message (:func:`archive_message`; the hash is the keccak256 of the original v1 envelope
-   when the store holds one, otherwise the message's deterministic v2 hash); messages that do
-   not decrypt are counted and left out;
-2. builds the new archives, index and torrent (:func:`build_community_archives`: status-go's
-   7-day windows up to now, crash-safe files, deterministic bytes);
-3. swaps the seeded torrent (:class:`Seeder`, one libtorrent session for every community);
-4. publishes the signed magnet-link message through the nwaku relay REST API.
-
-Independently, the current magnet link is re-signed with a fresh clock and republished every
-``republish_interval`` (and once at start), so members who missed it -- or joined after the
-store nodes forgot it -- still learn where the archives are.
-"""
+"""One community's archiving (:class:`CommunityArchiver`): its runs (build, seed, publish),
+the link's schedule and republishing, its report."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import coincurve
 
 from waku_legacy.archive import (
     BuildReport,
     CommunityLayout,
-    SessionConfig,
-    build_community_archives,
     finish_interrupted_build,
     load_torrent,
     read_index,
@@ -46,18 +23,22 @@ from waku_legacy.archive.clock import (
     ClockChoice,
     ClockEvidence,
     choose_link_clock,
-    evidence_topics,
-    read_evidence,
-    read_store_evidence,
 )
 from waku_legacy.archive.data_files import recorded_last_end
 from waku_legacy.archive.fence import fenced
 from waku_legacy.archive.logos_storage import (
-    TORRENT,
     publish_archives,
     recorded_index_cid,
 )
 from waku_legacy.archive.magnet import build_archive_link_messages
+from waku_legacy.bridge.archiver.collect import (
+    CollectStats,
+    build_from_store,
+    node_clock_evidence,
+    store_clock_evidence,
+)
+from waku_legacy.bridge.archiver.reach import LinkReach, link_reach
+from waku_legacy.bridge.archiver.seeder_host import SeederHost
 from waku_legacy.bridge.clock import Clock
 from waku_legacy.bridge.config import ArchiveConfig, CommunityConfig, HistoryConfig
 from waku_legacy.bridge.logs import fields
@@ -66,197 +47,24 @@ from waku_legacy.bridge.relay import RelayError, RelayPublisher
 from waku_legacy.bridge.store_threads import StoreAccess
 from waku_legacy.community_config import load_operator_key
 from waku_legacy.config.keys import default_of
-from waku_legacy.crypto.keccak import keccak256
-from waku_legacy.crypto.payload import decode_payload
-from waku_legacy.errors import CryptoError, DecodeError, WakuLegacyError
+from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
-from waku_legacy.identity.topics import symmetric_key_for_chat, v1_topic_to_content_topic
-from waku_legacy.mailserver_compat.wire.convert import archive_message
-from waku_legacy.proto import status_archive_pb2
-from waku_legacy.store import MessageStore, StoreQuery
+from waku_legacy.store import MessageStore
 from waku_legacy.store.role import Publication
 
 if TYPE_CHECKING:
     from waku_legacy.bridge.leader import Role
     from waku_legacy.members.published import Published
 
-__all__ = [
-    "ArchiveScheduler",
-    "CollectStats",
-    "CommunityArchiver",
-    "LinkReach",
-    "SeederHost",
-    "build_from_store",
-    "link_reach",
-]
+__all__ = ["DAY", "LOGOS_STORAGE_RETRY", "RECONCILE_RETRY", "ArchiveRunReport", "CommunityArchiver"]
 
 log = logging.getLogger("waku_legacy.bridge.archive")
 
-NS = 1_000_000_000
 DAY = 86_400
 RECONCILE_RETRY = 300.0  # seconds between attempts to finish an interrupted build
 # seconds before a republish is tried again after the Logos Storage node failed it: its
 # recovery is noticed within this, not at the next republish_interval
 LOGOS_STORAGE_RETRY = 60.0
-CLOCK_EVIDENCE_LIMIT = 2000  # messages read from a store node when looking for used clocks
-T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class CollectStats:
-    read: int = 0
-    archived_input: int = 0
-    undecryptable: int = 0
-    from_envelopes: int = 0
-
-
-def collect_archive_messages(
-    store: MessageStore,
-    community: CommunityConfig,
-    start: int | None,
-    end: int,
-    *,
-    batch: int = 1000,
-) -> tuple[list[status_archive_pb2.WakuMessage], CollectStats]:
-    """Archive messages of ``community``'s channels with ``start <= t < end`` (seconds)."""
-    channels = community.channel_topics()  # topic -> uuid
-    keys = {t: symmetric_key_for_chat(community.id.channel_chat_id(u)) for t, u in channels.items()}
-    by_content = {v1_topic_to_content_topic(t): t for t in channels}
-    stats = CollectStats()
-    out: list[status_archive_pb2.WakuMessage] = []
-    cursor = None
-    while True:
-        page = store.query(
-            StoreQuery(
-                content_topics=list(by_content), start_time=None if start is None else start * NS,
-                end_time=end * NS - 1, cursor=cursor, ascending=True, limit=batch,
-            )
-        )  # fmt: skip
-        envelopes = store.get_envelopes([m.message_hash for m in page.messages])
-        for m in page.messages:
-            stats.read += 1
-            topic = by_content[m.content_topic]
-            try:
-                decoded = decode_payload(m.payload, symmetric_key=keys[topic])
-            except (CryptoError, DecodeError):
-                stats.undecryptable += 1
-                continue
-            envelope = envelopes.get(bytes(m.message_hash))
-            if envelope is not None:
-                stats.from_envelopes += 1
-                digest = keccak256(envelope)
-            else:
-                digest = m.message_hash
-            out.append(
-                archive_message(
-                    message_hash=digest, topic=topic, timestamp=m.timestamp // NS, decoded=decoded
-                )
-            )
-        if page.cursor is None:
-            break
-        cursor = page.cursor
-    stats.archived_input = len(out)
-    return out, stats
-
-
-def store_clock_evidence(store: MessageStore, community: CommunityConfig) -> ClockEvidence:
-    """Clocks ``community`` already used, from the local v2 store (the core's reader)."""
-    return read_store_evidence(store, community.id)
-
-
-def node_clock_evidence(
-    node: str, community: CommunityConfig, *, timeout: float = 30.0, retries: int = 2
-) -> ClockEvidence:
-    """The same from a store node, through its REST store API (store.rest_client's pager): its
-    first ``3 * CLOCK_EVIDENCE_LIMIT`` messages on the three topics."""
-    from waku_legacy.store.rest_client import StorePager, fetch_pages
-    from waku_legacy.store.rest_json import parse_key_value
-
-    pager = StorePager(
-        pubsub_topic=community.pubsub_topic, content_topics=evidence_topics(community.id)
-    )
-    messages: list[Any] = []
-    for page in fetch_pages(node, pager, timeout=timeout, retries=retries):
-        for raw in page.messages:
-            try:
-                entry = parse_key_value(raw, f"{node} store entry")
-            except WakuLegacyError:
-                continue
-            if entry.message is not None:
-                messages.append(entry.message)
-        if len(messages) >= 3 * CLOCK_EVIDENCE_LIMIT:
-            break
-    return read_evidence(messages, community.id)
-
-
-def build_from_store(
-    store: MessageStore,
-    community: CommunityConfig,
-    config: ArchiveConfig,
-    *,
-    now: int,
-    clock_ms: int,
-    key: coincurve.PrivateKey | None,
-    operator_key: coincurve.PrivateKey | None = None,
-    logos_storage: Any = None,
-    fault: FaultHook = no_fault,
-) -> tuple[BuildReport, CollectStats]:
-    """One archive run's files: the channel messages since the recorded end, read from
-    ``store``, archived by :func:`build_community_archives` (the bytes every other writer
-    makes for the same window: :mod:`waku_legacy.archive.canonical`). ``fault`` is called
-    before each change to a file (a bridge's fencing check: :mod:`waku_legacy.archive.fence`).
-    """
-    layout = CommunityLayout.of(config.archive_dir, community.id, config.torrent_dir)
-    index = read_index(config.archive_dir, community.id, flavour=config.flavour)
-    last_end = recorded_last_end(layout, index)
-    messages, stats = collect_archive_messages(store, community, last_end, now)
-    report = build_community_archives(
-        config.archive_dir, config.torrent_dir, community.id,
-        list(community.channel_topics()), messages, now=now,
-        flavour=config.flavour, community_key=key,
-        pubsub_topic=community.pubsub_topic, clock_ms=clock_ms,
-        archive_link_chats=community.archive_link_chats,
-        payload_signer=operator_key,
-        logos_storage=logos_storage,
-        archive_topics=community.archive_topics,  # channel/universal/both
-        fault=fault,
-    )  # fmt: skip
-    return report, stats
-
-
-class SeederHost:
-    """The libtorrent seeder on its own thread (its calls block; they must not overlap)."""
-
-    def __init__(self, archive_dir: str, config: SessionConfig) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="seeder")
-        self.archive_dir = archive_dir
-        self.config = config
-        self.seeder: Any = None
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    async def start(self) -> None:
-        from waku_legacy.archive import Seeder
-
-        self.seeder = await self.call(Seeder, self.archive_dir, self.config)
-
-    @property
-    def port(self) -> int:
-        return int(self.seeder.listen_port) if self.seeder is not None else 0
-
-    async def seed(self, torrent_path: str) -> Any:
-        return await self.call(self.seeder.seed, torrent_path)
-
-    def stats(self) -> list[Any]:
-        # status() reads are cheap and thread-safe in libtorrent; scrapes call this directly
-        return [] if self.seeder is None else self.seeder.stats()
-
-    async def close(self) -> None:
-        if self.seeder is not None:
-            await self.call(self.seeder.close)
-            self.seeder = None
-        self._pool.shutdown(wait=True)
 
 
 @dataclass(slots=True)
@@ -278,45 +86,6 @@ class ArchiveRunReport:
             "build": self.build, "collected": self.collected, "seeded": self.seeded,
             "published": self.published, "error": self.error,
         }  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class LinkReach:
-    """Whether members' clients can get this community's history through its archive link,
-    and if not, every reason why. One concept under one name (``linkReach``, with
-    ``reachesMembers`` and ``why``) in ``/admin/v1/communities``, the status page's JSON
-    and, as ``link_reach`` among its snake_case keys, `serve --check`."""
-
-    reaches_members: bool
-    why: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"reachesMembers": self.reaches_members, "why": list(self.why)}
-
-
-#: The reasons :func:`link_reach` gives, each with what the operator does about it.
-NO_KEY = (
-    "no community key (key_file): the link cannot be signed by the community, and members' "
-    "clients drop a link their community did not sign"
-)
-NO_RELAY = "no [relay]: nothing publishes the link on the community's shard"
-NOT_SEEDING = "not seeding: members' clients find no peer for the torrent"
-
-
-def link_reach(
-    *, has_key: bool, has_relay: bool, seeding: bool, backend: str, backend_down: str | None
-) -> LinkReach:
-    """The one place that decides whether a community's archive link reaches members."""
-    why: list[str] = []
-    if not has_key:
-        why.append(NO_KEY)
-    if not has_relay:
-        why.append(NO_RELAY)
-    if backend == TORRENT and not seeding:
-        why.append(NOT_SEEDING)
-    if backend_down is not None:
-        why.append(f"archives degraded ({backend} back end down?): {backend_down}")
-    return LinkReach(not why, tuple(why))
 
 
 class CommunityArchiver:
@@ -837,75 +606,6 @@ class CommunityArchiver:
             "lastRun": None if self.last_run is None else self.last_run.to_json(),
             "membersPreview": self.members_preview,
         }  # fmt: skip
-
-
-class ArchiveScheduler:
-    """Runs every community's archiving when due, and the magnet-link republishing."""
-
-    def __init__(
-        self,
-        archivers: list[CommunityArchiver],
-        *,
-        clock: Clock,
-        seeder: SeederHost | None,
-    ) -> None:
-        self.archivers = {a.name: a for a in archivers}
-        self.clock = clock
-        self.seeder = seeder
-
-    async def seed_existing(self) -> None:
-        """At start: finish any interrupted build, then seed the torrents built before (by an
-        earlier run or the migration). A torrent that does not match its files is never seeded.
-        """
-        for archiver in self.archivers.values():
-            await archiver.seed_current()
-
-    def degraded(self) -> dict[str, str]:
-        """community -> why its archives cannot be served as they are."""
-        return {a.name: a.degraded for a in self.archivers.values() if a.degraded}
-
-    async def trigger(self, name: str | None) -> list[ArchiveRunReport]:
-        targets = list(self.archivers.values()) if name is None else [self.archivers[name]]
-        return [await a.run("admin") for a in targets]
-
-    async def run(self) -> None:
-        for archiver in self.archivers.values():
-            await archiver.load_schedule()  # before reconcile, which may ask for a publish
-        await self.seed_existing()
-        while True:
-            for archiver in self.archivers.values():
-                if archiver.degraded:
-                    # neither runs nor publishes a link to files that do not match it; retry
-                    if archiver.retry_at > self.clock.time() or not await archiver.seed_current():
-                        continue
-                try:
-                    due = archiver.next_due()
-                except WakuLegacyError as exc:
-                    log.error("archive state unreadable", extra=fields(error=str(exc)))
-                    continue
-                if due <= self.clock.time():
-                    await archiver.run("schedule" if archiver.last_run else "start")
-                if not archiver.degraded and archiver.next_publish <= self.clock.time():
-                    await archiver.publish()
-                if archiver.pending_link is not None:
-                    await archiver.publish_pending()
-            healthy = [a for a in self.archivers.values() if not a.degraded]
-            wake = min(
-                [a.next_publish for a in healthy]
-                + [a.retry_at for a in self.archivers.values() if a.degraded]
-                + [a.pending_link[0] for a in healthy if a.pending_link is not None]
-                + [a.next_due() for a in healthy if _safe(a.next_due)]
-                + [self.clock.time() + RECONCILE_RETRY]
-            )
-            await self.clock.sleep_until(max(wake, self.clock.time() + 0.001))
-
-
-def _safe(fn: Callable[[], Any]) -> bool:
-    try:
-        fn()
-    except WakuLegacyError:
-        return False
-    return True
 
 
 def _entry_json(entry: Any) -> dict[str, Any]:
