@@ -1,7 +1,12 @@
 """The bridge's TOML configuration (``waku-legacy serve --config FILE``).
 
-Each key is declared once, on the dataclass of its table below
-(:func:`~waku_legacy.config.keys.key`: default, bounds, one-line doc);
+Each key is declared once (:func:`~waku_legacy.config.keys.key`: default, bounds, one-line
+doc): where it is used when a library's dataclass takes it (``[server]``'s bounds on
+:class:`~waku_legacy.bridge.http_guard.HttpLimits`, ``[v1]``'s mailserver settings on
+:class:`~waku_legacy.mailserver_compat.server.core.MailServerConfig`, ``[libp2p]``'s limits
+in :mod:`waku_legacy.p2p.limits`, the archive folders and layout both apps share on
+:class:`~waku_legacy.archive.settings.ArchiveOutput`), which the tables below take with
+:func:`~waku_legacy.config.keys.same_key`; else on the dataclass of its table below;
 ``deploy/bridge.example.toml`` and the README's key tables ("Configuration keys") are
 generated from these declarations and :data:`LAYOUT` (``scripts/gen-config-docs.py``; a test
 fails when they drift). The tables: ``[server]`` (the REST API), ``[store]``, ``[v1]``
@@ -715,7 +720,6 @@ def _parse_relay(raw: Any, where: str, base: Path) -> RelayConfig:
             f"{where}: [[relay.protected_shard]] lists {', '.join(repeated)} more than once"
         )
     return RelayConfig(**values, protected_shards=shards)
-
 
 
 def _parse_admin(raw: Any, where: str, base: Path) -> AdminConfig:

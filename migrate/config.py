@@ -3,7 +3,9 @@
 The tables: ``[spark]``, ``[[source]]`` (repeat; read in parallel partitions; which keys a
 source takes depends on its ``kind``), ``[[community]]`` and ``[logos_storage]`` (the bridge
 reads them too: :mod:`waku_legacy.community_config`), ``[pipeline]`` and ``[output]``. Each
-key is declared once on the dataclass of its table below (default, bounds, one-line doc);
+key is declared once on the dataclass of its table below (default, bounds, one-line doc),
+or, for the archive folders and layout the bridge shares, on
+:class:`~waku_legacy.archive.settings.ArchiveOutput` (taken with ``same_key``);
 ``deploy/migrate.example.toml`` and the README's key tables are generated from them
 (``scripts/gen-config-docs.py``).
 
