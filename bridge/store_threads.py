@@ -50,8 +50,8 @@ log = logging.getLogger("waku_legacy.bridge.store")
 class StoreHealth(Reconnect):
     """One store's reconnect schedule, logged; :meth:`describe` is what ``/health`` says."""
 
-    def __init__(self, url: str, *, initial: float = 0.25, maximum: float = 5.0) -> None:
-        super().__init__(initial=initial, maximum=maximum)
+    def __init__(self, url: str) -> None:
+        super().__init__()  # Reconnect's schedule, as it declares it
         self.url = url
         self.outages = 0
         self.down_wall: float | None = None  # time.time() of the outage's start
