@@ -352,6 +352,8 @@ def _delete_applies(delete_author: str, original_author: str, moderators: frozen
 
 
 def _mentions(text: str) -> list[str]:
+    if "@" not in text:  # most messages mention no one: no regex pass
+        return []
     from waku_legacy.history import rules
 
     return list(dict.fromkeys(k.lower() for k in rules.mentioned_keys(text)))
@@ -395,9 +397,11 @@ def _fold(
             json.dumps(_mentions(text)), content_type)  # fmt: skip
 
 
-def reactions_json(rows: Iterable[tuple[str, str, int, str, int]]) -> str:
+def reactions_json(rows: Sequence[tuple[str, str, int, str, int]]) -> str:
     """``[[emoji, [author, …]], …]`` of the reactions not retracted (each row is the newest
     state of one (author, emoji)), emojis in the order first reacted, authors likewise."""
+    if not rows:
+        return "[]"
     by_emoji: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for reactor, emoji, clock, _id, retracted in rows:
         if not retracted:
