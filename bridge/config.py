@@ -7,7 +7,7 @@ doc): where it is used when a library's dataclass takes it (``[server]``'s bound
 in :mod:`waku_legacy.p2p.limits`, the archive folders and layout both apps share on
 :class:`~waku_legacy.archive.settings.ArchiveOutput`), which the tables below take with
 :func:`~waku_legacy.config.keys.same_key`; else on the dataclass of its table below;
-``deploy/bridge.example.toml`` and the README's key tables ("Configuration keys") are
+``deploy/bridge.example.toml`` and the key tables of docs/configuration.md are
 generated from these declarations and :data:`LAYOUT` (``scripts/gen-config-docs.py``; a test
 fails when they drift). The tables: ``[server]`` (the REST API), ``[store]``, ``[v1]``
 and ``[v1.limits]`` (optional: Waku v1 clients), ``[libp2p]`` (optional: Waku v2 clients),
@@ -434,7 +434,7 @@ class ArchiveConfig:
     flavour: str = same_key(ArchiveOutput, "flavour", example=defaults.FLAVOUR)
     # archive_link_chats = "both": the <id>-magnetlinks copy goes out this long after the
     # <id>-memberUpdate one (longer than a fetch: a 2024 client that hears both restarts a
-    # download the second copy interrupts); README "The archive-link (magnet-link) message"
+    # download the second copy interrupts); docs/compat/archive-link.md
     second_link_delay: float = key(
         3600.0,
         kind=DURATION,
@@ -627,7 +627,7 @@ class BridgeConfig:
     viewer: ViewerConfig = field(default_factory=ViewerConfig)  # [viewer] (issue 35)
 
 
-#: deploy/bridge.example.toml and the README's key tables (scripts/gen-config-docs.py).
+#: deploy/bridge.example.toml and docs/configuration.md's key tables (scripts/gen-config-docs.py).
 LAYOUT = ConfigLayout(
     header="""
 waku-legacy bridge: example configuration (waku-legacy serve --config /etc/waku-legacy/bridge.toml)

@@ -7,8 +7,8 @@ on a store reader thread).
 
 ``GET /store/v3/messages`` answers as nwaku does (read at nwaku 7d1c6ab, v0.37.x:
 ``waku/rest_api/endpoint/store/handlers.nim`` and ``types.nim``, ``waku_archive/archive.nim``,
-``waku_store/self_req_handler.nim``, ``node/kernel_api/store.nim``), texts included; the README
-table "nwaku's REST answers on edge cases" lists each case:
+``waku_store/self_req_handler.nim``, ``node/kernel_api/store.nim``), texts included; the table
+in docs/compat/nwaku-rest.md lists each case:
 
 - ``includeData``: Nim ``parseBool`` (y/yes/true/1/on, n/no/false/0/off, any case, ``_``
   ignored), default **false**; else 400 ``include data parsing error: cannot interpret as a
@@ -29,7 +29,7 @@ table "nwaku's REST answers on edge cases" lists each case:
 - pubsub and content topics are not checked: an unknown or malformed topic matches nothing
   (200, no messages).
 
-Kept stricter than nwaku (the README table says why): a repeated parameter, a control
+Kept stricter than nwaku (docs/compat/nwaku-rest.md says why): a repeated parameter, a control
 character or non-UTF-8 text in a topic (nwaku's answer there depends on its database), more
 than 100 ``hashes``, and (legacy API) a ``peerAddr`` that is not a multiaddr are 400 with a
 reason. On ``/store/v3/messages`` a ``peerAddr`` is queried as nwaku does:

@@ -6,7 +6,7 @@ reads them too: :mod:`waku_legacy.community_config`), ``[pipeline]`` and ``[outp
 key is declared once on the dataclass of its table below (default, bounds, one-line doc),
 or, for the archive folders and layout the bridge shares, on
 :class:`~waku_legacy.archive.settings.ArchiveOutput` (taken with ``same_key``);
-``deploy/migrate.example.toml`` and the README's key tables are generated from them
+``deploy/migrate.example.toml`` and docs/configuration.md's key tables are generated from them
 (``scripts/gen-config-docs.py``).
 
 A ``store-rest`` source keeps every fetched page under ``state_file`` (the resumable
@@ -352,7 +352,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str | Path = ".", origin:
     return MigrateConfig(spark, sources, communities, pipeline, output, origin, logos_storage_url)
 
 
-#: deploy/migrate.example.toml and the README's key tables (scripts/gen-config-docs.py).
+#: deploy/migrate.example.toml and docs/configuration.md's key tables (scripts/gen-config-docs.py).
 LAYOUT = ConfigLayout(
     header="""
 waku-legacy migration: example configuration (waku-legacy migrate --config migrate.toml)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Write deploy/bridge.example.toml, deploy/migrate.example.toml and the README's
-"Configuration keys" tables from the key declarations (bridge/config.py, migrate/config.py,
+"""Write deploy/bridge.example.toml, deploy/migrate.example.toml and the key tables of
+docs/configuration.md from the key declarations (bridge/config.py, migrate/config.py,
 waku_legacy/community_config.py, mailserver_compat/server/limits.py).
 
     .venv/bin/python scripts/gen-config-docs.py           # rewrite the three files
@@ -25,14 +25,14 @@ END = "<!-- end of config keys -->"
 SHARED = ("community", "logos_storage")  # read alike by both: listed with the bridge's
 
 
-def readme_section() -> str:
+def key_tables_section() -> str:
     return "\n".join([
         BEGIN,
         "",
-        "### The bridge (`bridge.toml`, `deploy/bridge.example.toml`)",
+        "## The bridge (`bridge.toml`, `deploy/bridge.example.toml`)",
         "",
         key_tables_markdown(bridge_config.LAYOUT),
-        "### The migration (`migrate.toml`, `deploy/migrate.example.toml`)",
+        "## The migration (`migrate.toml`, `deploy/migrate.example.toml`)",
         "",
         "`[[community]]` and `[logos_storage]` as in the bridge's config.",
         "",
@@ -43,16 +43,16 @@ def readme_section() -> str:
 
 def generated() -> dict[Path, str]:
     """Every generated file and its text."""
-    readme = REPO_ROOT / "README.md"
-    text = readme.read_text()
+    reference = REPO_ROOT / "docs" / "configuration.md"
+    text = reference.read_text()
     if BEGIN not in text or END not in text:
-        raise SystemExit(f"{readme}: the markers {BEGIN!r} and {END!r} are missing")
+        raise SystemExit(f"{reference}: the markers {BEGIN!r} and {END!r} are missing")
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     return {
         REPO_ROOT / "deploy" / "bridge.example.toml": example_text(bridge_config.LAYOUT),
         REPO_ROOT / "deploy" / "migrate.example.toml": example_text(migrate_config.LAYOUT),
-        readme: head + readme_section() + tail,
+        reference: head + key_tables_section() + tail,
     }
 
 

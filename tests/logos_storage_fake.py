@@ -1,7 +1,7 @@
 """A local stand-in for a Logos Storage node: the REST subset the archive back end uses.
 
 Facts from logos-storage-nim (``openapi.yaml``, ``storage/rest/api.nim``, ``storage/node.nim``,
-``storage/multicodec_exts.nim``; read at the commits named in the README):
+``storage/multicodec_exts.nim``; read at the commits named in docs/compat/logos-storage.md):
 
 - ``POST /api/storage/v1/data``: the body is stored; 200, the CID as text/plain. The real
   node answers with the CID of the dataset's manifest: CIDv1, codec ``storage-manifest``

@@ -2,8 +2,8 @@
 channels and shard, its keys, where its archive link goes and which back end holds its
 archives; and ``[logos_storage]``, which that back end needs. Each key is declared once on
 :class:`CommunityConfig` and :class:`LogosStorageConfig` (defaults:
-:mod:`waku_legacy.archive.defaults`); the README's key tables and the example configs are
-generated from them (:mod:`waku_legacy.config.docs`).
+:mod:`waku_legacy.archive.defaults`); the key tables (docs/configuration.md) and the example
+configs are generated from them (:mod:`waku_legacy.config.docs`).
 """
 
 from __future__ import annotations
@@ -122,8 +122,7 @@ class CommunityConfig:
         "PR #5993), on <id>-memberUpdate (current clients), or both",
     )
     # the lowest clock (ms) a new archive-link message may have: links members already hold
-    # that no store or file here shows (a Status client published them); README "The link's
-    # clock"
+    # that no store or file here shows (a Status client published them); docs/compat/link-clock.md
     min_link_clock: int | None = key(
         None,
         min=0,

@@ -1,5 +1,5 @@
 """The bridge's REST answers on edge cases are a current nwaku's (read at nwaku 7d1c6ab,
-v0.37.x; the README table "nwaku's REST answers on edge cases" cites the files): unknown or
+v0.37.x; the table in docs/compat/nwaku-rest.md cites the files): unknown or
 malformed topics, negative or huge page sizes, cursors that point nowhere, bad hashes, an
 over-long request head, and the ``/health`` document. Real service, real loopback HTTP."""
 

@@ -41,8 +41,8 @@ def _on_member_update(message: ArchiveMessage, digest: bytes) -> ArchiveMessage:
 
 
 def _copies(message: ArchiveMessage, mode: str) -> list[ArchiveMessage]:
-    """The copies of one channel message in ``mode``, built by hand (README, "Archive
-    topics")."""
+    """The copies of one channel message in ``mode``, built by hand (docs/compat/
+    archive-topics.md)."""
     relabelled = reference_keccak256(message.hash + MEMBER_UPDATE)
     return {
         "channel": [message],

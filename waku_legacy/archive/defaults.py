@@ -6,7 +6,7 @@ and named in each command's ``--help``. Plain strings: importing this imports no
   (:mod:`waku_legacy.archive.topics`): both the channel topic (clients from before status-go
   PR #5993) and ``<id>-memberUpdate`` (current clients).
 - ``ARCHIVE_LINK_CHATS``: the chats the archive-link message is sent on
-  (:mod:`waku_legacy.archive.magnet`; README "The archive-link (magnet-link) message").
+  (:mod:`waku_legacy.archive.magnet`; docs/compat/archive-link.md).
 - ``FLAVOUR``: the archive format (what Status clients import), one of ``FLAVOURS``.
 - ``BACKEND``: where the archives go (:mod:`waku_legacy.archive.logos_storage`).
 """

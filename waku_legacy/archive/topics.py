@@ -7,7 +7,7 @@ skipped). Since status-go PR #5993 a member has filters only for ``<id>``,
 ``keccak256(<id><uuid>)[:4]``, so current clients import no v1-era channel message; clients
 from before #5993 have the channel filters. Import does not decrypt and routes a message by
 the ``chat_id`` inside its ChatMessage, so a channel message relabelled with the
-``-memberUpdate`` topic still lands in its channel (see the README, "Archive topics").
+``-memberUpdate`` topic still lands in its channel (see docs/compat/archive-topics.md).
 
 Per community, ``archive_topics``:
 

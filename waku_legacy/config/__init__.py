@@ -5,8 +5,9 @@ Each table's keys are declared once and read by one reader (:mod:`waku_legacy.co
 the migration (:mod:`waku_legacy.migrate.config`) and the bridge
 (:mod:`waku_legacy.bridge.config`) declare their own tables with it; the ``[[community]]``
 table both read is :mod:`waku_legacy.community_config`. The example configs and the
-README's key tables are generated from the declarations (:mod:`waku_legacy.config.docs`);
-the demo's and ``plan``'s configs are written with :mod:`waku_legacy.config.toml_text`.
+key tables of docs/configuration.md are generated from the declarations
+(:mod:`waku_legacy.config.docs`); the demo's and ``plan``'s configs are written with
+:mod:`waku_legacy.config.toml_text`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Example configs and the README's key tables, generated from the key declarations
+"""Example configs and docs/configuration.md's key tables, generated from the key declarations
 (:mod:`waku_legacy.config.keys`): ``scripts/gen-config-docs.py`` writes them, and a test
 fails when the committed files differ from what it would write.
 
@@ -64,7 +64,7 @@ def toml_of(declared: Declared, value: Any) -> str:
 
 
 def default_text(declared: Declared) -> str | None:
-    """The default in words (the README's default column); None: the key is required."""
+    """The default in words (the key tables' default column); None: the key is required."""
     if declared.spec.shown is not None:
         return declared.spec.shown
     if declared.default is MISSING:
@@ -75,7 +75,7 @@ def default_text(declared: Declared) -> str | None:
 
 
 def type_text(declared: Declared) -> str:
-    """The README's type column: the kind and what bounds it."""
+    """The key tables' type column: the kind and what bounds it."""
     spec = declared.spec
     if spec.choices:
         return "one of " + ", ".join(f'`"{c}"`' for c in spec.choices)

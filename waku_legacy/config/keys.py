@@ -3,8 +3,8 @@
 A config table is a frozen dataclass; each of its fields that a TOML key sets is declared
 with :func:`key`: default, kind, bounds, choices and a one-line doc, in one place. The
 bridge's and the migration's tables (and ``[v1.limits]``) are read by :class:`KeyReader`,
-and ``deploy/bridge.example.toml``, ``deploy/migrate.example.toml`` and the README's key
-tables are generated from the same declarations (:mod:`waku_legacy.config.docs`)::
+and ``deploy/bridge.example.toml``, ``deploy/migrate.example.toml`` and docs/configuration.md's
+key tables are generated from the same declarations (:mod:`waku_legacy.config.docs`)::
 
     @dataclass(frozen=True, slots=True)
     class LoggingConfig:
@@ -59,7 +59,7 @@ _ORIGIN = "waku_legacy.config.key.origin"  # same_key(): the library field it re
 
 
 class Kind(StrEnum):
-    """What a key's TOML value is (the type column of the README's key tables)."""
+    """What a key's TOML value is (the type column of docs/configuration.md's key tables)."""
 
     STRING = "string"
     INTEGER = "integer"

@@ -1,6 +1,7 @@
-"""Issue 25: deploy/bridge.example.toml, deploy/migrate.example.toml and the README's key
-tables are generated from the key declarations: the committed files are what the generator
-writes, the examples load with the readers and name every declared key."""
+"""Issue 25: deploy/bridge.example.toml, deploy/migrate.example.toml and the key tables of
+docs/configuration.md (the README's until issue 36) are generated from the key declarations:
+the committed files are what the generator writes, the examples load with the readers and
+name every declared key."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def test_the_check_fails_on_drift(tmp_path) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     (tmp_path / "deploy").mkdir()
+    (tmp_path / "docs").mkdir()
     for path, text in module.generated().items():
         target = tmp_path / path.relative_to(REPO_ROOT)
         target.write_text(text)
@@ -56,8 +58,8 @@ def test_the_check_fails_on_drift(tmp_path) -> None:
     example = tmp_path / "deploy" / "bridge.example.toml"
     example.write_text(example.read_text().replace("reader_threads = 2", "reader_threads = 3"))
     assert module.main(["--check"]) == 1
-    readme = tmp_path / "README.md"
-    readme.write_text(readme.read_text().replace("| `reader_threads` |", "| `threads` |"))
+    reference = tmp_path / "docs" / "configuration.md"
+    reference.write_text(reference.read_text().replace("| `reader_threads` |", "| `threads` |"))
     assert module.main([]) == 0  # rewritten
     assert module.main(["--check"]) == 0
     assert "reader_threads = 2" in example.read_text()
@@ -91,12 +93,12 @@ def test_migrate_example_names_every_key_and_loads(tmp_path) -> None:
     assert config.output.archive_dir == str(tmp_path / "archives")
 
 
-def test_readme_lists_every_key_of_every_table() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
+def test_configuration_reference_lists_every_key_of_every_table() -> None:
+    reference = (REPO_ROOT / "docs" / "configuration.md").read_text()
     for layout in (*bridge_config.LAYOUT.tables, *migrate_config.LAYOUT.tables):
         name = f"[[{layout.name}]]" if layout.array else f"[{layout.name}]"
-        start = readme.index(f"`{name}`: ")
-        rows = readme[start:].split("\n\n")[1]
+        start = reference.index(f"`{name}`: ")
+        rows = reference[start:].split("\n\n")[1]
         assert {f"| `{d.name}` |" for d in declared_keys(layout.cls)} <= {
             line.split(" | ")[0] + " |" for line in rows.splitlines()
         }, name

@@ -4,7 +4,7 @@ A hand-built community (``test_preview``'s: alice a member of channels A and B) 
 ``SENT`` chat messages; ``LEFT_OUT`` of them never reach the archives (missing) and
 ``RESENT`` are sent again in a second envelope (the same application message, so the same
 message id, under another Waku hash: a real duplicate). The archives are written here copy by
-copy in each mode (README, "Archive topics"; the relabelled hash by pycryptodome's keccak).
+copy in each mode (docs/compat/archive-topics.md; the relabelled hash by pycryptodome's keccak).
 The expected fates follow from status-go's rules as ``test_preview`` states them: a 2024
 client has every channel's filter and ``-memberUpdate``'s, a current one ``-memberUpdate``'s
 only; an id seen before is a duplicate. A message's fate is its best copy's.
