@@ -32,8 +32,8 @@ from waku_legacy.errors import ConfigError
 
 if TYPE_CHECKING:
     from waku_legacy.identity.topics import CommunityId
-    from waku_legacy.migrate.audit import AuditRequest
-    from waku_legacy.migrate.audit_repair import RepairKeys
+    from waku_legacy.migrate.audit.repair import RepairKeys
+    from waku_legacy.migrate.audit.request import AuditRequest
     from waku_legacy.migrate.config import MigrateConfig
     from waku_legacy.migrate.discover import ChannelDiscovery
     from waku_legacy.migrate.progress import SparkProgress
@@ -246,9 +246,9 @@ def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch
     from waku_legacy.archive.encode import Flavour
     from waku_legacy.archive.errors import ArchiveDecodeError, UnexpectedTorrentLayout
     from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+    from waku_legacy.archive.layout import community_folder
     from waku_legacy.console import Progress
     from waku_legacy.errors import LimitExceeded
-    from waku_legacy.migrate.audit import community_folder
 
     given = [v for v in (args.magnet, args.torrent, args.archive_dir) if v]
     if len(given) != 1:
@@ -284,12 +284,10 @@ def _audit(args: argparse.Namespace) -> int:
     from waku_legacy.console import print_json
     from waku_legacy.identity.shards import community_pubsub_topic
     from waku_legacy.identity.topics import CommunityId
-    from waku_legacy.migrate.audit import (
-        AuditRequest,
-        audit_community,
-        render_audit_table,
-        with_published_archive_topics,
-    )
+    from waku_legacy.migrate.audit.archives import with_published_archive_topics
+    from waku_legacy.migrate.audit.render import render_audit_table
+    from waku_legacy.migrate.audit.request import AuditRequest
+    from waku_legacy.migrate.audit.run import audit_community
     from waku_legacy.migrate.config import parse_source
     from waku_legacy.migrate.progress import SparkProgress
 
@@ -321,7 +319,7 @@ def _audit(args: argparse.Namespace) -> int:
         else:
             document = audit_community(request, progress)
     if args.html:
-        from waku_legacy.migrate.audit_html import render_audit_html
+        from waku_legacy.migrate.audit.html import render_audit_html
 
         Path(args.html).write_text(render_audit_html(document), encoding="utf-8")
         progress.log(f"HTML report: {args.html}")
@@ -337,7 +335,7 @@ def _repair_keys(args: argparse.Namespace) -> RepairKeys | None:
     The archives are repaired where they are: ``--archive-dir``, or ``--save-dir`` where
     ``--magnet``/``--torrent`` fetched them (a temporary folder would be lost)."""
     from waku_legacy.crypto.key_file import load_node_key
-    from waku_legacy.migrate.audit_repair import RepairKeys
+    from waku_legacy.migrate.audit.repair import RepairKeys
 
     if not args.repair:
         return None
@@ -354,7 +352,7 @@ def _audit_repair(
     request: AuditRequest, keys: RepairKeys, progress: SparkProgress
 ) -> dict[str, Any]:
     """Repair, print what was done on stderr; the second audit's document."""
-    from waku_legacy.migrate.audit_repair import repair_community, repair_lines
+    from waku_legacy.migrate.audit.repair import repair_community, repair_lines
 
     report, first, document = repair_community(request, keys, progress)
     print("\n".join(repair_lines(report, first)), file=sys.stderr)

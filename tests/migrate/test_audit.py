@@ -28,7 +28,9 @@ from waku_legacy.identity.topics import chat_topic, symmetric_key_for_chat
 from waku_legacy.mailserver_compat.storage.dump import DumpWriter
 from waku_legacy.mailserver_compat.wire.pow import seal
 from waku_legacy.migrate.archives import archive_fields
-from waku_legacy.migrate.audit import AuditRequest, audit_community, render_audit_table
+from waku_legacy.migrate.audit.render import render_audit_table
+from waku_legacy.migrate.audit.request import AuditRequest
+from waku_legacy.migrate.audit.run import audit_community
 from waku_legacy.migrate.config import SourceConfig, SourceKind
 from waku_legacy.migrate.decode import decode_record
 from waku_legacy.migrate.sample import (

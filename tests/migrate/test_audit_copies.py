@@ -28,7 +28,7 @@ from tests.migrate.test_audit import (
 from waku_legacy.archive import ArchiveMessage, EncodedArchive, append_archives
 from waku_legacy.archive.partition import WEEK_SECONDS
 from waku_legacy.cli import main
-from waku_legacy.migrate.audit import audit_community
+from waku_legacy.migrate.audit.run import audit_community
 
 MEMBER_UPDATE = reference_keccak256(f"{CID}-memberUpdate".encode())[:4]
 MODES = ("channel", "universal", "both")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.browser import WINDOW, check_png, chromium, screenshot, text_of
-from waku_legacy.migrate.audit_html import LIST_CAP, render_audit_html
+from waku_legacy.migrate.audit.html import LIST_CAP, render_audit_html
 
 WEEK = 7 * 86_400
 T0 = 1_704_067_200  # 2024-01-01 00:00 UTC, a Monday

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import coincurve
 
     from waku_legacy.archive.repair import RepairReport
-    from waku_legacy.migrate.audit import AuditRequest
+    from waku_legacy.migrate.audit.request import AuditRequest
     from waku_legacy.migrate.progress import SparkProgress
 
 __all__ = ["RepairKeys", "link_evidence", "repair_community", "repair_lines"]
@@ -45,7 +45,8 @@ class _Raw:
 def link_evidence(request: AuditRequest) -> ClockEvidence:
     """Descriptions and archive-link messages of the community in the sources and the store."""
     from waku_legacy.archive.clock import read_store_evidence
-    from waku_legacy.migrate.audit import channel_mapping, raw_records
+    from waku_legacy.migrate.audit.request import channel_mapping
+    from waku_legacy.migrate.audit.sources import raw_records
     from waku_legacy.migrate.decode import decode_record
 
     topics = set(evidence_topics(request.community))
@@ -72,11 +73,8 @@ def repair_community(
     (what was appended, the first audit's document, the second's)"""
     from waku_legacy.archive.repair import repair_archives
     from waku_legacy.identity.topics import chat_topic
-    from waku_legacy.migrate.audit import (
-        audit_community,
-        audit_missing,
-        with_published_archive_topics,
-    )
+    from waku_legacy.migrate.audit.archives import with_published_archive_topics
+    from waku_legacy.migrate.audit.run import audit_community, audit_missing
 
     request = with_published_archive_topics(request, request.archive_topics)
     first, missing = audit_missing(request, progress)
