@@ -30,6 +30,13 @@ Modules (one concept each):
 - :mod:`.archiver` -- 7-day archive runs, seeding, signed magnet-link (re)publishing (a
   package: the run's input, one community's archiver, the scheduler, the seeder thread,
   the link's reach);
+- :mod:`.leader` -- one fenced archiving leader among bridges sharing a PostgreSQL store;
+  :mod:`.workers` -- the REST API on every core (worker processes beside the primary);
+- :mod:`.p2p` -- the libp2p listener glue (``[libp2p]``); :mod:`.store_peer` -- ``peerAddr``
+  on ``/store/v3/messages``, asked with the project's own store client;
+- :mod:`.status` -- the status report (``GET /debug/v1/status``); :mod:`.status_page` -- the
+  same as the HTML status page (``GET /``); :mod:`.viewer` -- the history pages
+  (``[viewer]``);
 - :mod:`.clock` -- injectable wall clock; :mod:`.metrics` -- Prometheus registry;
   :mod:`.logs` -- JSON-lines logging; :mod:`.cli` -- ``waku-legacy serve``;
 - :mod:`.http_guard` -- connection caps, timeouts and the request budget of the HTTP API;

@@ -47,6 +47,24 @@ Seeding and fetching (libtorrent, imported lazily)
     Seeder(archive_dir, SessionConfig(...)).seed(torrent_path) / .refresh(torrent_dir) / .stats()
     fetch_archives(magnet_or_torrent, community, save_dir, FetchOptions(...)) -> FetchResult
     fetch_from_magnet_message(message, community, save_dir, options, *, last_clock=None)
+
+Modules, one concept each:
+
+- ``partition``: status-go's 7-day windows; ``encode``: archive bytes, padding, index
+  metadata and keys; ``message``: the archive-flavour message; ``canonical``: the one
+  function that decides an archive's bytes; ``topics``: which 4-byte topics archived channel
+  messages carry (``archive_topics``); ``copies``: messages, not copies, in every report.
+- ``layout``: where archive files live; ``data_files``: the crash-safe ``data``/``index``
+  store of one community; ``fence``: the writers' fencing hook; ``verify``: the store checked
+  end to end; ``repair``: catch-up archives of what an audit found missing.
+- ``build``: one call for a community's archive run; ``settings``: the archive keys both
+  applications share; ``defaults``: the one default of each archive setting.
+- ``bencode``: canonical bencoding; ``torrent``: the info dictionary, ``.torrent`` and magnet
+  link; ``magnet``: the signed archive-link message; ``clock``: the clock it is signed with;
+  ``logos_storage``: the Logos Storage back end.
+- ``session``: libtorrent settings; ``seeder``: seeding the latest torrent of each community;
+  ``fetch``: the member side, fetching archives; ``output``: where fetched messages go.
+- ``errors``: the package's errors; ``cli``: ``waku-legacy archive|seed|fetch``.
 """
 
 from __future__ import annotations

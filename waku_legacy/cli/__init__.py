@@ -2,7 +2,11 @@
 
 Each command group lives beside the code it drives and exposes
 ``register(subparsers) -> None``; the handler it sets (``set_defaults(func=...)``) takes the
-parsed namespace and returns an exit code. Command modules must import heavy dependencies
+parsed namespace and returns an exit code. Here only the groups that drive no single
+package: ``plan`` (legacy sources to ``migrate.toml`` and ``bridge.toml``), ``demo`` (the
+operator's guide on generated data), ``decode`` (what a blob of wire bytes holds),
+``members`` (``members preview``), ``history`` (``history export``); ``__main__`` runs the
+command line as ``python -m waku_legacy.cli``. Command modules must import heavy dependencies
 (pyspark, libtorrent) inside their handlers, so that ``waku-legacy hash`` starts fast.
 """
 

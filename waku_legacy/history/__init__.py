@@ -7,7 +7,8 @@ a member's client does and keep one readable model of it. Modules, each owning o
   view policy) and the ``HistoryReader`` protocol that pages and exports read through.
 - :mod:`.events`: what decoding yields per Waku message (chat messages, edits, deletes,
   reactions, pins, identities, undecodable ones).
-- :mod:`.decode`: decrypted 26/WAKU-PAYLOAD data -> one event (no I/O).
+- :mod:`.decode`: decrypted 26/WAKU-PAYLOAD data -> one event (no I/O); :mod:`.segments`:
+  Status payloads split over several Waku messages, joined again.
 - :mod:`.ids`: status-go's message ids; :mod:`.alias`: the three-word names and ``zQ3…`` keys;
   :mod:`.rules`: who may edit or delete, moderators, mentions.
 - :mod:`.index`: the readable tables in the v2 store's database (SQLite FTS5 / PostgreSQL

@@ -19,6 +19,14 @@ A lost connection (PostgreSQL server gone, SQLite file locked or gone) raises
 :class:`StoreUnavailable` and is re-opened by a later call, on the schedule of the
 ``reconnect`` passed to :func:`open_store` (:mod:`waku_legacy.store.reconnect`; share one
 between the connections to one store).
+
+Modules: ``types`` (rows, pages, errors, the store interface); ``sql`` (the queries once,
+over a ``Dialect``); ``sqlite`` and ``postgres`` (the two back ends), ``pg_load``
+(PostgreSQL bulk load), ``dsn`` (connection strings without their password); ``query``
+(nwaku's query semantics) and ``legacy_query`` (v2-beta4's); ``rest_json`` (nwaku's REST
+JSON) and ``rest_client`` (reading a node's REST store); ``protocol/`` (the store protocols
+over libp2p, sans-IO); ``reconnect`` (the reconnect schedule); ``role`` (the archiving
+role's fencing token and the link schedule).
 """
 
 from __future__ import annotations
