@@ -340,6 +340,7 @@ class RawLibp2p:
         self.fin: set[int] = set()
         self.go_away: int | None = None
         self.closed = False
+        self.ended_by: Exception | None = None  # what ended the reader
         self._next = 1
         self._reader: threading.Thread | None = None
 
@@ -443,7 +444,8 @@ class RawLibp2p:
                     self.rst.add(sid)
                 if flags & Y_FIN:
                     self.fin.add(sid)
-        except Exception:
+        except Exception as exc:
+            self.ended_by = exc
             self.closed = True
 
     def open_stream(self, protocol: str, first: bytes = b"") -> int:

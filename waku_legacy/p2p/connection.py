@@ -22,7 +22,9 @@ What we send is bounded too. An answer is already in memory when it is written, 
 on a connection with nothing waiting is queued whole (a store page is its own bound); while
 anything waits (for the peer's yamux window, or in the socket's buffer: ``unsent``), an
 answer that would make the bytes waiting exceed ``max_unsent`` resets its stream instead
-(:meth:`ListenerConnection.respond` says False). A stream whose bytes wait for a window the
+(:meth:`ListenerConnection.respond` says False); if what waits is still over the budget once
+that stream is reset, the connection ends with GO_AWAY (``send_budget_closed``: the peer asks
+for more while not taking what it has). A stream whose bytes wait for a window the
 peer keeps shut for ``write_timeout`` is reset (:meth:`ListenerConnection.stalled_sends`).
 Ping echoes only what the peer's window takes (the stream is reset when more comes).
 Progress for the idle timeout is what the peer took (DATA it made room for, answers within
@@ -375,8 +377,9 @@ class ListenerConnection:
 
     def respond(self, sid: int, body: bytes, now: float, unsent: int = 0) -> bool:
         """The answer on ``sid``, then our side closed; False when it was over the send
-        budget (see the module docstring) and the stream was reset instead. ``unsent``:
-        bytes written to the socket that it has not taken yet."""
+        budget (see the module docstring) and the stream was reset instead (and raises
+        :class:`Libp2pConnectionFailed` when the connection must end, see :meth:`refuse`).
+        ``unsent``: bytes written to the socket that it has not taken yet."""
         mux = self._mux
         if sid not in self._streams or mux is None:
             return True
@@ -384,7 +387,7 @@ class ListenerConnection:
         room = mux.send_room(sid) or 0
         waiting = mux.queued + unsent
         if waiting and waiting + len(message) - room > self.limits.max_unsent:
-            self.reset(sid)
+            self.refuse(sid, unsent)
             return False
         mux.write(sid, message)
         mux.close_stream(sid)
@@ -392,6 +395,23 @@ class ListenerConnection:
         if not mux.stream_queued(sid):  # all within the peer's window: progress
             self.last_active = now
         return True
+
+    def refuse(self, sid: int, unsent: int = 0) -> None:
+        """Reset ``sid``, whose answer would take what waits to be sent past the budget.
+        When what waits is still over the budget once it is reset (an answer queued whole
+        that the peer does not make room for, and it asks for more), the connection ends:
+        GO_AWAY internal error (mplex: closed), raising :class:`Libp2pConnectionFailed`
+        (``send_budget_closed``)."""
+        self.reset(sid)
+        waiting = self.queued + unsent
+        if waiting > self.limits.max_unsent and self._mux is not None:
+            self._mux.go_away(GO_AWAY_INTERNAL_ERROR)
+            error = LimitExceeded(
+                "send budget",
+                f"{waiting} bytes wait for the peer to take them, over "
+                f"{self.limits.max_unsent}, and it asks for more",
+            )
+            raise Libp2pConnectionFailed("send_budget_closed", error)
 
     def stalled_sends(self, now: float) -> list[int]:
         """Streams whose bytes waited ``write_timeout`` for a window the peer kept shut

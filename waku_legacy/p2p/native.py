@@ -70,6 +70,8 @@ __all__ = ["NativeListener", "noise_identity"]
 AGENT = "waku-legacy"
 #: the longest a multistream answer waits to leave with its stream's response
 FLUSH_DELAY = 0.005
+#: how long a connection we end with GO_AWAY waits for the peer to close after our FIN
+LINGER = 1.0
 
 
 def noise_identity(key: coincurve.PrivateKey) -> NoiseIdentity:
@@ -96,6 +98,7 @@ class _Conn(asyncio.Protocol):
         self.paused_since: float | None = None
         self.counted_peer = False
         self.flush_timer: asyncio.TimerHandle | None = None
+        self.ending = False  # our last words are written: nothing more is read or sent
 
     # -- asyncio's calls ----------------------------------------------------------------
 
@@ -122,7 +125,7 @@ class _Conn(asyncio.Protocol):
             self.ws = WebSocketServer()
 
     def data_received(self, data: bytes) -> None:
-        if self.transport is None or self.conn is None:
+        if self.transport is None or self.conn is None or self.ending:
             return
         try:
             self._received(data)
@@ -214,7 +217,7 @@ class _Conn(asyncio.Protocol):
             self._flush()
 
     def _gone(self) -> bool:
-        return self.transport is None
+        return self.transport is None or self.ending or self.transport.is_closing()
 
     def _flush(self) -> None:
         if self.flush_timer is not None:
@@ -278,11 +281,11 @@ class _Conn(asyncio.Protocol):
         assert self.transport is not None
         waiting = conn.queued + self.transport.get_write_buffer_size()
         if waiting > conn.limits.max_unsent:  # its answer would be refused: not computed
-            conn.reset(event.stream)
             error = LimitExceeded(
                 f"{name} request", f"{waiting} bytes wait to be sent, over {conn.limits.max_unsent}"
             )
             self._note("send_budget_exceeded", error, protocol=name)
+            self._refuse(event.stream)
             return False
         assert listener._workers is not None
         listener._workers.submit(
@@ -292,7 +295,7 @@ class _Conn(asyncio.Protocol):
 
     def _answered(self, stream: int, name: str, result: Any, error: BaseException | None) -> None:
         listener = self.listener
-        if self.transport is None or self.conn is None:
+        if self._gone() or self.conn is None:
             return
         if error is not None:
             listener._internal_error(
@@ -309,16 +312,31 @@ class _Conn(asyncio.Protocol):
         """``body`` on ``stream``, or the stream reset when over the send budget (noted)."""
         assert self.conn is not None and self.transport is not None
         unsent = self.transport.get_write_buffer_size()
-        if self.conn.respond(stream, body, time.monotonic(), unsent):
-            return True
-        budget = self.conn.limits.max_unsent
         waiting = self.conn.queued + unsent
+        try:
+            if self.conn.respond(stream, body, time.monotonic(), unsent):
+                return True
+            ended = None
+        except Libp2pConnectionFailed as exc:  # still over the budget: the connection ends
+            ended = exc
+        budget = self.conn.limits.max_unsent
         error = LimitExceeded(
             f"{protocol} answer", f"{len(body)} bytes while {waiting} wait to be sent, over "
             f"{budget} (the peer does not take what it asked for)",
         )  # fmt: skip
         self._note("send_budget_exceeded", error, protocol=protocol)
+        if ended is not None:
+            self._failed(ended.kind, ended.error)
         return False
+
+    def _refuse(self, stream: int) -> None:
+        """``stream`` reset for the send budget; the connection ended (GO_AWAY) when what
+        waits stays over it."""
+        assert self.conn is not None and self.transport is not None
+        try:
+            self.conn.refuse(stream, self.transport.get_write_buffer_size())
+        except Libp2pConnectionFailed as exc:
+            self._failed(exc.kind, exc.error)
 
     def _note(
         self, kind: str, error: Exception, *, level: int = logging.WARNING, **values: Any
@@ -338,19 +356,32 @@ class _Conn(asyncio.Protocol):
         listener = self.listener
         if kind == "yamux_protocol_error":
             listener._refused(kind, self.address, str(error))
+        elif kind == "send_budget_closed":  # the peer asks for what it does not take
+            self._note(kind, error)
+            self._close(linger=True)
+            return
         elif kind != "peer_went_away":
             self._note(kind, error, level=logging.INFO)
         self._close()
 
-    def _close(self, *, abort: bool = False) -> None:
+    def _close(self, *, abort: bool = False, linger: bool = False) -> None:
+        """Close once what is written has left (``abort``: at once). ``linger``: our last
+        words (GO_AWAY) then FIN, and the socket closed when the peer closes or LINGER
+        later: a close with the peer's requests unread would send RST, and the peer's
+        kernel would drop the GO_AWAY before it is read."""
         transport = self.transport
-        if transport is None:
+        if transport is None or (self.ending and not abort):
             return
         if not abort:
             try:
                 self._flush()
             except Exception:  # closing anyway
                 pass
+        self.ending = True
+        if linger and not abort and transport.can_write_eof():
+            transport.write_eof()
+            self.listener._loop_now().call_later(LINGER, transport.abort)
+            return
         if abort:
             transport.abort()
         else:

@@ -340,3 +340,8 @@ class YamuxSession:
         if not self.closed:
             self.closed = True
             self._out.append(header(GO_AWAY, 0, 0, code))
+            # the session is over: what waited for a window will not be sent
+            for stream in self._streams.values():
+                stream.pending.clear()
+                stream.pending_bytes = 0
+            self.queued = 0

@@ -402,3 +402,37 @@ def test_mplex_answers_a_peer_never_reads_stay_within_the_send_budget(make_nativ
     assert stats["send_budget_exceeded"] >= 8, stats
     assert peak <= 4 * MB + ANSWER_BYTES
     assert max(latencies) < 10.0
+
+
+def test_a_connection_asking_for_more_while_over_the_send_budget_ends_with_go_away(
+    make_native,
+) -> None:
+    """A peer that opens twelve streams, each asking for a 2 MiB page, and never sends a
+    WINDOW_UPDATE, against a 1 MiB budget: the first answer is queued whole (1.75 MiB past
+    its window, over the budget); the next one to be refused finds the connection still
+    over the budget once its stream is reset, so the connection ends with GO_AWAY
+    (internal error, 2), long before write_timeout (20 s) would reset the first stream."""
+    limits = ListenerLimits(
+        host=HostLimits(max_buffered_bytes=1 * MB), write_timeout=20.0, idle_timeout=30.0
+    )
+    listener = make_native(limits)
+    peer = attacker(listener)
+    try:
+        streams = [peer.open_stream(BIG, frame_of(b"page")) for _ in range(12)]
+        ended = peer.wait(lambda: peer.go_away is not None and peer.closed, 5.0)
+        # our FIN follows the GO_AWAY; the socket is gone at the latest a second later
+        released = peer.wait(
+            lambda: not [c for c in list(listener._live) if c.address == "127.0.0.2"], 3.0
+        )
+        latencies = honest_queries(listener, 2)
+    finally:
+        peer.close()
+    stats = listener.stats()
+    print(f"12 pages, no window: GO_AWAY {peer.go_away}, closed {peer.closed}, {stats}")
+    assert ended, f"the connection stays open with its answers queued: {stats}"
+    assert peer.go_away == 2  # yamux spec: internal error
+    assert released
+    assert stats["send_budget_closed"] == 1
+    assert stats["send_budget_exceeded"] >= 1
+    assert all(peer.data.get(sid, 0) <= 256 * 1024 for sid in streams)
+    assert max(latencies) < 10.0
