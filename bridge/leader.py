@@ -58,7 +58,7 @@ from typing import Any, Protocol
 
 from waku_legacy.bridge.logs import fields
 from waku_legacy.store import StoreError
-from waku_legacy.store.role import FencingTokenLost, Publication, RoleStore
+from waku_legacy.store.role import FencingTokenLost, LinkPublication, RoleStore
 
 __all__ = ["CHECKS_PER_INTERVAL", "LOCK_NAME", "LeaderLock", "LocalRole", "Role", "lock_key"]
 
@@ -84,10 +84,10 @@ class Role(Protocol):
     def check(self) -> None:
         """Raise :class:`FencingTokenLost` unless this instance holds the role now."""
 
-    def publication(self, community: str) -> Publication | None:
+    def publication(self, community: str) -> LinkPublication | None:
         """The community's link schedule as last recorded (by any holder)."""
 
-    def record(self, publication: Publication) -> None:
+    def record(self, publication: LinkPublication) -> None:
         """Write it, in one transaction with the token check (:class:`FencingTokenLost`)."""
 
 
@@ -196,7 +196,7 @@ class LeaderLock:
                 f"fencing token {token} not confirmed: the leader lock's session failed ({exc})"
             ) from exc
 
-    def publication(self, community: str) -> Publication | None:
+    def publication(self, community: str) -> LinkPublication | None:
         token = self.token
         roles = self._roles_for(token)
         try:
@@ -207,7 +207,7 @@ class LeaderLock:
                 f"fencing token {token} not confirmed: the leader lock's session failed ({exc})"
             ) from exc
 
-    def record(self, publication: Publication) -> None:
+    def record(self, publication: LinkPublication) -> None:
         token = self.token
         roles = self._roles_for(token)
         assert token is not None
@@ -311,11 +311,11 @@ class LocalRole:
         with self._using() as roles:
             roles.check(self.token)
 
-    def publication(self, community: str) -> Publication | None:
+    def publication(self, community: str) -> LinkPublication | None:
         with self._using() as roles:
             return roles.publication(community)
 
-    def record(self, publication: Publication) -> None:
+    def record(self, publication: LinkPublication) -> None:
         with self._using() as roles:
             roles.record(self.token, publication)
 

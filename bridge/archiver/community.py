@@ -50,7 +50,7 @@ from waku_legacy.config.keys import default_of
 from waku_legacy.errors import WakuLegacyError
 from waku_legacy.faults import FaultHook, no_fault
 from waku_legacy.store import MessageStore
-from waku_legacy.store.role import Publication
+from waku_legacy.store.role import LinkPublication
 
 if TYPE_CHECKING:
     from waku_legacy.bridge.leader import Role
@@ -110,7 +110,7 @@ class CommunityArchiver:
         # link schedule kept in the store (None: unfenced, the schedule in memory only)
         self.role = role
         # the link schedule as last recorded in the store (by this or an earlier holder)
-        self.publication: Publication | None = None
+        self.publication: LinkPublication | None = None
         self.logos_storage = logos_storage
         # [history] nodes, asked for the clocks the community already used before publishing
         self.store_nodes = store_nodes
@@ -189,7 +189,7 @@ class CommunityArchiver:
         elif publication.second_due is not None:
             self.pending_link = (publication.second_due, publication.link, publication.clock, None)
 
-    async def _record(self, publication: Publication) -> bool:
+    async def _record(self, publication: LinkPublication) -> bool:
         """The schedule into the store, fenced; False (logged) when this instance no longer
         holds the role or the store did not take it: nothing is sent then."""
         if self.role is not None:
@@ -457,7 +457,7 @@ class CommunityArchiver:
         retry = self.clock.time() + min(self.config.republish_interval, 600)
         # The schedule goes into the store before anything is sent, fenced: a holder that
         # lost the role stops here. Until the send is confirmed it says "retry soon".
-        signed = Publication(self.name, magnet_uri, clock_ms, choice.reason, published_at=None,
+        signed = LinkPublication(self.name, magnet_uri, clock_ms, choice.reason, published_at=None,
                              next_publish=retry, second_due=None)  # fmt: skip
         if not await self._record(signed):
             self.next_publish = retry

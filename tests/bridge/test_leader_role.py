@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import fresh_database
 from waku_legacy.errors import ConfigError
-from waku_legacy.store.role import FencingTokenLost, Publication, RoleStore
+from waku_legacy.store.role import FencingTokenLost, LinkPublication, RoleStore
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -45,14 +45,14 @@ def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             conn.close()
 
 
-def _publication(**changes: Any) -> Publication:
+def _publication(**changes: Any) -> LinkPublication:
     values: dict[str, Any] = {
         "community": "0x02aa", "link": "magnet:?xt=urn:btih:" + "ab" * 20, "clock": 1_700_000,
         "clock_reason": "wall clock = 1700000", "published_at": 100.0, "next_publish": 400.0,
         "second_due": 130.0,
     }  # fmt: skip
     values.update(changes)
-    return Publication(**values)
+    return LinkPublication(**values)
 
 
 def test_the_token_only_grows_and_a_stale_one_writes_nothing(connect: Any) -> None:

@@ -83,7 +83,7 @@ def read_segment(data: bytes, *, max_size: int) -> Segment | None:
 
 
 @dataclass
-class _Pending:
+class _PendingSegments:
     count: int
     data: dict[int, bytes] = field(default_factory=dict)
     size: int = 0
@@ -96,7 +96,7 @@ class SegmentJoiner:
     forgotten first (:attr:`dropped` counts them)."""
 
     def __init__(self, *, max_pending: int = 1024, max_bytes: int = 64 * 1024 * 1024) -> None:
-        self._pending: OrderedDict[tuple[bytes, str], _Pending] = OrderedDict()
+        self._pending: OrderedDict[tuple[bytes, str], _PendingSegments] = OrderedDict()
         self._done: OrderedDict[tuple[bytes, str], None] = OrderedDict()
         self._max_pending = max_pending
         self._max_bytes = max_bytes
@@ -113,7 +113,7 @@ class SegmentJoiner:
             return None  # parity is of no use without reconstruction
         pending = self._pending.get(key)
         if pending is None:
-            pending = self._pending[key] = _Pending(segment.count)
+            pending = self._pending[key] = _PendingSegments(segment.count)
         elif pending.count != segment.count:
             return None  # a segment that disagrees on the count belongs to no set we can join
         if segment.index not in pending.data:

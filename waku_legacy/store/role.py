@@ -31,7 +31,7 @@ from typing import Any
 
 from waku_legacy.store.types import StoreError
 
-__all__ = ["ROLE", "FencingTokenLost", "Publication", "RoleStore"]
+__all__ = ["ROLE", "FencingTokenLost", "LinkPublication", "RoleStore"]
 
 ROLE = "archiving"
 # the same key as the PostgreSQL store's schema creation: one schema writer at a time
@@ -53,7 +53,7 @@ class FencingTokenLost(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
-class Publication:
+class LinkPublication:
     """A community's archive link as last signed, and its schedule."""
 
     community: str
@@ -144,19 +144,19 @@ class RoleStore:
                 (ROLE, token),
             )
 
-    def publication(self, community: str) -> Publication | None:
+    def publication(self, community: str) -> LinkPublication | None:
         row = self.conn.execute(
             f"SELECT {_COLUMNS} FROM link_publication WHERE community = {self._p}", (community,)
         ).fetchone()
         if row is None:
             return None
-        return Publication(
+        return LinkPublication(
             str(row[0]), str(row[1]), int(row[2]), str(row[3]),
             None if row[4] is None else float(row[4]), float(row[5]),
             None if row[6] is None else float(row[6]),
         )  # fmt: skip
 
-    def record(self, token: int, publication: Publication) -> None:
+    def record(self, token: int, publication: LinkPublication) -> None:
         """Write ``publication`` in one transaction that first checks ``token`` against the
         role row (locked until commit: a taker's increment waits for it, or it sees the
         taker's token and nothing is written)."""
