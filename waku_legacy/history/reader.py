@@ -98,13 +98,19 @@ class IndexReader:
                                ("m.author", self.policy.takedown_authors)):  # fmt: skip
             if values:
                 listed = sorted(v.lower() for v in values)
-                if self.db.postgres:
-                    sql += f" AND NOT ({column} = ANY(?))"
-                    params.append(listed)
-                else:
-                    sql += f" AND {column} NOT IN ({', '.join('?' * len(listed))})"
-                    params += listed
+                sql += self._not_in(column)
+                params.append(self._listed(listed))
         return sql, params
+
+    def _not_in(self, column: str) -> str:
+        """`` AND column`` not in one list parameter (:meth:`_listed`): any length (SQLite
+        takes at most 32,766 parameters, a takedown list may hold more)."""
+        if self.db.postgres:
+            return f" AND NOT ({column} = ANY(?))"
+        return f" AND {column} NOT IN (SELECT value FROM json_each(?))"
+
+    def _listed(self, values: list[str]) -> object:
+        return values if self.db.postgres else json.dumps(values)
 
     def _hidden_authors(self, community_id: str) -> list[str]:
         keys = set(self.policy.takedown_authors)
@@ -139,11 +145,8 @@ class IndexReader:
             author_clause = ""
             author_values: list[object] = []
             if authors:  # already counted above
-                if self.db.postgres:
-                    author_clause, author_values = " AND NOT (m.author = ANY(?))", [authors]
-                else:
-                    author_clause = f" AND m.author NOT IN ({', '.join('?' * len(authors))})"
-                    author_values = list(authors)
+                author_clause = self._not_in("m.author")
+                author_values = [self._listed(authors)]
             for channel, day, n in self.db.execute(
                 "SELECT m.channel, m.day, count(*) FROM history_messages m WHERE"
                 f" m.community = ? AND {clause}{where} AND m.deleted = 0{author_clause}"

@@ -173,3 +173,10 @@ def test_images_are_served_only_as_sniffed_types(index: HistoryIndex) -> None:
     assert reader.image(COMMUNITY, mid(2)) is None
     message = reader.message(COMMUNITY, mid(1))
     assert message is not None and (message.image_type, message.image_size) == ("png", len(png))
+
+
+def test_a_takedown_list_longer_than_sqlites_parameter_limit(filled: HistoryIndex) -> None:
+    many = frozenset(f"0x{n:064x}" for n in range(100, 40_100)) | {mid(2)}
+    reader = filled.reader(ViewPolicy(takedown_ids=many, takedown_authors=frozenset({CAROL})))
+    assert _ids(reader.day(COMMUNITY, GENERAL, D1)) == [mid(1)]
+    assert reader.community(COMMUNITY).channels[0].messages == 3  # type: ignore[union-attr]
