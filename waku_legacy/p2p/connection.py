@@ -26,7 +26,10 @@ answer that would make the bytes waiting exceed ``max_unsent`` resets its stream
 that stream is reset, the connection ends with GO_AWAY (``send_budget_closed``: the peer asks
 for more while not taking what it has). A stream whose bytes wait for a window the
 peer keeps shut for ``write_timeout`` is reset (:meth:`ListenerConnection.stalled_sends`).
-Ping echoes only what the peer's window takes (the stream is reset when more comes).
+Ping echoes only what the peer's window takes (the stream is reset when more comes; mplex:
+while the connection's waiting bytes are within the budget). A paced mplex session (the
+native server's) keeps what the socket has no room for per stream, as yamux keeps what
+waits for a window: the same budget and the same ``write_timeout`` per stream hold.
 Progress for the idle timeout is what the peer took (DATA it made room for, answers within
 its window), streams opened and ended; not answers queued for a peer that takes nothing."""
 
@@ -145,8 +148,13 @@ class ListenerConnection:
         limits: Libp2pConnectionLimits,
         identify: Callable[[], bytes],
         muxers: tuple[str, ...] = ("yamux", "mplex"),
+        *,
+        paced: bool = False,
     ) -> None:
+        """``paced``: mplex sends only what :meth:`socket_room` says the socket takes and
+        keeps the rest (see :mod:`~waku_legacy.p2p.mplex`); without it, everything at once."""
         self.limits = limits
+        self._paced = paced
         self._identity = identity
         self._identify = identify
         self._muxer_ids = {MUXER_IDS[m]: m for m in muxers}
@@ -220,7 +228,7 @@ class ListenerConnection:
             self._mux = (
                 YamuxSession(max_streams=max_open)
                 if self.muxer == "yamux"
-                else MplexSession(max_streams=max_open)
+                else MplexSession(max_streams=max_open, paced=self._paced)
             )
             self.phase = Phase.OPEN
             self.last_active = now
@@ -312,7 +320,8 @@ class ListenerConnection:
             events.append(Request(sid, stream.protocol, frames[0]))
         elif stream.protocol == PING_CODEC:
             room = mux.send_room(sid)
-            if room is None or len(data) <= room:
+            fits = len(data) <= room if room is not None else mux.queued < self.limits.max_unsent
+            if fits:
                 mux.write(sid, data)
             else:  # the peer does not take its echoes: no more than its window is held
                 error = LimitExceeded("ping", f"an echo past the peer's window ({room} bytes)")
@@ -385,7 +394,8 @@ class ListenerConnection:
             return True
         message = encode_frame(body)
         room = mux.send_room(sid) or 0
-        waiting = mux.queued + unsent
+        # what waits on other streams (this one's own multistream answer may wait too)
+        waiting = mux.queued - mux.stream_queued(sid) + unsent
         if waiting and waiting + len(message) - room > self.limits.max_unsent:
             self.refuse(sid, unsent)
             return False
@@ -438,9 +448,19 @@ class ListenerConnection:
             self.reset(sid)
         return late
 
+    def socket_room(self, room: int, now: float) -> None:
+        """The socket takes ``room`` bytes now: a paced mplex session sends what waits up
+        to it (progress for the idle timeout when some left)."""
+        mux = self._mux
+        if isinstance(mux, MplexSession):
+            sent = mux.sent
+            mux.allow(room)
+            if mux.sent != sent:
+                self.last_active = now
+
     @property
     def queued(self) -> int:
-        """Bytes waiting for the peer's window (yamux)."""
+        """Bytes waiting for the peer's window (yamux) or the socket's room (paced mplex)."""
         return self._mux.queued if self._mux is not None else 0
 
     def reset(self, sid: int) -> None:

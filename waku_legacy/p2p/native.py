@@ -119,7 +119,7 @@ class _Conn(asyncio.Protocol):
             listener.limits.host.handshake_timeout, self._handshake_timed_out
         )
         self.conn = ListenerConnection(
-            listener._identity, listener._conn_limits, listener._identify
+            listener._identity, listener._conn_limits, listener._identify, paced=True
         )
         if self.kinds == frozenset({"ws"}):
             self.ws = WebSocketServer()
@@ -150,6 +150,8 @@ class _Conn(asyncio.Protocol):
         self.paused_since = None
         if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
+            if self.conn is not None and self.conn.queued and not self.ending:
+                self._flush()  # mplex: what waited for the socket's room
 
     def connection_lost(self, exc: Exception | None) -> None:
         listener = self.listener
@@ -223,13 +225,23 @@ class _Conn(asyncio.Protocol):
         if self.flush_timer is not None:
             self.flush_timer.cancel()
             self.flush_timer = None
-        if self.conn is None or self.transport is None:
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None:
             return
-        out = self.conn.data_to_send()
-        if out:
+        # mplex (paced) sends what the socket takes until its buffer passes the high-water
+        # mark; pause_writing then, and resume_writing sends the rest (yamux: one round)
+        high = transport.get_write_buffer_limits()[1]
+        while True:
+            room = max(0, high + 1 - transport.get_write_buffer_size())
+            conn.socket_room(room, time.monotonic())
+            out = conn.data_to_send()
+            if not out:
+                return
             if self.ws is not None:
                 out = self.ws.wrap(out)
-            self.transport.write(out)
+            transport.write(out)
+            if not conn.queued or transport.get_write_buffer_size() > high:
+                return
 
     def _secured(self, event: Secured) -> None:
         listener = self.listener
@@ -402,7 +414,7 @@ class _Conn(asyncio.Protocol):
         conn = self.conn
         listener = self.listener
         limits = listener.limits
-        if conn is None or self.transport is None or self.handshaking:
+        if conn is None or self.transport is None or self.handshaking or self.ending:
             return
         if self.paused_since is not None and now - self.paused_since > limits.write_timeout:
             timeout = limits.write_timeout

@@ -395,3 +395,57 @@ def test_rsa_identity_keys_within_libp2ps_bounds(bits: int, exponent: int, accep
     else:
         with pytest.raises(DecodeError):
             decode_public_key(encoded)
+
+
+def test_mplex_paced_sends_what_the_socket_takes_the_streams_in_turn() -> None:
+    """A paced session (the listener's) sends no more than the room it is given; the rest
+    waits per stream and leaves in turns of 64 KiB; Close follows a stream's last byte."""
+    session = MplexSession(paced=True)
+    session.feed(b"\x08\x011" + b"\x10\x012")  # NewStream 1 and 2 (keys 2 and 4)
+    session.write(2, b"a" * 100_000)
+    session.write(4, b"b" * 100_000)
+    session.close_stream(2)
+    assert session.data_to_send() == b""  # no room given yet
+    assert session.queued == 200_000 and session.waiting() == [(2, 0), (4, 0)]
+    session.allow(70_000)  # 64 KiB of stream 1, then the 4,464 bytes left for stream 2
+    out = session.data_to_send()
+    # MessageReceiver (flag 1) of stream 1: header 0x09, varint 65536 = 80 80 04
+    assert out.startswith(b"\x09\x80\x80\x04" + b"a" * 65536)
+    assert out.endswith(b"\x11\xf0\x22" + b"b" * 4464)  # stream 2: 0x11, varint 4464
+    assert session.waiting() == [(2, 65536), (4, 4464)]
+    session.allow(1 << 20)
+    out = session.data_to_send()
+    # stream 1's last 34,464 bytes and CloseReceiver (0x0b), stream 2's 95,536 in two turns
+    assert out.endswith(
+        b"\x0b\x00" + b"\x11\x80\x80\x04" + b"b" * 65536 + b"\x11\xb0\xea\x01" + b"b" * 30000
+    )
+    assert session.queued == 0 and session.waiting() == []
+
+
+@pytest.mark.parametrize("muxer", ["yamux", "mplex"])
+def test_a_stream_whose_bytes_make_no_progress_for_write_timeout_is_reset(muxer: str) -> None:
+    """yamux: the window stays shut; paced mplex: the socket takes nothing. Either way the
+    answer's bytes wait; a stream that sent nothing more for write_timeout is reset (and
+    what it held dropped). Before, mplex had no such deadline (nothing waited per stream)."""
+    limits = Libp2pConnectionLimits(requests={"/big": 100}, max_unsent=8 << 20, write_timeout=5.0)
+    listener = ListenerConnection(
+        noise_identity(coincurve.PrivateKey()), limits, lambda: b"", paced=True
+    )
+    dialler = DiallerConnection(noise_identity(coincurve.PrivateKey()), muxer)
+    streams = [dialler.request("/big", b"page") for _ in range(2)]
+    requests: list[Request] = []
+    for _ in range(6):
+        requests += [e for e in listener.receive(dialler.data_to_send(), 0.0)
+                     if isinstance(e, Request)]  # fmt: skip
+        listener.socket_room(1 << 20, 0.0)
+        dialler.receive(listener.data_to_send())
+    assert len(requests) == len(streams)
+    for request in requests:  # 600 KB each: past yamux's 256 KiB window
+        assert listener.respond(request.stream, b"x" * 600_000, now=0.0)
+    listener.socket_room(300_000, 0.0)  # mplex: the socket takes some, then nothing
+    listener.data_to_send()  # (the dialler reads none of it: no WINDOW_UPDATE either)
+    assert listener.queued > 0
+    assert listener.stalled_sends(1.0) == []
+    assert listener.stalled_sends(5.5) == []  # 4.5 s without progress: not yet
+    assert sorted(listener.stalled_sends(6.5)) == sorted(r.stream for r in requests)
+    assert listener.queued == 0

@@ -166,14 +166,18 @@ def test_answers_a_peer_never_makes_room_for_are_bounded_and_expire(make_native)
     assert max(latencies) < 10.0
 
 
-def test_an_honest_client_paging_large_answers_at_full_speed_is_answered(make_native) -> None:
+@pytest.mark.parametrize("muxer", ["yamux", "mplex"])
+def test_an_honest_client_paging_large_answers_at_full_speed_is_answered(
+    make_native, muxer: str
+) -> None:
     """The send budget never refuses a client that takes its answers: 2 MiB answers, one
-    after the other, over one connection (a budget of 1 MiB, below each answer)."""
+    after the other, over one connection (a budget of 1 MiB, below each answer); mplex's
+    paced sending keeps up (it sends more each time the socket drains)."""
     limits = ListenerLimits(host=HostLimits(max_buffered_bytes=1 * MB), write_timeout=2.0)
     listener = make_native(limits)
 
     async def main() -> list[int]:
-        async with P2PClient.dial(address_of(listener)) as client:
+        async with P2PClient.dial(address_of(listener), muxers=(muxer,)) as client:
             return [len(await client.request(BIG, b"page")) for _ in range(8)]
 
     assert trio.run(main) == [ANSWER_BYTES] * 8
