@@ -36,6 +36,7 @@ from waku_legacy.history.events import Event, Undecodable, WakuFacts
 if TYPE_CHECKING:
     from waku_legacy.community_config import CommunityConfig
     from waku_legacy.history.index import HistoryIndex, IndexCounts
+    from waku_legacy.history.segments import SegmentJoiner
     from waku_legacy.identity.topics import CommunityId
     from waku_legacy.members.preview import ArchivedEntry
     from waku_legacy.store.types import MessageStore, StoredMessage
@@ -71,14 +72,51 @@ class WakuRow:
 
 
 def decode_rows(rows: Iterable[WakuRow | Undecodable], community_id: str) -> Iterator[Event]:
-    """Each row decoded at the Status application layer (undecodable rows passed on)."""
+    """Each row decoded at the Status application layer (undecodable rows passed on); the
+    pieces of a segmented payload (:mod:`.segments`) are ``Undecodable("segment")`` each but
+    the one that completes the set, which is the whole payload's event."""
+    joiner = _segment_joiner()
+    for event, data in _decoded(rows, community_id):
+        yield _joined(event, data, joiner, community_id)
+
+
+def _segment_joiner() -> SegmentJoiner:
+    from waku_legacy.history.segments import SegmentJoiner
+
+    return SegmentJoiner()
+
+
+def _decoded(
+    rows: Iterable[WakuRow | Undecodable], community_id: str
+) -> Iterator[tuple[Event, bytes | None]]:
+    """Each row's event, with its data when the event says it is a segment."""
     from waku_legacy.history.decode import decode_application
 
     for row in rows:
         if isinstance(row, Undecodable):
-            yield row
-        else:
-            yield decode_application(row.data, row.facts.payload_signer, row.facts, community_id)
+            yield row, None
+            continue
+        event = decode_application(row.data, row.facts.payload_signer, row.facts, community_id)
+        segment = isinstance(event, Undecodable) and event.reason == "segment"
+        yield event, (row.data if segment else None)
+
+
+def _joined(event: Event, data: bytes | None, joiner: SegmentJoiner, community_id: str) -> Event:
+    """``event``, or the whole payload's event when ``data`` is the segment completing it."""
+    if data is None or event.facts is None:
+        return event
+    from waku_legacy.history.decode import MAX_APPLICATION_BYTES, decode_application
+    from waku_legacy.history.segments import read_segment
+
+    signer = event.facts.payload_signer
+    segment = read_segment(data, max_size=MAX_APPLICATION_BYTES)
+    try:
+        whole = joiner.add(segment, signer) if segment is not None else None
+    except WakuLegacyError as exc:  # the joined bytes hash wrong: the set is dropped
+        return Undecodable("segment", str(exc)[:160], event.facts)
+    if whole is None:
+        return event
+    return decode_application(whole, signer, event.facts, community_id)
 
 
 # -- the store -----------------------------------------------------------------------------------
@@ -104,10 +142,11 @@ def _stored_pages(
 
 def _decode_page(
     page: list[StoredMessage], key: bytes, community_id: str, windows: tuple[tuple[int, int], ...]
-) -> list[Event]:
-    """A worker's task: one page decrypted and decoded."""
+) -> list[tuple[Event, bytes | None]]:
+    """A worker's task: one page decrypted and decoded (segments are joined by the caller:
+    a set may span pages)."""
     rows = (stored_row(m, key, windows=windows) for m in page)
-    return list(decode_rows(rows, community_id))
+    return list(_decoded(rows, community_id))
 
 
 def _decoded_in_workers(
@@ -123,13 +162,16 @@ def _decoded_in_workers(
     import collections
     from concurrent.futures import Future
 
-    pending: collections.deque[Future[list[Event]]] = collections.deque()
+    joiner = _segment_joiner()
+    pending: collections.deque[Future[list[tuple[Event, bytes | None]]]] = collections.deque()
     for page in pages:
         pending.append(pool.submit(_decode_page, page, key, community_id, windows))
         if len(pending) >= 2 * workers:
-            yield from pending.popleft().result()
+            for event, data in pending.popleft().result():
+                yield _joined(event, data, joiner, community_id)
     while pending:
-        yield from pending.popleft().result()
+        for event, data in pending.popleft().result():
+            yield _joined(event, data, joiner, community_id)
 
 
 def store_rows(

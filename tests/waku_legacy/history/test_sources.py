@@ -8,11 +8,13 @@ from __future__ import annotations
 import datetime as dt
 
 import coincurve
+import pytest
 
 from tests.waku_legacy.history import status_messages as sm
 from tests.waku_legacy.history.indexing import history_dsn
 from waku_legacy.archive.message import ArchiveMessage
 from waku_legacy.archive.partition import WEEK_SECONDS
+from waku_legacy.community_config import CommunityConfig
 from waku_legacy.crypto.payload import encode_payload
 from waku_legacy.history.index import HistoryIndex
 from waku_legacy.history.sources import index_from_archive_entries, index_from_store
@@ -176,3 +178,21 @@ def test_window_of_finds_the_archive_window_holding_a_time() -> None:
     assert window_of(windows, 350) is None  # between windows
     assert window_of(windows, 500) is None
     assert window_of([], 150) is None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_segmented_message_in_the_store_is_joined(history_dsn: str, workers: int) -> None:
+    from tests.waku_legacy.history.test_segments import split
+
+    hello = sm.application(sm.ALICE, 1, sm.chat("a long message, " * 40))
+    pieces = split(sm.wrapped(hello), 300)
+    assert len(pieces) >= 3
+    rows = [_row(10 + i, CHANNEL_TOPIC, p, CHANNEL_KEY, sm.T0 + i) for i, p in enumerate(pieces)]
+    config = CommunityConfig(id=COMMUNITY, channels=(sm.CHANNEL,), shard=128)
+    with open_store(history_dsn) as store:
+        store.insert_messages(rows)
+    with HistoryIndex.open(history_dsn) as index:
+        counts = index_from_store(history_dsn, [config], index, workers=workers)
+        assert counts.messages == 1 and counts.undecodable == {"segment": len(pieces) - 1}
+        got = index.reader().message(str(COMMUNITY), sm.expected_id(sm.ALICE, hello))
+        assert got is not None and got.text == "a long message, " * 40
