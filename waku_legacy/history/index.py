@@ -59,6 +59,7 @@ from waku_legacy.history.events import (
 if TYPE_CHECKING:
     from waku_legacy.history.model import ViewPolicy
     from waku_legacy.history.reader import IndexReader
+    from waku_legacy.history.segments import SegmentJoiner
     from waku_legacy.history.sources import WakuRow
     from waku_legacy.identity.descriptions import SignedDescription
 
@@ -417,6 +418,7 @@ class HistoryIndex:
         self.db = db
         self._moderators: dict[str, frozenset[str]] = {}
         self._known_authors: set[str] = set()
+        self._segments: SegmentJoiner | None = None
 
     @classmethod
     def open(cls, dsn: str, *, create: bool = False) -> HistoryIndex:
@@ -526,9 +528,12 @@ class HistoryIndex:
     def add_waku_messages(self, community_id: str, rows: Iterable[WakuRow]) -> IndexCounts:
         """Decrypted Waku messages (:class:`~.sources.WakuRow`: the 26/WAKU-PAYLOAD data, its
         signer and provenance) decoded and added: the bridge's hook for live envelopes."""
+        from waku_legacy.history.segments import SegmentJoiner
         from waku_legacy.history.sources import decode_rows
 
-        return self.add_events(community_id, decode_rows(rows, community_id))
+        if self._segments is None:  # kept: a live message's segments arrive one by one
+            self._segments = SegmentJoiner()
+        return self.add_events(community_id, decode_rows(rows, community_id, joiner=self._segments))
 
     def add_events(self, community_id: str, events: Iterable[Event]) -> IndexCounts:
         """Fold decoded events into the tables, :data:`BATCH` per transaction."""

@@ -71,11 +71,17 @@ class WakuRow:
     facts: WakuFacts
 
 
-def decode_rows(rows: Iterable[WakuRow | Undecodable], community_id: str) -> Iterator[Event]:
+def decode_rows(
+    rows: Iterable[WakuRow | Undecodable],
+    community_id: str,
+    *,
+    joiner: SegmentJoiner | None = None,
+) -> Iterator[Event]:
     """Each row decoded at the Status application layer (undecodable rows passed on); the
     pieces of a segmented payload (:mod:`.segments`) are ``Undecodable("segment")`` each but
-    the one that completes the set, which is the whole payload's event."""
-    joiner = _segment_joiner()
+    the one that completes the set, which is the whole payload's event (``joiner``: one kept
+    across calls, for rows that come a few at a time)."""
+    joiner = joiner or _segment_joiner()
     for event, data in _decoded(rows, community_id):
         yield _joined(event, data, joiner, community_id)
 

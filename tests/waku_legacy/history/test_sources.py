@@ -196,3 +196,18 @@ def test_a_segmented_message_in_the_store_is_joined(history_dsn: str, workers: i
         assert counts.messages == 1 and counts.undecodable == {"segment": len(pieces) - 1}
         got = index.reader().message(str(COMMUNITY), sm.expected_id(sm.ALICE, hello))
         assert got is not None and got.text == "a long message, " * 40
+
+
+def test_the_bridge_hook_joins_segments_arriving_one_by_one(history_dsn: str) -> None:
+    from tests.waku_legacy.history.test_segments import split
+    from waku_legacy.history.events import WakuFacts
+    from waku_legacy.history.sources import WakuRow
+
+    hello = sm.application(sm.ALICE, 1, sm.chat("live and long " * 40))
+    pieces = split(sm.wrapped(hello), 300)
+    with HistoryIndex.open(history_dsn, create=True) as index:
+        for n, piece in enumerate(pieces):
+            facts = WakuFacts(f"0x{n:064x}", CHANNEL_TOPIC, PUBSUB, sm.T0, sm.NODE.hex)
+            index.add_waku_messages(str(COMMUNITY), [WakuRow(piece, facts)])
+        got = index.reader().message(str(COMMUNITY), sm.expected_id(sm.ALICE, hello))
+        assert got is not None and got.text == "live and long " * 40
