@@ -34,6 +34,7 @@ from waku_legacy.p2p.listener import (
     P2PListener,
     Refusal,
     RequestHandler,
+    RequestOrigin,
 )
 
 if TYPE_CHECKING:
@@ -74,21 +75,24 @@ def store_protocols(
     from waku_legacy.store.query import StoreQueryError
 
     throttle = LogThrottle()
-    held_back: Counter[tuple[str, int, str]] = Counter()
+    held_back: Counter[tuple[str, int, str, str]] = Counter()
     lock = threading.Lock()
 
-    def logged(protocol: str, answer: StoreAnswer) -> bytes:
+    def logged(protocol: str, answer: StoreAnswer, origin: RequestOrigin) -> bytes:
         body: bytes = answer.body
         error = answer.error
         if error is not None and not isinstance(error, StoreUnavailable):
             # (an outage is logged once by the store's health, not once per query.) A peer
-            # makes as many failed queries as it likes: one line per kind every 10 s, as
-            # for the listener's refusals, with how many were held back since; none of the
-            # peer's own fields (its request_id) and only our own words of the error
-            kind = (protocol, answer.status, type(error).__name__)
+            # makes as many failed queries as it likes: one line per kind and source
+            # address every 10 s, as for the listener's refusals, with how many were held
+            # back since; the address and the peer id (whom to block), none of the peer's
+            # own fields (its request_id) and only our own words of the error
+            kind = (protocol, answer.status, type(error).__name__, origin.address)
             with lock:
                 if not throttle.should_log(kind, time.monotonic()):
                     held_back[kind] += 1
+                    if len(held_back) > throttle.size:  # addresses gone quiet: forgotten
+                        del held_back[next(iter(held_back))]
                     return body
                 repeated = held_back.pop(kind, 0)
             reason = str(error) if isinstance(error, StoreQueryError) else None
@@ -97,17 +101,19 @@ def store_protocols(
                 "libp2p store query failed",
                 extra=fields(
                     protocol=protocol, status=answer.status, error_type=kind[2],
-                    reason=reason or what, held_back=repeated,
+                    reason=reason or what, held_back=repeated, peer=origin.address,
+                    peer_id=origin.peer_id,
                 ),
             )  # fmt: skip
         return body
 
-    def v3(request: bytes) -> Answered:
+    def v3(request: bytes, origin: RequestOrigin) -> Answered:
         answer = serve_store_v3(request, stores)
-        return Answered(logged(STORE_V3_CODEC, answer), answer.next_cursor)
+        return Answered(logged(STORE_V3_CODEC, answer, origin), answer.next_cursor)
 
-    def legacy(request: bytes) -> bytes:
-        return logged(LEGACY_STORE_CODEC, serve_legacy_store(request, stores, cursor_cache))
+    def legacy(request: bytes, origin: RequestOrigin) -> bytes:
+        answer = serve_legacy_store(request, stores, cursor_cache)
+        return logged(LEGACY_STORE_CODEC, answer, origin)
 
     def v3_refused(request: bytes, reason: str) -> bytes:
         body: bytes = store_v3_too_many_requests()

@@ -58,7 +58,8 @@ from waku_legacy.p2p.metadata import (
 from waku_legacy.p2p.streams import frame, read_frame
 
 __all__ = [
-    "Answered", "Continues", "ListenerLimits", "P2PListener", "Refusal", "RequestHandler"
+    "Answered", "Continues", "ListenerLimits", "P2PListener", "Refusal", "RequestHandler",
+    "RequestOrigin",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -74,8 +75,19 @@ class Answered:
     next_cursor: Hashable | None = None
 
 
-#: ``request body -> response``; runs on a worker thread; must not raise for bad input.
-RequestHandler = Callable[[bytes], "bytes | Answered"]
+@dataclass(frozen=True, slots=True)
+class RequestOrigin:
+    """Who asked: the connection's source address (the key of the per-address limits and
+    of the log throttle) and the peer id its Noise handshake proved. Neither is a field the
+    peer writes freely: the address is the socket's, the peer id derived from a key."""
+
+    address: str
+    peer_id: str
+
+
+#: ``(request body, who asked) -> response``; runs on a worker thread; must not raise for
+#: bad input.
+RequestHandler = Callable[[bytes, RequestOrigin], "bytes | Answered"]
 #: ``request body -> the cursor it continues from`` (None: a fresh request); cheap, on the
 #: trio thread, before the rate limits; must not raise.
 Continues = Callable[[bytes], "Hashable | None"]
@@ -483,7 +495,9 @@ class P2PListener:
         address = state.address if state is not None else "unknown"
         allowed, refused = self._admit_request(peer, address, name, protocol, request)
         if allowed:
-            response = self._issue(peer, await self._in_pool(protocol.answer, request))
+            origin = RequestOrigin(address, peer)
+            result = await self._in_pool(lambda body: protocol.answer(body, origin), request)
+            response = self._issue(peer, result)
             self.shared.count("requests_answered")
         elif refused is None:
             await _reset_quietly(stream)

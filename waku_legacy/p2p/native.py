@@ -58,7 +58,7 @@ from waku_legacy.p2p.connection import (
 )
 from waku_legacy.p2p.errors import P2PError, P2PTimeout
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC, encode_identify
-from waku_legacy.p2p.listener import P2PListener
+from waku_legacy.p2p.listener import P2PListener, RequestOrigin
 from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES
 from waku_legacy.p2p.noise import NoiseIdentity
 from waku_legacy.p2p.peer_key import encode_public_key
@@ -300,8 +300,11 @@ class _Conn(asyncio.Protocol):
             self._refuse(event.stream)
             return False
         assert listener._workers is not None
+        origin = RequestOrigin(self.address, self.peer)
         listener._workers.submit(
-            protocol.answer, event.body, partial(self._answered, event.stream, name)
+            lambda body: protocol.answer(body, origin),
+            event.body,
+            partial(self._answered, event.stream, name),
         )
         return True
 

@@ -47,7 +47,7 @@ def _refuse(request: bytes, reason: str) -> bytes:
     return b"refused:" + reason.encode()
 
 
-def _slow(request: bytes) -> bytes:
+def _slow(request: bytes, origin: object) -> bytes:
     time.sleep(1.5)
     return b"slow:" + request
 
@@ -58,7 +58,7 @@ def listening(
     listener = listener_class(
         ephemeral_key_pair(),
         ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"],
-        {ECHO: (lambda body: b"echo:" + body, _refuse), SLOW: (_slow, None)},
+        {ECHO: (lambda body, origin: b"echo:" + body, _refuse), SLOW: (_slow, None)},
         cluster_id=16,
         shards=[128, 32],
         limits=limits or ListenerLimits(),
@@ -429,7 +429,7 @@ def test_announced_addresses_replace_the_listen_addresses(
 ) -> None:
     announce = ["/dns4/bridge.example.org/tcp/443/wss", "/ip4/203.0.113.7/tcp/60000"]
     listener = listener_class(
-        ephemeral_key_pair(), ["/ip4/127.0.0.1/tcp/0"], {ECHO: (lambda b: b, None)},
+        ephemeral_key_pair(), ["/ip4/127.0.0.1/tcp/0"], {ECHO: (lambda b, origin: b, None)},
         cluster_id=16, shards=[128], announce=announce,
     )  # fmt: skip
     listener.start_blocking()

@@ -63,7 +63,7 @@ def make_listener(listener_class: type[P2PListener]) -> Iterator[Callable[..., P
         listener = listener_class(
             ephemeral_key_pair(),
             list(listen),
-            {ECHO: (lambda body: b"echo:" + body, None)},
+            {ECHO: (lambda body, origin: b"echo:" + body, None)},
             cluster_id=16,
             shards=[32],
             limits=limits or ListenerLimits(),

@@ -66,8 +66,8 @@ def make_native() -> Iterator[Callable[..., P2PListener]]:
             list(listen),
             protocols
             or {
-                ECHO: (lambda body: b"echo:" + body, None),
-                BIG: (lambda body: b"x" * ANSWER_BYTES, None),
+                ECHO: (lambda body, origin: b"echo:" + body, None),
+                BIG: (lambda body, origin: b"x" * ANSWER_BYTES, None),
             },
             cluster_id=16,
             shards=[32],
@@ -335,6 +335,43 @@ def test_failed_store_queries_are_logged_once_without_the_peers_fields(
     assert len(failed) == 1, failed
     assert "ATTACKER" not in json_logs.getvalue()
     assert failed[0]["level"] == "warning"
+
+
+def test_failed_store_queries_are_logged_once_per_kind_and_source_address(
+    make_native, json_logs, tmp_path: Path
+) -> None:
+    """127.0.0.1 and 127.0.0.2 each send six queries with an all-zero cursor and six that
+    do not decode, each on a new connection (a new peer id each time): one line per kind
+    and address (four), each naming the address and a peer id, none the peer's fields."""
+    from tests.p2p_attacks import raw_query
+    from waku_legacy.bridge.p2p import store_protocols
+    from waku_legacy.bridge.store_threads import ThreadLocalStore
+    from waku_legacy.p2p.store_client import decode_response
+    from waku_legacy.store.protocol import STORE_V3_CODEC
+
+    stores = ThreadLocalStore(f"sqlite:///{tmp_path / 'store.db'}")
+    listener = make_native(protocols=store_protocols(stores, None))
+    target = tcp_target(address_of(listener))
+    statuses = []
+    try:
+        for source in ("127.0.0.1", "127.0.0.2"):
+            for n in range(6):
+                zero_cursor = _store_request(f"ATTACKER-{n}", bytes(32))
+                undecodable = b"\x0a\xff\xff\xff\xff\x0f" + b"ATTACKER"  # a length past the end
+                for body in (zero_cursor, undecodable):
+                    answer = raw_query(target, STORE_V3_CODEC, body, source=source)
+                    statuses.append(decode_response(answer).status_code)
+    finally:
+        stores.close()
+    failed = [line for line in _lines(json_logs) if line["msg"] == "libp2p store query failed"]
+    print(f"failed store queries: {sorted(set(statuses))}, {failed}")
+    assert len(statuses) == 24 and 200 not in statuses
+    by_address_and_kind = {(line["peer"], line["error_type"], line["status"]) for line in failed}
+    assert len(failed) == 4 == len(by_address_and_kind), failed
+    assert {line["peer"] for line in failed} == {"127.0.0.1", "127.0.0.2"}
+    assert all(line["peer_id"].startswith("16Uiu2") for line in failed)  # secp256k1 ids
+    assert len({line["error_type"] for line in failed}) == 2
+    assert "ATTACKER" not in json_logs.getvalue()
 
 
 def test_handshakes_per_address_are_rate_limited_and_new_addresses_keep_a_share() -> None:
