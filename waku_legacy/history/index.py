@@ -180,7 +180,7 @@ def _tables(blob: str, big: str) -> tuple[str, ...]:
         "CREATE TABLE IF NOT EXISTS history_communities (community TEXT PRIMARY KEY,"
         f" name TEXT NOT NULL, clock {big} NOT NULL, channels TEXT NOT NULL,"
         " moderators TEXT NOT NULL, archive_link TEXT NOT NULL,"
-        f" last_archived_s {big} NOT NULL)",
+        f" last_archived_s {big} NOT NULL, description TEXT NOT NULL DEFAULT '')",
         "CREATE TABLE IF NOT EXISTS history_channels (community TEXT NOT NULL,"
         f" channel TEXT NOT NULL, messages {big} NOT NULL, PRIMARY KEY (community, channel))",
         "CREATE TABLE IF NOT EXISTS history_days (community TEXT NOT NULL,"
@@ -201,6 +201,9 @@ SQLITE_SCHEMA = (
 )
 POSTGRES_SCHEMA = (
     *_tables("BYTEA", "BIGINT"),
+    # tables made before the description column (2026-11-29) get it
+    "ALTER TABLE history_communities ADD COLUMN IF NOT EXISTS description TEXT NOT NULL"
+    " DEFAULT ''",
     "ALTER TABLE history_messages ADD COLUMN IF NOT EXISTS tsv tsvector"
     " GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED",
     *POSTGRES_READ_INDEXES.values(),
@@ -317,6 +320,12 @@ def _open_database(dsn: str, create: bool) -> Database:
         lite.execute("BEGIN IMMEDIATE")
         for statement in SQLITE_SCHEMA:
             lite.execute(statement)
+        # tables made before the description column (2026-11-29) get it
+        columns = {row[1] for row in lite.execute("PRAGMA table_info(history_communities)")}
+        if "description" not in columns:
+            lite.execute(
+                "ALTER TABLE history_communities ADD COLUMN description TEXT NOT NULL DEFAULT ''"
+            )
         lite.execute("COMMIT")
     except sqlite3.Error as exc:
         raise HistoryIndexError(f"cannot open the history tables in {path}: {exc}") from None
@@ -474,16 +483,16 @@ class HistoryIndex:
         # the control node (the community key) may always delete
         owner = "0x" + CommunityId.parse(community).uncompressed.hex()
         moderators = sorted({*rules.moderators_of(description), owner})
-        channels = [[c.uuid, c.name, c.position] for c in description.channels]
+        channels = [[c.uuid, c.name, c.position, c.description] for c in description.channels]
         with self.db.transaction():
             self.db.stream(
                 "INSERT INTO history_communities (community, name, clock, channels, moderators,"
-                " archive_link, last_archived_s) VALUES (?, ?, ?, ?, ?, '', 0)"
+                " archive_link, last_archived_s, description) VALUES (?, ?, ?, ?, ?, '', 0, ?)"
                 " ON CONFLICT (community) DO UPDATE SET name = excluded.name,"
                 " clock = excluded.clock, channels = excluded.channels,"
-                " moderators = excluded.moderators",
+                " moderators = excluded.moderators, description = excluded.description",
                 [community, description.name, description.clock, json.dumps(channels),
-                 json.dumps(moderators)],
+                 json.dumps(moderators), description.description],
             )  # fmt: skip
             self.db.stream("DELETE FROM history_banned WHERE community = ?", [community])
             self.db.executemany(

@@ -242,7 +242,7 @@ class IndexReader:
 
     def community(self, community_id: str) -> CommunitySummary | None:
         described = self.db.execute(
-            "SELECT name, clock, channels, archive_link, last_archived_s"
+            "SELECT name, clock, channels, archive_link, last_archived_s, description"
             " FROM history_communities WHERE community = ?",
             [community_id],
         )
@@ -254,8 +254,13 @@ class IndexReader:
         }  # fmt: skip
         if not described and not counted:
             return None
-        name, clock, channels_json, link, last = described[0] if described else ("", 0, "[]", "", 0)
-        listed = [(uuid, channel_name) for uuid, channel_name, _ in json.loads(channels_json)]
+        name, clock, channels_json, link, last, about = (
+            described[0] if described else ("", 0, "[]", "", 0, "")
+        )
+        # [uuid, name, position, description]; rows written before 2026-11-29 lack the last
+        entries = json.loads(channels_json)
+        listed = [(entry[0], entry[1]) for entry in entries]
+        abouts = {entry[0]: entry[3] if len(entry) > 3 else "" for entry in entries}
         order = [*listed, *sorted((c, "") for c in counted if c not in dict(listed))]
         hidden: dict[str, int] = {}
         for (channel, _), n in self._hidden_per_day(community_id, None).items():
@@ -265,11 +270,11 @@ class IndexReader:
             shown = counted.get(uuid, 0) - hidden.get(uuid, 0)
             first, last_ms = self._ends(community_id, uuid) if shown > 0 else (0, 0)
             channels.append(ChannelSummary(
-                uuid, channel_name, "", shown, first, last_ms,
+                uuid, channel_name, abouts.get(uuid, ""), shown, first, last_ms,
                 deleted=bool(described) and uuid not in dict(listed),
             ))  # fmt: skip
         return CommunitySummary(
-            community_id, name, "", tuple(channels), sum(c.messages for c in channels),
+            community_id, name, about, tuple(channels), sum(c.messages for c in channels),
             archive_link=link, last_archived_s=int(last), description_clock=int(clock),
         )  # fmt: skip
 

@@ -66,6 +66,7 @@ class DescribedChannel:
     position: int
     # "0x04…" key -> member; compare=False: the channel list (and ties) stay as before
     members: dict[str, DescribedMember] = field(default_factory=dict, compare=False)
+    description: str = field(default="", compare=False)  # identity.description (untrusted)
 
 
 def _members(entries: Any) -> dict[str, DescribedMember]:
@@ -89,6 +90,7 @@ class SignedDescription:
     # "0x04…" key -> member (field 2), and the banned keys (fields 7 and 19)
     members: dict[str, DescribedMember] = field(default_factory=dict, compare=False)
     banned: frozenset[str] = field(default=frozenset(), compare=False)
+    description: str = field(default="", compare=False)  # identity.description (untrusted)
 
     @property
     def channel_uuids(self) -> tuple[str, ...]:
@@ -152,7 +154,8 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
             ignored.append(key)
             continue
         channels.append(DescribedChannel(
-            canonical, chat.identity.display_name, chat.position, _members(chat.members)
+            canonical, chat.identity.display_name, chat.position, _members(chat.members),
+            description=chat.identity.description,
         ))  # fmt: skip
     channels.sort(key=lambda c: (c.position, c.uuid))
     return SignedDescription(
@@ -168,6 +171,7 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
             [key.lower() for key in description.ban_list]
             + [key.lower() for key in description.banned_members]
         ),
+        description=description.identity.description,
     )
 
 

@@ -42,7 +42,9 @@ def _description() -> bytes:
     """Signed by the community key: channel "general", CAROL an admin (role 4), BOB banned."""
     body = community_description_pb2.CommunityDescription(clock=7)
     body.identity.display_name = "Demo community"
+    body.identity.description = "Builders <b>talk</b> here"
     body.chats[sm.CHANNEL].identity.display_name = "general"
+    body.chats[sm.CHANNEL].identity.description = "Say hi"
     body.members[sm.ALICE.hex].SetInParent()
     body.members[sm.CAROL.hex].roles.append(4)
     body.ban_list.append(sm.BOB.hex)
@@ -82,8 +84,9 @@ def test_a_store_is_read_decrypted_and_folded(history_dsn: str) -> None:
         reader = index.reader()
         summary = reader.community(str(COMMUNITY))
         assert summary is not None and summary.name == "Demo community"
-        assert [(c.id, c.name, c.messages) for c in summary.channels] == [
-            (sm.CHANNEL, "general", 1)  # BOB's message deleted by the admin
+        assert summary.description == "Builders <b>talk</b> here"  # as written: pages escape it
+        assert [(c.id, c.name, c.description, c.messages) for c in summary.channels] == [
+            (sm.CHANNEL, "general", "Say hi", 1)  # BOB's message deleted by the admin
         ]
         page = reader.day(
             str(COMMUNITY), sm.CHANNEL, dt.datetime.fromtimestamp(sm.T0, dt.UTC).date()
