@@ -108,23 +108,40 @@ def decrypt_channel_files(
     keys: dict[str, bytes],
     *,
     beside_driver_writer: bool = False,
+    readable_dir: Path | None = None,
 ) -> int:
     """Step 1's MESSAGE-row channel files as CHANNEL_ARCHIVE files in ``out_dir`` (emptied
     first; one per file, the same name), their duplicate copies left out; ``keys``: every
-    channel's symmetric key by content topic. Returns the rows written. With
+    channel's symmetric key by content topic; ``readable_dir``: their decoded events
+    there too (:mod:`.readable`). Returns the rows written. With
     ``beside_driver_writer`` the tasks yield the CPU to the driver's writer."""
+    from waku_legacy.migrate.readable import READABLE_SCHEMA, readable_rows
+
     empty_directory(out_dir)
+    if readable_dir is not None:
+        empty_directory(readable_dir)
 
     def decrypt(path: Path) -> Iterator[int]:
         if beside_driver_writer:
             yield_cpu_to_driver()
         writer = ParquetFileWriter(out_dir / path.name, CHANNEL_ARCHIVE_SCHEMA)
+        readable = None
+        if readable_dir is not None:
+            readable = ParquetFileWriter(readable_dir / path.name, READABLE_SCHEMA)
+        writers = [w for w in (writer, readable) if w is not None]
+        columns = (*CHANNEL_ROW_COLUMNS, "pubsub_topic") if readable else CHANNEL_ROW_COLUMNS
         try:
-            for batch in kept_channel_batches(path, duplicates_dir, CHANNEL_ROW_COLUMNS):
-                writer.write(channel_archive_rows(pa.Table.from_batches([batch]), keys))
-            writer.commit()
+            for batch in kept_channel_batches(path, duplicates_dir, columns):
+                rows = pa.Table.from_batches([batch])
+                archived = channel_archive_rows(rows, keys)
+                writer.write(archived)
+                if readable is not None:
+                    readable.write(readable_rows(rows, archived))
+            for done in reversed(writers):
+                done.commit()
         except BaseException:
-            writer.abort()
+            for failed in writers:
+                failed.abort()
             raise
         yield writer.rows
 

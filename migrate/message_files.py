@@ -159,6 +159,7 @@ def write_message_file(
     *,
     channels_path: Path | None = None,
     channel_keys: dict[str, bytes] | None = None,
+    readable_path: Path | None = None,
     run_bytes: int = RUN_BYTES,
 ) -> int:
     """Decoded MESSAGE ``batches`` -> ``messages_path`` (every row: the hashed ones in
@@ -166,17 +167,22 @@ def write_message_file(
     one file per bucket (:func:`~waku_legacy.migrate.dedup.key_buckets`), and the rows of
     community channels (not quarantined) again in ``channels_path`` when given (the
     archives read those, a small share of the rows; with ``channel_keys``, every channel's
-    key by content topic, decrypted: CHANNEL_ARCHIVE_SCHEMA rows), every file written whole
+    key by content topic, decrypted: CHANNEL_ARCHIVE_SCHEMA rows; with ``readable_path``
+    too, their decoded events there: :mod:`.readable`), every file written whole
     or not at all; returns the rows. Holds at most about ``run_bytes`` of
     rows (more are sorted in runs spilled to a temporary directory and merged)."""
     from waku_legacy.migrate.archives import CHANNEL_ARCHIVE_SCHEMA, channel_archive_rows
+    from waku_legacy.migrate.readable import READABLE_SCHEMA, readable_rows
 
     messages = ParquetFileWriter(messages_path, MESSAGE_SCHEMA)
     key_writers = [ParquetFileWriter(p, KEY_SCHEMA) for p in key_paths]
     channel_schema = MESSAGE_SCHEMA if channel_keys is None else CHANNEL_ARCHIVE_SCHEMA
     channels = None if channels_path is None else ParquetFileWriter(channels_path, channel_schema)
+    readable = None
+    if channels is not None and channel_keys is not None and readable_path is not None:
+        readable = ParquetFileWriter(readable_path, READABLE_SCHEMA)
     # committed in reverse: the messages file last, its presence says the task is done
-    writers = [messages, *key_writers, *([channels] if channels is not None else [])]
+    writers = [messages, *key_writers, *(w for w in (channels, readable) if w is not None)]
     try:
         with tempfile.TemporaryDirectory(prefix="waku-legacy-runs-") as spill_dir:
             runs = _Runs(Path(spill_dir), run_bytes)
@@ -192,7 +198,10 @@ def write_message_file(
                     )
                     rows = table.filter(in_channel)
                     if channel_keys is not None:
-                        rows = channel_archive_rows(rows, channel_keys)
+                        archived = channel_archive_rows(rows, channel_keys)
+                        if readable is not None:
+                            readable.write(readable_rows(rows, archived))
+                        rows = archived
                     channels.write(rows)
         task_fault("write:messages")
         for writer in reversed(writers):
@@ -227,18 +236,20 @@ def write_message_files(
     channels_dir: Path,
     rows_written: Accumulator[int] | None = None,
     channel_keys: dict[str, bytes] | None = None,
+    readable_dir: Path | None = None,
 ) -> int:
     """Step 1's read, decode and write: the read ``tasks`` in at most MAX_MESSAGE_FILES
     Spark partitions, each partition's decoded rows written by its Python worker as
     ``part-<n>.parquet`` in ``messages_dir``, their keys in one file per bucket in
     ``keys_dir`` (:func:`write_message_file`; as many buckets as partitions) and the
-    channels' rows in ``channels_dir`` (decrypted with ``channel_keys`` when given); the
-    directories are emptied first; each task adds
+    channels' rows in ``channels_dir`` (decrypted with ``channel_keys`` when given, and then
+    decoded into ``readable_dir`` when given); the directories are emptied first; each task adds
     its rows to ``rows_written``. Returns the number of buckets."""
     from waku_legacy.migrate.sources import read_task
 
-    for directory in (messages_dir, keys_dir, channels_dir):
-        empty_directory(directory)
+    for directory in (messages_dir, keys_dir, channels_dir, readable_dir):
+        if directory is not None:
+            empty_directory(directory)
     files = max(1, min(len(tasks), MAX_MESSAGE_FILES))
 
     def write(batches: Iterable[pa.RecordBatch], part: int) -> int:
@@ -246,6 +257,7 @@ def write_message_files(
         return write_message_file(
             batches, part_file(messages_dir, part), keys,
             channels_path=part_file(channels_dir, part), channel_keys=channel_keys,
+            readable_path=None if readable_dir is None else part_file(readable_dir, part),
         )  # fmt: skip
 
     def write_partition(part: int, task_ids: Iterable[int]) -> Iterator[int]:

@@ -86,6 +86,10 @@ class _Run:
     channel_rows: int = 0
     #: step 1 decrypts those rows itself (the archives are not beside the driver's writer)
     decrypt_in_step_1: bool = False
+    #: the tasks that decrypt the channel rows decode them for the readable step too
+    decode_readable: bool = False
+    #: they did: the readable step's events are in the work directory's READABLE_DIR
+    readable_decoded: bool = False
 
     def step(self, name: str, doing: str) -> AbstractContextManager[None]:
         """Time the block as ``timing[name]``; a failure says ``<doing> failed: …``."""
@@ -117,6 +121,9 @@ def run_migration(
     # idle, and decrypt there; otherwise they would be the run's last step, and the rows'
     # decryption is cheaper where step 1 already holds them.
     run.decrypt_in_step_1 = archives and not driver_writes_store(config.output.store)
+    run.decode_readable = bool(
+        archives and config.pipeline.readable and config.output.store and config.communities
+    )
     run.timing["jvm_start"] = jvm_seconds
     keys = {str(c.id): load_community_key(c) for c in config.communities}
 
@@ -170,6 +177,7 @@ def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
     spark, work = run.spark, run.work
     tasks = plan_sources(spark, run.config.sources, work_dir=str(work))
     keys = _channel_keys(run.config) if run.decrypt_in_step_1 else None
+    readable_dir = _readable_dir(run) if keys is not None and run.decode_readable else None
     # the rows each write task wrote, as the tasks end (their stages count only a row each)
     rows = spark.sparkContext.accumulator(0)
     with run.progress.spark_step(
@@ -178,11 +186,18 @@ def _read_decode_dedup(run: _Run) -> tuple[list[Task], list[dict[str, Any]]]:
         started = time.monotonic()
         buckets = write_message_files(
             spark, tasks, run.mapping, work / MESSAGES_DIR, work / KEYS_DIR, work / CHANNELS_DIR,
-            rows_written=rows, channel_keys=keys,
+            rows_written=rows, channel_keys=keys, readable_dir=readable_dir,
         )  # fmt: skip
+        run.readable_decoded = readable_dir is not None
         run.timing["read_decode_dedup.files"] = time.monotonic() - started
         counts = write_duplicate_files(spark, work / KEYS_DIR, work / DUPLICATES_DIR, buckets)
     return tasks, counts
+
+
+def _readable_dir(run: _Run) -> Path:
+    from waku_legacy.migrate.readable import READABLE_DIR
+
+    return run.work / READABLE_DIR
 
 
 def _channel_keys(config: MigrateConfig) -> dict[str, bytes]:
@@ -327,19 +342,29 @@ def _store_beside_archives(
 
 def _readable(run: _Run) -> None:
     """Step 6: the communities' channel messages, decrypted, decoded and folded into the
-    store's own ``history_*`` tables (:mod:`waku_legacy.history`), read back from the store
-    just written; a rerun adds nothing twice."""
+    store's own ``history_*`` tables (:mod:`waku_legacy.history`); a rerun adds nothing
+    twice. When this run's store received every row it holds, the events the decrypting
+    tasks decoded (:mod:`.readable`) are folded in as they would be read back from the
+    store; otherwise (a store holding older rows too), or for a channel only a description
+    in the store names, the rows are read back from the store and decoded here."""
     from waku_legacy.history.index import HistoryIndex
-    from waku_legacy.history.sources import archive_windows, index_from_store
+    from waku_legacy.history.sources import Predecoded, archive_windows, index_from_store
+    from waku_legacy.migrate.readable import ReadableEvents
 
     config = run.config
     windows = {
         str(c.id): archive_windows(config.output.archive_dir, c.id, config.pipeline.flavour)
         for c in config.communities
     }  # each message's provenance names the archive holding it
+    predecoded: Predecoded | None = None
+    only_this_run = run.report.store.get("inserted") == run.report.store.get("total")
+    if run.readable_decoded and only_this_run:
+        predecoded = ReadableEvents(_readable_dir(run), run.work / DUPLICATES_DIR)
+    run.report.store["readable_from"] = "decrypting tasks" if predecoded else "store"
     with HistoryIndex.open(config.output.store) as index:
         counts = index_from_store(config.output.store, config.communities, index,
-                                  windows=windows, workers=os.cpu_count() or 1)  # fmt: skip
+                                  windows=windows, workers=os.cpu_count() or 1,
+                                  predecoded=predecoded)  # fmt: skip
     run.report.store["readable"] = counts.to_json()
 
 
@@ -410,7 +435,9 @@ def _archives(
             decrypt_channel_files(
                 run.spark, rows_dir, duplicates_dir, run.work / ARCHIVE_ROWS_DIR,
                 _channel_keys(config), beside_driver_writer=True,
+                readable_dir=_readable_dir(run) if run.decode_readable else None,
             )  # fmt: skip
+        run.readable_decoded = run.decode_readable
         rows_dir = run.work / ARCHIVE_ROWS_DIR
     for community in config.communities:
         try:

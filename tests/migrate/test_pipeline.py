@@ -360,6 +360,47 @@ def test_the_readable_step_indexes_every_channel_message(baseline, dataset) -> N
     assert report.store["readable"]["messages"] == len(expected)
 
 
+_HISTORY_TABLES = ("history_messages", "history_edits", "history_deletes", "history_reactions",
+                   "history_pins", "history_authors", "history_communities", "history_channels",
+                   "history_days", "history_banned", "history_images")  # fmt: skip
+
+
+def _history_rows(path: Path) -> dict[str, list[tuple]]:
+    """Every history table of the SQLite database at ``path``, sorted rows (the FTS table's
+    text with its rowid)."""
+    with sqlite3.connect(path) as db:
+        tables = {t: sorted(db.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                  for t in _HISTORY_TABLES}  # fmt: skip
+        tables["history_fts"] = sorted(db.execute("SELECT rowid, text FROM history_fts"))
+    return tables
+
+
+def test_the_readable_step_builds_what_index_from_store_builds(baseline, dataset, tmp_path) -> None:
+    """The readable step folds the events the decrypting Spark tasks decoded (the duplicate
+    copies of the overlapping sources left out): its tables are, row for row, those
+    ``index_from_store`` builds reading the same store back, and its counts the same."""
+    from waku_legacy.history.index import HistoryIndex
+    from waku_legacy.history.sources import archive_windows, index_from_store
+
+    out, report = baseline
+    assert report.store["readable_from"] == "decrypting tasks"
+    assert report.totals["duplicates"] > 0  # the copies the tasks' files still held
+    store = tmp_path / "store.sqlite3"
+    shutil.copy(out / "store.sqlite3", store)
+    with sqlite3.connect(store) as db:
+        for table in (*_HISTORY_TABLES, "history_fts"):
+            db.execute(f"DROP TABLE {table}")
+    communities = _config(dataset, out).communities
+    windows = {str(c.id): archive_windows(out / "archives", c.id, "status-go")
+               for c in communities}  # fmt: skip
+    url = f"sqlite:///{store}"
+    with HistoryIndex.open(url, create=True) as index:
+        counts = index_from_store(url, communities, index, windows=windows)
+    assert counts.to_json() == report.store["readable"]
+    expected, got = _history_rows(store), _history_rows(out / "store.sqlite3")
+    assert expected["history_messages"] and got == expected
+
+
 def test_a_postgresql_store_holds_the_sqlite_stores_rows(
     spark, baseline, dataset, postgres_dsn, tmp_path
 ) -> None:
@@ -378,10 +419,23 @@ def test_a_postgresql_store_holds_the_sqlite_stores_rows(
         assert [c["archivable"] for c in first.communities] == [
             c["archivable"] for c in report.communities
         ]
+        # the readable step from the events step 1's tasks decoded: what the SQLite run shows
+        assert first.store["readable_from"] == "decrypting tasks"
+        assert first.store["readable"] == report.store["readable"]
+        assert _shown(url, dataset) == _shown(f"sqlite:///{out}/store.sqlite3", dataset)
         again = run_migration(config, spark=spark)
         assert again.store["inserted"] == 0 and again.store["total"] == first.store["total"]
         assert _archive_files(tmp_path) == _archive_files(out)
         assert again.totals["archives_added"] == 0
+
+
+def _shown(url: str, dataset: Dataset) -> list[Any]:
+    """Every message the readable tables at ``url`` show, in the reader's order."""
+    from waku_legacy.history.index import HistoryIndex
+
+    with HistoryIndex.open(url) as index:
+        reader = index.reader()
+        return [m for c in dataset.communities for m in reader.iter_messages(str(c.id))]
 
 
 def test_rerun_gives_identical_archives_and_store(spark, baseline, dataset, tmp_path) -> None:

@@ -47,6 +47,7 @@ __all__ = [
     "WakuRow",
     "archive_rows",
     "archive_windows",
+    "decode_row",
     "decode_rows",
     "index_from_archive_entries",
     "index_from_store",
@@ -60,6 +61,10 @@ STORE_PAGE = 1000  # store rows per read
 _NANOS = 1_000_000_000
 # called with (community id, messages read so far) as a store is read
 Progress = Callable[[str, int], None]
+#: one channel's events decoded elsewhere (:func:`decode_row`'s pairs, in the store's
+#: (timestamp, hash) order, no archive window yet), by (community id, content topic); None:
+#: that channel is read from the store
+Predecoded = Callable[[str, str], Iterable[tuple[Event, bytes | None]] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,15 +101,34 @@ def _decoded(
     rows: Iterable[WakuRow | Undecodable], community_id: str
 ) -> Iterator[tuple[Event, bytes | None]]:
     """Each row's event, with its data when the event says it is a segment."""
+    for row in rows:
+        yield decode_row(row, community_id)
+
+
+def decode_row(row: WakuRow | Undecodable, community_id: str) -> tuple[Event, bytes | None]:
+    """One row's event, with its data when the event says it is a segment (the pieces are
+    joined in order by whoever reads the pairs: :func:`index_from_store`'s ``predecoded``)."""
     from waku_legacy.history.decode import decode_application
 
-    for row in rows:
-        if isinstance(row, Undecodable):
-            yield row, None
-            continue
-        event = decode_application(row.data, row.facts.payload_signer, row.facts, community_id)
-        segment = isinstance(event, Undecodable) and event.reason == "segment"
-        yield event, (row.data if segment else None)
+    if isinstance(row, Undecodable):
+        return row, None
+    event = decode_application(row.data, row.facts.payload_signer, row.facts, community_id)
+    segment = isinstance(event, Undecodable) and event.reason == "segment"
+    return event, (row.data if segment else None)
+
+
+def _in_windows(
+    pairs: Iterable[tuple[Event, bytes | None]], windows: Sequence[tuple[int, int]]
+) -> Iterator[tuple[Event, bytes | None]]:
+    """The pairs with each event's archive window set to the one of ``windows`` holding it."""
+    for event, data in pairs:
+        facts = event.facts
+        if facts is not None and windows:
+            window = window_of(windows, facts.whisper_timestamp)
+            if window != facts.archive_window:
+                facts = dataclasses.replace(facts, archive_window=window)
+                event = dataclasses.replace(event, facts=facts)
+        yield event, data
 
 
 def _joined(event: Event, data: bytes | None, joiner: SegmentJoiner, community_id: str) -> Event:
@@ -262,6 +286,7 @@ def index_from_store(
     windows: Mapping[str, Sequence[tuple[int, int]]] | None = None,
     since_ns: int | None = None,
     workers: int = 1,
+    predecoded: Predecoded | None = None,
 ) -> IndexCounts:
     """Index every channel message of the communities in the store at ``store_dsn``: the
     channels of a given :class:`~waku_legacy.community_config.CommunityConfig`, plus those of
@@ -270,7 +295,9 @@ def index_from_store(
     ``since_ns``: only the messages stored with a timestamp from then on (the bridge's viewer
     after an archive run: what is new since its last pass); ``workers`` > 1: decryption and
     decoding (two signature recoveries per message) in that many processes while this one
-    reads the store and writes the index (the migration's readable step uses every core)."""
+    reads the store and writes the index; ``predecoded``: the channels whose events were
+    decoded elsewhere from the same rows (the migration's Spark tasks that decrypt them),
+    folded in here as if read from the store (``since_ns`` does not apply to them)."""
     from waku_legacy.history.index import IndexCounts
     from waku_legacy.identity.descriptions import newest_description
     from waku_legacy.identity.topics import (
@@ -285,11 +312,15 @@ def index_from_store(
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(open_store(store_dsn))
         stack.enter_context(index.bulk_load())
-        pool = None
-        if workers > 1:  # spawned once: the caller may hold threads and a JVM
-            pool = stack.enter_context(
-                ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-            )
+        pools: list[ProcessPoolExecutor] = []
+
+        def pool() -> ProcessPoolExecutor:  # spawned once, when first needed: the caller
+            if not pools:  # may hold threads and a JVM
+                pools.append(stack.enter_context(
+                    ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+                ))  # fmt: skip
+            return pools[0]
+
         for given in community_ids:
             community, channels = _community(given)
             description = newest_description(
@@ -311,9 +342,16 @@ def index_from_store(
                     symmetric_key_for_chat(chat),
                 )
                 spans = tuple((windows or {}).get(str(community), ()))
-                if pool is not None:
+                given_pairs = predecoded(str(community), topic) if predecoded else None
+                if given_pairs is not None:
+                    joiner = _segment_joiner()
+                    events: Iterable[Event] = (
+                        _joined(event, data, joiner, str(community))
+                        for event, data in _in_windows(given_pairs, spans)
+                    )
+                elif workers > 1:
                     pages = _stored_pages(store, topic, since_ns)
-                    events = _decoded_in_workers(pages, key, str(community), spans, pool, workers)
+                    events = _decoded_in_workers(pages, key, str(community), spans, pool(), workers)
                 else:
                     rows = store_rows(store, topic, key, windows=spans, since_ns=since_ns)
                     events = decode_rows(rows, str(community))

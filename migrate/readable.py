@@ -1,0 +1,148 @@
+"""The readable step's decoding, done by the Spark tasks that decrypt the community channels.
+
+Those tasks (step 1 with a PostgreSQL store, :func:`~.archive_jobs.decrypt_channel_files`
+beside the driver's SQLite writer) already hold each channel message decrypted, with its
+payload signer recovered (the archive row's ``sig``): :func:`readable_rows` decodes it at the
+Status application layer there (:func:`waku_legacy.history.sources.decode_row`: only the
+ApplicationMetadataMessage signer is left to recover) and writes the event, pickled, beside
+the archive rows, in a file of :data:`READABLE_DIR` named as the channel file it comes from.
+The driver then only folds them into the ``history_*`` tables
+(:class:`ReadableEvents`, given to :func:`~waku_legacy.history.sources.index_from_store`
+as ``predecoded``): the duplicate copies left out as the archives leave them out, each
+channel's events in the store's (timestamp, hash) order, one per message hash, as
+``index_from_store`` would read them back from the store.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from waku_legacy.history.events import Event, Undecodable, WakuFacts
+
+__all__ = ["READABLE_DIR", "READABLE_SCHEMA", "ReadableEvents", "readable_rows"]
+
+#: where the decrypting tasks write the decoded events (one file per channel file)
+READABLE_DIR = "readable"
+READABLE_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),  # with location: the record (the dedup's copies)
+        ("location", pa.string()),
+        ("community", pa.string()),
+        ("content_topic", pa.string()),
+        ("timestamp", pa.int64()),  # nanoseconds, as stored
+        ("message_hash", pa.binary()),  # as stored
+        ("event", pa.binary()),  # pickled (event, segment bytes or None)
+    ]
+)
+#: what :func:`readable_rows` reads of a MESSAGE row
+MESSAGE_COLUMNS = ("message_hash", "pubsub_topic", "content_topic", "timestamp", "community")
+#: what it reads of the CHANNEL_ARCHIVE row made of it
+ARCHIVE_COLUMNS = ("ok", "reason", "sig", "payload")
+_NANOS = 1_000_000_000
+_SORT = [(c, "ascending") for c in ("community", "content_topic", "timestamp", "message_hash")]
+
+
+def decoded_pair(
+    *,
+    community: str,
+    message_hash: bytes,
+    pubsub_topic: str,
+    content_topic: str,
+    timestamp_ns: int,
+    ok: bool,
+    reason: str | None,
+    sig: bytes | None,
+    payload: bytes | None,
+) -> tuple[Event, bytes | None]:
+    """One stored channel message's (event, segment bytes), from its decrypted archive
+    fields (``sig``: the payload signer's 65-byte key): what
+    :func:`~waku_legacy.history.sources.stored_row` and ``decode_row`` make of it."""
+    from waku_legacy.history.sources import WakuRow, decode_row
+
+    signer = "0x" + sig.hex() if sig else ""
+    facts = WakuFacts(
+        "0x" + message_hash.hex(), content_topic, pubsub_topic, timestamp_ns // _NANOS,
+        signer if ok else "", None, "store",
+    )  # fmt: skip
+    if not ok:
+        return Undecodable("undecryptable", (reason or "")[:160], facts), None
+    return decode_row(WakuRow(bytes(payload or b""), facts), community)
+
+
+def readable_rows(messages: pa.Table, archived: pa.Table) -> pa.Table:
+    """Community channels' MESSAGE rows and the CHANNEL_ARCHIVE rows made of them (row for
+    row, :func:`~.archives.channel_archive_rows`) -> READABLE_SCHEMA rows."""
+    inputs = [messages.column(c).to_pylist() for c in MESSAGE_COLUMNS]
+    inputs += [archived.column(c).to_pylist() for c in ARCHIVE_COLUMNS]
+    events = []
+    for row in zip(*inputs, strict=True):
+        message_hash, pubsub_topic, content_topic, timestamp, community, ok, reason, sig, data = row
+        pair = decoded_pair(
+            community=community, message_hash=message_hash, pubsub_topic=pubsub_topic,
+            content_topic=content_topic, timestamp_ns=timestamp, ok=ok, reason=reason,
+            sig=sig, payload=data,
+        )  # fmt: skip
+        events.append(pickle.dumps(pair, protocol=pickle.HIGHEST_PROTOCOL))
+    return pa.Table.from_arrays(
+        [
+            messages.column("source").cast(pa.string()),
+            messages.column("location").cast(pa.string()),
+            messages.column("community").cast(pa.string()),
+            messages.column("content_topic").cast(pa.string()),
+            messages.column("timestamp").cast(pa.int64()),
+            messages.column("message_hash").cast(pa.binary()),
+            pa.array(events, pa.binary()),
+        ],
+        schema=READABLE_SCHEMA,
+    )
+
+
+class ReadableEvents:
+    """The decoded events of a run's READABLE_DIR files, the duplicate copies left out,
+    sorted per channel; called with (community id, content topic) it gives that channel's
+    (event, segment bytes) pairs in the store's order, one per message hash (None for a
+    channel none of the files holds: the caller reads it from the store)."""
+
+    def __init__(self, readable_dir: Path, duplicates_dir: Path) -> None:
+        from waku_legacy.migrate.archive_jobs import kept_channel_batches
+        from waku_legacy.migrate.dedup import part_files
+
+        columns = [f.name for f in READABLE_SCHEMA if f.name not in ("source", "location")]
+        schema = pa.schema([READABLE_SCHEMA.field(c) for c in columns])
+        tables = [
+            pa.Table.from_batches(list(kept_channel_batches(path, duplicates_dir, columns)), schema)
+            for path in part_files(readable_dir)
+        ]
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        self._table = table.take(pc.sort_indices(table, _SORT)) if table.num_rows else table
+        self._spans: dict[tuple[str, str], tuple[int, int]] = {}
+        keys = zip(
+            self._table.column("community").to_pylist(),
+            self._table.column("content_topic").to_pylist(),
+            strict=True,
+        )
+        for at, key in enumerate(keys):
+            start, _ = self._spans.get(key, (at, at))
+            self._spans[key] = (start, at + 1)
+
+    def __call__(self, community: str, content_topic: str) -> Iterator[Any] | None:
+        span = self._spans.get((community, content_topic))
+        if span is None:
+            return None
+        return self._pairs(*span)
+
+    def _pairs(self, start: int, end: int) -> Iterator[tuple[Event, bytes | None]]:
+        rows = self._table.slice(start, end - start)
+        previous = None
+        hashes = rows.column("message_hash").to_pylist()
+        for message_hash, event in zip(hashes, rows.column("event").to_pylist(), strict=True):
+            if message_hash != previous:  # the store keeps one row per hash
+                previous = message_hash
+                pair: tuple[Event, bytes | None] = pickle.loads(event)
+                yield pair
