@@ -269,7 +269,14 @@ def _status_payload(c: Any, channel: int, sent: int, i: int, members: list[Any])
 
 
 def _bench_config(
-    dsn: str, out: Path, master: str, partitions: int, seed: int, store_url: str | None = None
+    dsn: str,
+    out: Path,
+    master: str,
+    partitions: int,
+    seed: int,
+    store_url: str | None = None,
+    *,
+    readable: bool = True,
 ) -> Any:
     from waku_legacy.migrate.config import parse_config
 
@@ -282,7 +289,7 @@ def _bench_config(
         },
         "source": [{"kind": "mailserver-postgres", "dsn": dsn, "partitions": partitions}],
         "community": [{"id": str(c.id), "channels": list(c.channels), "shard": c.shard}],
-        "pipeline": {"now": START + SPAN + 2 * DAY},
+        "pipeline": {"now": START + SPAN + 2 * DAY, "readable": readable},
         "output": {
             "store": store_url or f"sqlite:///{out}/store.sqlite3",
             "archive_dir": str(out / "archives"),
@@ -428,7 +435,8 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
     from waku_legacy.migrate.pipeline import run_migration, start_spark
 
     out = Path(args.out)
-    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url)
+    config = _bench_config(args.dsn, out, args.master, args.partitions, args.seed, args.store_url,
+                           readable=not args.no_readable)  # fmt: skip
     spark, jvm = start_spark(config)
     if args.executors:  # a standalone cluster: its executors started before the clock
         started = time.monotonic()
@@ -461,6 +469,8 @@ def phase_spark(args: argparse.Namespace) -> dict[str, Any]:
         },
         "messages": report.totals["messages"],
         "archives": report.totals["archives_added"],
+        "readable": report.store.get("readable"),
+        "readable_from": report.store.get("readable_from"),
         "driver_python_peak_rss_mb": round(_rss_mb(), 1),
         "driver_jvm_peak_rss_mb": round(_children_java_hwm_mb(), 1),
         "python_worker_peak_rss_mb": round(_python_workers_hwm_mb(), 1),
@@ -807,6 +817,8 @@ def _child(
     cmd = [sys.executable, __file__, "--phase", phase, "--dsn", dsn, "--out", str(out),
            "--master", master or args.master, "--partitions", str(args.partitions), "--seed",
            str(args.seed), "--n", str(args.n)] + (["--stages"] if args.stages else [])  # fmt: skip
+    if getattr(args, "no_readable", False):
+        cmd += ["--no-readable"]
     if processes:
         cmd += ["--processes", str(processes)]
     if executors:
@@ -1146,6 +1158,54 @@ def _print_scaling(result: dict[str, Any]) -> None:
     print(f"  same store rows and archive bytes in every run: {result['same_output']}")
 
 
+def readable_rounds(args: argparse.Namespace) -> int:
+    """The Spark run with the readable step off and on, alternating, same data and store
+    kind; prints each run and the on runs' mean wall time over the off runs'."""
+    import statistics
+
+    admin, embedded = server_dsn(args)
+    runs: list[dict[str, Any]] = []
+    store_admin = None
+    try:
+        dsn = ensure_database(admin, args.n, args.seed, args.regenerate,
+                              status=args.status_messages)  # fmt: skip
+        store_admin = (args.pg_url or admin) if args.store == "postgresql" else None
+        with tempfile.TemporaryDirectory(prefix="bench-migrate-") as tmp:
+            for i in range(2 * args.readable_rounds):
+                on = i % 2 == 1
+                args.no_readable = not on
+                r = _child("spark", args, dsn, Path(tmp) / f"spark-{i}", store_admin)
+                runs.append({"readable": on, **r})
+                print(f"  run {i + 1}: readable {'on ' if on else 'off'} {r['seconds']:7.1f} s"
+                      f" (readable step {r['stages'].get('readable', 0.0):.1f} s, archives "
+                      f"{r['stages'].get('archives', 0.0):.1f} s, store "
+                      f"{r['stages'].get('store', 0.0):.1f} s), load {r['load_before']}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+    finally:
+        _drop_store_and_server(store_admin, embedded)
+    off = [r["seconds"] for r in runs if not r["readable"]]
+    on = [r["seconds"] for r in runs if r["readable"]]
+    pairs = [(runs[i]["seconds"], runs[i + 1]["seconds"]) for i in range(0, len(runs) - 1, 2)]
+    result = {
+        "n": args.n,
+        "store": args.store,
+        "runs": runs,
+        "off_s": off,
+        "on_s": on,
+        "added_pct_of_means": round(100 * (statistics.mean(on) / statistics.mean(off) - 1), 1),
+        "added_pct_per_pair": [round(100 * (b / a - 1), 1) for a, b in pairs],
+        "same_store_rows": len({r["store_digest"] for r in runs}) == 1,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"readable step, {args.n:,} envelopes, {args.store} store: off {off} s, on {on} s;"
+              f" added {result['added_pct_of_means']}% (means), per pair "
+              f"{result['added_pct_per_pair']}%, same store rows "
+              f"{result['same_store_rows']}")  # fmt: skip
+    return 0 if result["same_store_rows"] else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1184,6 +1244,13 @@ def main() -> int:
         "local[2] and a standalone cluster of two 1-core workers on loopback (deploy/spark/), "
         "same input and output; env/s, speedup per added core and per step",
     )  # fmt: skip
+    parser.add_argument(
+        "--readable-rounds", type=int, default=0, metavar="K",
+        help="instead: the Spark run K times with [pipeline] readable off and K times on, "
+        "alternating (off first), each in a fresh process; the readable step's cost as the "
+        "on runs' wall time over the off runs'",
+    )  # fmt: skip
+    parser.add_argument("--no-readable", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--phase", choices=list(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--processes", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--executors", type=int, help=argparse.SUPPRESS)
@@ -1197,6 +1264,8 @@ def main() -> int:
 
     if args.scaling:
         return scaling(args)
+    if args.readable_rounds:
+        return readable_rounds(args)
     skip = {"floor": args.skip_floor, "loop": args.skip_loop, "spark": False}
     admin, embedded = server_dsn(args)
     result: dict[str, Any] = {"n": args.n, "master": args.master, "store": args.store}

@@ -136,7 +136,7 @@ def decrypt_channel_files(
                 archived = channel_archive_rows(rows, keys)
                 writer.write(archived)
                 if readable is not None:
-                    readable.write(readable_rows(rows, archived))
+                    readable.write(readable_rows(rows, archived, keys))
             for done in reversed(writers):
                 done.commit()
         except BaseException:

@@ -200,7 +200,7 @@ def write_message_file(
                     if channel_keys is not None:
                         archived = channel_archive_rows(rows, channel_keys)
                         if readable is not None:
-                            readable.write(readable_rows(rows, archived))
+                            readable.write(readable_rows(rows, archived, channel_keys))
                         rows = archived
                     channels.write(rows)
         task_fault("write:messages")

@@ -18,12 +18,15 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from waku_legacy.history.events import Event, Undecodable, WakuFacts
+from waku_legacy.history.events import Event, WakuFacts
+
+if TYPE_CHECKING:
+    from waku_legacy.store.types import StoredMessage
 
 __all__ = ["READABLE_DIR", "READABLE_SCHEMA", "ReadableEvents", "readable_rows"]
 
@@ -41,9 +44,10 @@ READABLE_SCHEMA = pa.schema(
     ]
 )
 #: what :func:`readable_rows` reads of a MESSAGE row
-MESSAGE_COLUMNS = ("message_hash", "pubsub_topic", "content_topic", "timestamp", "community")
+MESSAGE_COLUMNS = ("message_hash", "pubsub_topic", "content_topic", "timestamp", "version",
+                   "payload", "community")  # fmt: skip
 #: what it reads of the CHANNEL_ARCHIVE row made of it
-ARCHIVE_COLUMNS = ("ok", "reason", "sig", "payload")
+ARCHIVE_COLUMNS = ("ok", "sig", "payload")
 _NANOS = 1_000_000_000
 _SORT = [(c, "ascending") for c in ("community", "content_topic", "timestamp", "message_hash")]
 
@@ -51,43 +55,42 @@ _SORT = [(c, "ascending") for c in ("community", "content_topic", "timestamp", "
 def decoded_pair(
     *,
     community: str,
-    message_hash: bytes,
-    pubsub_topic: str,
-    content_topic: str,
-    timestamp_ns: int,
+    message: StoredMessage,
     ok: bool,
-    reason: str | None,
     sig: bytes | None,
-    payload: bytes | None,
+    data: bytes | None,
+    symmetric_key: bytes,
 ) -> tuple[Event, bytes | None]:
     """One stored channel message's (event, segment bytes), from its decrypted archive
-    fields (``sig``: the payload signer's 65-byte key): what
-    :func:`~waku_legacy.history.sources.stored_row` and ``decode_row`` make of it."""
-    from waku_legacy.history.sources import WakuRow, decode_row
+    fields (``data``, ``sig``: the payload signer's 65-byte key; ``ok``: it decrypted):
+    what :func:`~waku_legacy.history.sources.stored_row` and ``decode_row`` make of it. One
+    that did not decrypt is decrypted again as the store path does (rare: for the same
+    reason in the same words)."""
+    from waku_legacy.history.sources import WakuRow, decode_row, stored_row
 
-    signer = "0x" + sig.hex() if sig else ""
-    facts = WakuFacts(
-        "0x" + message_hash.hex(), content_topic, pubsub_topic, timestamp_ns // _NANOS,
-        signer if ok else "", None, "store",
-    )  # fmt: skip
     if not ok:
-        return Undecodable("undecryptable", (reason or "")[:160], facts), None
-    return decode_row(WakuRow(bytes(payload or b""), facts), community)
+        return decode_row(stored_row(message, symmetric_key), community)
+    facts = WakuFacts(
+        "0x" + message.message_hash.hex(), message.content_topic, message.pubsub_topic,
+        message.timestamp // _NANOS, "0x" + sig.hex() if sig else "", None, "store",
+    )  # fmt: skip
+    return decode_row(WakuRow(bytes(data or b""), facts), community)
 
 
-def readable_rows(messages: pa.Table, archived: pa.Table) -> pa.Table:
+def readable_rows(messages: pa.Table, archived: pa.Table, keys: dict[str, bytes]) -> pa.Table:
     """Community channels' MESSAGE rows and the CHANNEL_ARCHIVE rows made of them (row for
-    row, :func:`~.archives.channel_archive_rows`) -> READABLE_SCHEMA rows."""
+    row, :func:`~.archives.channel_archive_rows` with ``keys``, every channel's symmetric
+    key by content topic) -> READABLE_SCHEMA rows."""
+    from waku_legacy.store.types import StoredMessage
+
     inputs = [messages.column(c).to_pylist() for c in MESSAGE_COLUMNS]
     inputs += [archived.column(c).to_pylist() for c in ARCHIVE_COLUMNS]
     events = []
     for row in zip(*inputs, strict=True):
-        message_hash, pubsub_topic, content_topic, timestamp, community, ok, reason, sig, data = row
-        pair = decoded_pair(
-            community=community, message_hash=message_hash, pubsub_topic=pubsub_topic,
-            content_topic=content_topic, timestamp_ns=timestamp, ok=ok, reason=reason,
-            sig=sig, payload=data,
-        )  # fmt: skip
+        message_hash, pubsub, topic, timestamp, version, payload, community, ok, sig, data = row
+        message = StoredMessage(message_hash, pubsub, topic, payload, version, timestamp)
+        pair = decoded_pair(community=community, message=message, ok=ok, sig=sig, data=data,
+                            symmetric_key=keys[topic])  # fmt: skip
         events.append(pickle.dumps(pair, protocol=pickle.HIGHEST_PROTOCOL))
     return pa.Table.from_arrays(
         [
