@@ -10,7 +10,8 @@ Modules:
   v2 messages (or quarantine); ``message_files``: step 1's sorted Parquet files;
   ``work_files``: the work directory's crash-safe files; ``dedup``: one message per key.
 - ``sinks``: the v2 store and the quarantine; ``archives`` and ``archive_jobs``: the
-  communities' archives encoded on Spark; ``report``: the run report.
+  communities' archives encoded on Spark; ``readable``: the readable step's decoding in the
+  tasks that decrypt the channels (the history's events); ``report``: the run report.
 - ``pipeline``: one migration run, end to end; ``discover``: a community's channels from
   its signed descriptions; ``audit/``: the published archives against the sources.
 - ``sample``: a realistic generated legacy sample; ``demo_serve``: the bridge config the
