@@ -1,6 +1,7 @@
 """``peerAddr`` on ``GET /store/v3/messages``: ask that peer, as nwaku does
 (waku/waku_api/rest/store/handlers.nim, ``performStoreQuery``), with the project's own
-libp2p store client (:mod:`waku_legacy.p2p.store_client`).
+libp2p client (:mod:`waku_legacy.p2p.native_client`, on the codecs the listener uses) and
+store v3 codec (:mod:`waku_legacy.p2p.store_client`).
 
 nwaku's answers, kept here (the Waku team's store interop suite checks them):
 
@@ -20,7 +21,8 @@ nwaku's answers, kept here (the Waku team's store interop suite checks them):
   ``statusCode`` and ``statusDesc`` inside, a refusal included).
 
 Remote queries are bounded: at most :data:`MAX_CONCURRENT` at once per process (a waiting
-request counts against its own 5 s), each response at most the client's 10 MiB cap.
+request counts against its own 5 s), each response at most the client's 10 MiB cap, on the
+bridge's own loop (no thread).
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ def _semaphore() -> asyncio.Semaphore:
 async def query_remote(peer: RemotePeer, query: StoreQuery, request_id: str) -> dict[str, Any]:
     """The peer's answer to ``query`` as nwaku's REST JSON (raises :class:`RestError` with
     nwaku's status and text when there is none)."""
-    from waku_legacy.p2p.client import request_once
     from waku_legacy.p2p.errors import P2PError, P2PTimeout
+    from waku_legacy.p2p.native_client import native_request_once
     from waku_legacy.p2p.store_client import (
         STORE_V3_CODEC,
         StoreQueryArgs,
@@ -130,8 +132,8 @@ async def query_remote(peer: RemotePeer, query: StoreQuery, request_id: str) -> 
         raise timeout from None
     try:
         left = max(deadline - loop.time(), 0.1)
-        body = await asyncio.to_thread(
-            request_once, peer.address, STORE_V3_CODEC, build_request(args), timeout=left
+        body = await native_request_once(
+            peer.address, STORE_V3_CODEC, build_request(args), timeout=left
         )
         response = decode_response(body)
     except P2PTimeout:

@@ -9,7 +9,6 @@ content topic, timestamp, version, payload and meta as 0x hex).
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
@@ -67,10 +66,10 @@ def _print_table(pages: list[dict[str, Any]]) -> None:
 
 
 def _query_command(args: argparse.Namespace) -> int:
-    import trio
+    import asyncio
 
     from waku_legacy.console import print_json
-    from waku_legacy.p2p.client import P2PClient
+    from waku_legacy.p2p.native_client import NativeClient
     from waku_legacy.p2p.store_client import StoreQueryArgs, query_pages
 
     if args.page_size is not None and args.page_size < 1:
@@ -91,19 +90,12 @@ def _query_command(args: argparse.Namespace) -> int:
 
     async def run() -> list[dict[str, Any]]:
         pages = []
-        async with P2PClient.dial(args.peer, muxers=(args.muxer,), timeout=args.timeout) as c:
+        async with NativeClient.dial(args.peer, muxers=(args.muxer,), timeout=args.timeout) as c:
             async for response in query_pages(c, query, max_pages=args.pages):
                 pages.append(_page_json(response))
         return pages
 
-    # py-libp2p logs each failed dial attempt; the one error line below says it better
-    libp2p_log = logging.getLogger("libp2p")
-    level = libp2p_log.level
-    libp2p_log.setLevel(logging.CRITICAL)
-    try:
-        pages = trio.run(run)
-    finally:
-        libp2p_log.setLevel(level)
+    pages = asyncio.run(run())
     if args.json:
         print_json({"peer": args.peer, "pages": pages})
     else:

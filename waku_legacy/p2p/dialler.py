@@ -139,7 +139,13 @@ class DiallerConnection:
                     answers.append(Answer(event.stream, pending.body))
             elif type(event) is StreamReset:
                 del self._pending[event.stream]
-                answers.append(Answer(event.stream, None, P2PStreamError("stream reset")))
+                reason = (
+                    "stream reset"
+                    if pending.negotiated
+                    else "the peer reset the stream before it confirmed the protocol (it does "
+                    "not serve it?)"
+                )
+                answers.append(Answer(event.stream, None, P2PStreamError(reason)))
 
     def _stream_data(self, sid: int, pending: _Pending, data: bytes, answers: list[Answer]) -> None:
         try:

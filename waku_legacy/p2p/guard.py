@@ -61,6 +61,7 @@ from multiaddr import Multiaddr
 from trio_websocket._impl import CONN_TIMEOUT, MAX_MESSAGE_SIZE, MESSAGE_QUEUE_SIZE, RECEIVE_BYTES
 
 from waku_legacy.limits import ConnectionCounts, RateLimiter, address_key
+from waku_legacy.p2p.multistream import MULTISTREAM_MAX_MESSAGE_BYTES
 
 __all__ = [
     "MULTISTREAM_MAX_MESSAGE_BYTES",
@@ -73,11 +74,6 @@ __all__ = [
     "serve_admitted",
 ]
 
-#: The longest multistream-select message read (length prefix included in neither).
-#: go-multistream refuses longer messages with ErrTooLarge, and js-libp2p's
-#: multistream-select has ``MAX_PROTOCOL_LENGTH = 1024`` "conforming to go-libp2p"
-#: (libp2p/js-libp2p packages/multistream-select/src/constants.ts).
-MULTISTREAM_MAX_MESSAGE_BYTES = 1024
 
 _HEADER = struct.Struct("!BBHII")
 

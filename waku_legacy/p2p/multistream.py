@@ -7,7 +7,7 @@ stream is the protocol's) or ``na``, after which the dialler may propose another
 dialler (go-libp2p, this project's client) sends header, protocol and its first protocol
 bytes in one write, so the bytes after the agreed line are handed on, not dropped.
 
-A message over :data:`~waku_legacy.p2p.guard.MULTISTREAM_MAX_MESSAGE_BYTES` is refused as
+A message over :data:`MULTISTREAM_MAX_MESSAGE_BYTES` is refused as
 soon as its length prefix is read (go-multistream's ErrTooLarge, js-libp2p's
 ``MAX_PROTOCOL_LENGTH``), and so is a dialler that proposes more than ``max_proposals``
 protocols."""
@@ -18,17 +18,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.p2p.guard import MULTISTREAM_MAX_MESSAGE_BYTES
 from waku_legacy.proto.wire import encode_varint
 
 __all__ = [
     "HEADER",
+    "MULTISTREAM_MAX_MESSAGE_BYTES",
     "MultistreamDialler",
     "MultistreamError",
     "MultistreamListener",
     "Negotiated",
     "message",
 ]
+
+#: The longest multistream-select message read (length prefix included in neither).
+#: go-multistream refuses longer messages with ErrTooLarge, and js-libp2p's
+#: multistream-select has ``MAX_PROTOCOL_LENGTH = 1024`` "conforming to go-libp2p"
+#: (libp2p/js-libp2p packages/multistream-select/src/constants.ts).
+MULTISTREAM_MAX_MESSAGE_BYTES = 1024
 
 HEADER = "/multistream/1.0.0"
 

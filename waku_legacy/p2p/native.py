@@ -60,8 +60,7 @@ from waku_legacy.p2p.errors import P2PError, P2PTimeout
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC, encode_identify
 from waku_legacy.p2p.listener import P2PListener, RequestOrigin
 from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES
-from waku_legacy.p2p.noise import NoiseIdentity
-from waku_legacy.p2p.peer_key import encode_public_key
+from waku_legacy.p2p.noise import secp256k1_identity
 from waku_legacy.p2p.websocket import WebSocketError, WebSocketServer, looks_like_http
 from waku_legacy.p2p.worker_pool import LoopWorkers
 
@@ -74,9 +73,8 @@ FLUSH_DELAY = 0.005
 LINGER = 1.0
 
 
-def noise_identity(key: coincurve.PrivateKey) -> NoiseIdentity:
-    """A secp256k1 identity (nwaku's, the bridge's node key) for the Noise handshake."""
-    return NoiseIdentity(encode_public_key(2, key.public_key.format(compressed=True)), key.sign)
+#: a secp256k1 identity for the Noise handshake (one place: :mod:`~waku_legacy.p2p.noise`)
+noise_identity = secp256k1_identity
 
 
 class _Conn(asyncio.Protocol):

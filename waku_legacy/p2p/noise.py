@@ -22,13 +22,14 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import coincurve
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.p2p.peer_key import PeerKey, decode_public_key
+from waku_legacy.p2p.peer_key import PeerKey, decode_public_key, encode_public_key
 from waku_legacy.proto.wire import iter_fields, len_field
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "NoiseHandshake",
     "NoiseIdentity",
     "XXHandshake",
+    "secp256k1_identity",
     "signed_payload",
 ]
 
@@ -62,6 +64,11 @@ class NoiseIdentity:
 
     public_key: bytes
     sign: Callable[[bytes], bytes]
+
+
+def secp256k1_identity(key: coincurve.PrivateKey) -> NoiseIdentity:
+    """A secp256k1 identity (nwaku's, the bridge's node key; the client's, fresh)."""
+    return NoiseIdentity(encode_public_key(2, key.public_key.format(compressed=True)), key.sign)
 
 
 def signed_payload(identity: NoiseIdentity, static_public: bytes) -> bytes:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.p2p.client import P2PClient
 from waku_legacy.proto import store_v3_pb2
 
 __all__ = [
@@ -26,6 +26,13 @@ __all__ = [
 ]
 
 STORE_V3_CODEC = "/vac/waku/store-query/3.0.0"
+
+
+class RequestClient(Protocol):
+    """A connection that sends one request on a new stream and returns the response
+    (:class:`~waku_legacy.p2p.native_client.NativeClient`; py-libp2p's in the tests)."""
+
+    async def request(self, protocol: str, body: bytes) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ def decode_response(body: bytes) -> store_v3_pb2.StoreQueryResponse:
 
 
 async def query_pages(
-    client: P2PClient, args: StoreQueryArgs, *, max_pages: int = 1
+    client: RequestClient, args: StoreQueryArgs, *, max_pages: int = 1
 ) -> AsyncIterator[store_v3_pb2.StoreQueryResponse]:
     """Each page's response; the next page is asked with the previous page's cursor, until
     a page has none, its status is not 200, or ``max_pages`` were read."""

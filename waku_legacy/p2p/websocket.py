@@ -1,4 +1,5 @@
-"""libp2p over WebSocket (``/ws``), the listener's side, sans-IO on ``wsproto``.
+"""libp2p over WebSocket (``/ws``), sans-IO on ``wsproto``: the listener's side
+(:class:`WebSocketServer`) and the dialler's (:class:`WebSocketClient`).
 
 js-libp2p's websockets transport (js-waku's only transport) opens ``ws://host:port/`` and
 sends the libp2p byte stream as binary messages; message boundaries mean nothing. The HTTP
@@ -27,7 +28,7 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from waku_legacy.errors import DecodeError
 
-__all__ = ["WebSocketError", "WebSocketServer", "looks_like_http"]
+__all__ = ["WebSocketClient", "WebSocketError", "WebSocketServer", "looks_like_http"]
 
 #: what wsproto and h11 raise for bytes that break the protocol (UnicodeError is a
 #: ValueError: header values that are not ASCII or not IDNA)
@@ -83,5 +84,53 @@ class WebSocketServer:
     def wrap(self, data: bytes) -> bytes:
         """``data`` as one binary message (nothing when the socket is closing)."""
         if not data or not self.open or self.closed:
+            return b""
+        return self._ws.send(Message(data=data))
+
+
+class WebSocketClient:
+    """The dialler's side: the upgrade request for ``ws://host/`` first, then the libp2p
+    bytes as binary messages (what js-libp2p's websockets transport sends)."""
+
+    def __init__(self, host: str) -> None:
+        self._ws = WSConnection(ConnectionType.CLIENT)
+        self.open = False
+        self.closed = False
+        self._early: list[bytes] = []  # libp2p bytes written before the 101
+        self.upgrade = self._ws.send(Request(host=host, target="/"))
+
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        """(libp2p bytes received, bytes to send: what waited for the 101, pongs...)."""
+        ws = self._ws
+        received: list[bytes] = []
+        reply: list[bytes] = []
+        try:
+            ws.receive_data(data)
+            for event in ws.events():
+                if isinstance(event, BytesMessage):
+                    received.append(bytes(event.data))
+                elif isinstance(event, AcceptConnection):
+                    self.open = True
+                    reply += [ws.send(Message(data=early)) for early in self._early]
+                    self._early.clear()
+                elif isinstance(event, Ping):
+                    reply.append(ws.send(event.response()))
+                elif isinstance(event, CloseConnection):
+                    self.closed = True
+                    break
+                elif isinstance(event, RejectConnection):
+                    raise WebSocketError(f"the upgrade was refused ({event.status_code})")
+                elif isinstance(event, TextMessage):
+                    raise WebSocketError("unexpected TextMessage")
+        except _PEER_ERRORS as exc:
+            raise WebSocketError(f"{type(exc).__name__}: {exc}") from None
+        return b"".join(received), b"".join(reply)
+
+    def wrap(self, data: bytes) -> bytes:
+        """``data`` as one binary message (held until the upgrade is accepted)."""
+        if not data or self.closed:
+            return b""
+        if not self.open:
+            self._early.append(data)
             return b""
         return self._ws.send(Message(data=data))

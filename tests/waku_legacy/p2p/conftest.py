@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
 from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import REPO_ROOT
 from waku_legacy.bridge.logs import LIBRARY_LOGGERS, configure_logging
 
 
@@ -26,3 +28,16 @@ def json_logs() -> Iterator[io.StringIO]:
     for name, (handlers, level, propagate) in saved.items():
         lg = logging.getLogger(name)
         lg.handlers, lg.level, lg.propagate = handlers, level, propagate
+
+
+@pytest.fixture(scope="module")
+def node_bin() -> str:
+    """Node 22 with the js interop packages (tests/interop/js: @waku/sdk and the js-libp2p
+    it ships; installed from the registry on first use)."""
+    setup = REPO_ROOT / "scripts" / "setup-js-interop.sh"
+    done = subprocess.run(
+        ["bash", str(setup)], capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(f"{setup.name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]

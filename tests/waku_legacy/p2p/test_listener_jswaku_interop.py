@@ -15,7 +15,6 @@ import base64
 import contextlib
 import json
 import os
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,21 +31,9 @@ pytestmark = pytest.mark.network
 
 ROOT = REPO_ROOT
 CLIENT = ROOT / "tests" / "interop" / "js" / "query_store.mjs"
-SETUP = ROOT / "scripts" / "setup-js-interop.sh"
 N = 400  # 320 on shard 128, 80 on shard 32, four content topics, many timestamp ties
 PAGE = 25
 CLIENT_TIMEOUT = 45.0
-
-
-@pytest.fixture(scope="module")
-def node_bin() -> str:
-    """Node 22 with the client's packages (installed from the registry on first use)."""
-    done = subprocess.run(
-        ["bash", str(SETUP)], capture_output=True, text=True, timeout=600, check=False
-    )
-    if done.returncode != 0:
-        pytest.fail(f"{SETUP.name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return done.stdout.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
