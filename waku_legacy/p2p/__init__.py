@@ -23,9 +23,9 @@ The transports, on asyncio:
   use; ``store_client.py``: store v3 requests and pages for it; ``cli.py``: ``store query``.
 
 Policy and settings: ``limits.py`` (the listener's bounds, each the ``[libp2p]`` key of its
-name), ``guard.py`` (the inbound gate: connection and handshake slots per address, and its
-py-libp2p hooks), ``errors.py`` (the typed errors), ``keys.py`` (the node key file),
-``enr.py`` (31/WAKU2-ENR).
+name), ``gate.py`` (the inbound gate, sans-IO: connection and handshake slots per address),
+``guard.py`` (the gate and other bounds hooked into py-libp2p), ``errors.py`` (the typed
+errors), ``keys.py`` (the node key file), ``enr.py`` (31/WAKU2-ENR).
 
 py-libp2p, still here until issue 36's split: ``listener.py`` (the trio server and the policy
 the native server inherits), ``host.py`` (py-libp2p's host and transports), ``client.py``

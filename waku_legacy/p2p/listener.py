@@ -44,7 +44,8 @@ from multiaddr import Multiaddr
 from waku_legacy.errors import LimitExceeded, WakuLegacyError
 from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key, allow_all
 from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
-from waku_legacy.p2p.guard import GateLimits, InboundGate, guard_inbound
+from waku_legacy.p2p.gate import GateLimits, InboundGate
+from waku_legacy.p2p.guard import guard_inbound
 from waku_legacy.p2p.host import build_host, parse_multiaddr
 from waku_legacy.p2p.keys import peer_id_of
 from waku_legacy.p2p.limits import ListenerLimits

@@ -12,7 +12,7 @@ import pytest
 
 CODECS = (
     "multistream", "noise", "peer_key", "yamux", "mplex", "muxer_events", "websocket",
-    "identify", "metadata", "connection", "dialler", "limits", "errors",
+    "identify", "metadata", "connection", "dialler", "gate", "limits", "errors",
 )  # fmt: skip
 IO = ("trio", "libp2p", "asyncio")
 

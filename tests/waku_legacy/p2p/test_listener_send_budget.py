@@ -378,7 +378,7 @@ def test_handshakes_per_address_are_rate_limited_and_new_addresses_keep_a_share(
     """The gate, sans-IO: one address opening connections faster than its rate is refused
     (the rest of its budget intact), and once addresses holding connections fill all but
     the reserved share, only addresses holding none get the rest."""
-    from waku_legacy.p2p.guard import GateLimits, InboundGate
+    from waku_legacy.p2p.gate import GateLimits, InboundGate
 
     gate = InboundGate(
         GateLimits(
