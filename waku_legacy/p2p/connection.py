@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from waku_legacy.errors import DecodeError, LimitExceeded
-from waku_legacy.p2p.errors import P2PStreamError
+from waku_legacy.p2p.errors import P2PError, P2PStreamError
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC
 from waku_legacy.p2p.limits import MAX_BUFFERED_BYTES
 from waku_legacy.p2p.mplex import MPLEX_PROTOCOL_ID, MplexSession
@@ -108,7 +108,12 @@ class StreamFailed:
 ConnectionEvent = Secured | Muxed | Request | StreamFailed
 
 
-class Libp2pConnectionFailed(Exception):
+class Libp2pConnectionFailed(P2PError):
+    """The connection must end: ``kind`` is the listener's counter name
+    (``connection_error``, ``unsupported_key``, ``yamux_protocol_error``, ``mux_error``,
+    ``peer_went_away``, ``send_budget_closed``), ``error`` what the codec raised; the last
+    words (GO_AWAY and its code) are already in ``data_to_send()``."""
+
     def __init__(self, kind: str, error: Exception) -> None:
         super().__init__(str(error))
         self.kind = kind
@@ -262,7 +267,8 @@ class ListenerConnection:
         if self._held > self.limits.max_buffered:
             mux.go_away(GO_AWAY_INTERNAL_ERROR)
             raise MuxError(
-                self.muxer or "muxer", "yamux_protocol_error",
+                self.muxer or "muxer",
+                "yamux_protocol_error" if self.muxer == "yamux" else "mux_error",
                 f"{self._held} bytes received and not read, over {self.limits.max_buffered}",
             )  # fmt: skip
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from waku_legacy.p2p.muxer_events import (
     MuxError,
     MuxEvent,
+    ReceiveSide,
+    SendSide,
     StreamData,
     StreamEnded,
     StreamOpened,
@@ -63,12 +65,11 @@ _TURN_BYTES = 64 * 1024
 
 @dataclass(slots=True)
 class _MplexStream:
-    local_closed: bool = False  # we sent Close (or will, after ``pending``)
-    remote_closed: bool = False  # the peer sent Close: it sends no more
+    send: SendSide = SendSide.OPEN
+    receive: ReceiveSide = ReceiveSide.OPEN
     pending: list[memoryview] = field(default_factory=list)  # waiting for the socket's room
     pending_bytes: int = 0
     sent: int = 0  # bytes of messages sent (grows as the socket takes them)
-    fin_pending: bool = False  # Close to send once ``pending`` has left
 
 
 class MplexSession:
@@ -135,13 +136,13 @@ class MplexSession:
         if state is None:
             return  # a stream already forgotten: ignore (as the spec's implementations do)
         if flag in (MESSAGE_RECEIVER, MESSAGE_INITIATOR):
-            if body and not state.remote_closed:
+            if body and state.receive is ReceiveSide.OPEN:
                 events.append(StreamData(key, body))
         elif flag in (CLOSE_RECEIVER, CLOSE_INITIATOR):
-            if not state.remote_closed:
-                state.remote_closed = True
+            if state.receive is ReceiveSide.OPEN:
+                state.receive = ReceiveSide.CLOSED
                 events.append(StreamEnded(key))
-                if state.local_closed:
+                if state.send is SendSide.CLOSED:
                     del self._streams[key]
         else:
             self._drop(key)
@@ -168,7 +169,7 @@ class MplexSession:
         """None: no window (a write is sent, or waits for the socket's room); 0 while the
         stream's earlier bytes still wait, or it is gone or closed on our side."""
         state = self._streams.get(key)
-        if state is None or state.local_closed or state.pending:
+        if state is None or state.send is not SendSide.OPEN or state.pending:
             return 0
         return None
 
@@ -204,12 +205,12 @@ class MplexSession:
             self.queued -= take
             budget -= take
             self._send_message(key, state, bytes(data))
-        if not state.pending and state.fin_pending:
+        if not state.pending and state.send is SendSide.CLOSING:
             self._send_close(key, state)
 
     def write(self, key: int, data: bytes) -> None:
         state = self._streams.get(key)
-        if state is None or state.local_closed:
+        if state is None or state.send is not SendSide.OPEN:
             return
         room = self.room
         if room is not None and (state.pending or len(data) > room):
@@ -236,18 +237,17 @@ class MplexSession:
     def close_stream(self, key: int) -> None:
         """Our side is done (Close, after what waits for the socket's room)."""
         state = self._streams.get(key)
-        if state is None or state.local_closed:
+        if state is None or state.send is not SendSide.OPEN:
             return
         if state.pending:
-            state.fin_pending = True
+            state.send = SendSide.CLOSING
             return
         self._send_close(key, state)
 
     def _send_close(self, key: int, state: _MplexStream) -> None:
-        state.local_closed = True
-        state.fin_pending = False
+        state.send = SendSide.CLOSED
         self._out += [self._head(key, CLOSE_INITIATOR), b"\0"]
-        if state.remote_closed:
+        if state.receive is ReceiveSide.CLOSED:
             del self._streams[key]
 
     def reset_stream(self, key: int) -> None:

@@ -4,12 +4,15 @@ reports of the bytes it is fed, and the error that ends a session (sans-IO)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from waku_legacy.errors import DecodeError
 
 __all__ = [
     "MuxError",
     "MuxEvent",
+    "ReceiveSide",
+    "SendSide",
     "StreamData",
     "StreamEnded",
     "StreamOpened",
@@ -51,6 +54,21 @@ class MuxError(DecodeError):
     def __init__(self, muxer: str, kind: str, reason: str) -> None:
         super().__init__(muxer, reason)
         self.kind = kind
+
+
+class SendSide(Enum):
+    """Our half of a stream (yamux and mplex streams are half-closed one side at a time)."""
+
+    OPEN = 1  # we may write
+    CLOSING = 2  # closed by us; the FIN (mplex: Close) waits behind bytes queued for the peer
+    CLOSED = 3  # our FIN/Close is sent: we write no more
+
+
+class ReceiveSide(Enum):
+    """The peer's half of a stream."""
+
+    OPEN = 1  # the peer may send
+    CLOSED = 2  # the peer sent FIN/Close: it sends no more
 
 
 def drain(parts: list[bytes]) -> bytes:

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from enum import Enum, IntEnum, IntFlag
 
 from waku_legacy.p2p.muxer_events import (
     MuxError,
     MuxEvent,
+    ReceiveSide,
+    SendSide,
     StreamData,
     StreamEnded,
     StreamOpened,
@@ -34,13 +37,43 @@ from waku_legacy.p2p.muxer_events import (
     drain,
 )
 
-__all__ = ["INITIAL_WINDOW", "YAMUX_PROTOCOL_ID", "YamuxSession"]
+__all__ = ["INITIAL_WINDOW", "YAMUX_PROTOCOL_ID", "Flag", "FrameType", "GoAwayCode", "YamuxSession"]
 
 YAMUX_PROTOCOL_ID = "/yamux/1.0.0"
 INITIAL_WINDOW = 256 * 1024
-DATA, WINDOW_UPDATE, PING, GO_AWAY = 0, 1, 2, 3
-SYN, ACK, FIN, RST = 1, 2, 4, 8
-GO_AWAY_NORMAL, GO_AWAY_PROTOCOL_ERROR, GO_AWAY_INTERNAL_ERROR = 0, 1, 2
+
+
+class FrameType(IntEnum):
+    """A frame header's type (spec: "Type")."""
+
+    DATA = 0  # ``length`` bytes of a stream follow the header
+    WINDOW_UPDATE = 1  # ``length`` more bytes the stream may send us (0: flags alone)
+    PING = 2  # ``length`` is an opaque value, echoed with ACK
+    GO_AWAY = 3  # the session ends; ``length`` is a :class:`GoAwayCode`
+
+
+class Flag(IntFlag):
+    """A frame header's flags (spec: "Flags")."""
+
+    SYN = 1  # opens a stream (or asks a ping)
+    ACK = 2  # accepts a stream (or answers a ping)
+    FIN = 4  # the sender's side of the stream is done
+    RST = 8  # the stream ends at once, both sides
+
+
+class GoAwayCode(IntEnum):
+    """Why a session ends (GO_AWAY's ``length``)."""
+
+    NORMAL = 0
+    PROTOCOL_ERROR = 1
+    INTERNAL_ERROR = 2
+
+
+# plain ints for the per-frame code: an IntFlag operand makes ``flags & SYN`` build an
+# IntFlag object on every frame
+DATA, WINDOW_UPDATE, PING, GO_AWAY = (int(t) for t in FrameType)
+SYN, ACK, FIN, RST = (int(f) for f in Flag)
+GO_AWAY_NORMAL, GO_AWAY_PROTOCOL_ERROR, GO_AWAY_INTERNAL_ERROR = (int(c) for c in GoAwayCode)
 _HEADER = struct.Struct(">BBHII")
 HEADER_SIZE = 12
 _MAX_FRAME_DATA = 64 * 1024  # what one DATA frame we send carries at most
@@ -48,6 +81,14 @@ _MAX_FRAME_DATA = 64 * 1024  # what one DATA frame we send carries at most
 
 def header(typ: int, flags: int, stream: int, length: int) -> bytes:
     return _HEADER.pack(0, typ, flags, stream, length)
+
+
+class Greeting(Enum):
+    """The flag a stream's first frame from us carries."""
+
+    NONE = 0  # sent already (or none owed)
+    SYN = 1  # we opened the stream
+    ACK = 2  # the peer opened it: we accept it
 
 
 @dataclass(slots=True)
@@ -58,11 +99,9 @@ class _YamuxStream:
     pending: list[memoryview] = field(default_factory=list)  # waiting for send window
     pending_bytes: int = 0
     sent: int = 0  # DATA bytes sent (what the peer's window let through)
-    fin_pending: bool = False
-    need_ack: bool = False
-    syn_pending: bool = False
-    local_closed: bool = False
-    remote_closed: bool = False
+    greeting: Greeting = Greeting.NONE  # the flag our next frame on it owes
+    send: SendSide = SendSide.OPEN
+    receive: ReceiveSide = ReceiveSide.OPEN
 
 
 class YamuxSession:
@@ -138,7 +177,7 @@ class YamuxSession:
             if len(self._streams) >= self.max_streams:  # refused, as go-yamux does
                 self._out.append(header(WINDOW_UPDATE, RST, stream_id, 0))
                 return
-            stream = self._streams[stream_id] = _YamuxStream(need_ack=True)
+            stream = self._streams[stream_id] = _YamuxStream(greeting=Greeting.ACK)
             self._unacked.append(stream_id)
             events.append(StreamOpened(stream_id))
         elif stream is None:  # forgotten (reset, or both sides closed): its data is dropped
@@ -164,8 +203,8 @@ class YamuxSession:
             self._drop(stream_id)
             events.append(StreamReset(stream_id))
             return
-        if flags & FIN and not stream.remote_closed:
-            stream.remote_closed = True
+        if flags & FIN and stream.receive is ReceiveSide.OPEN:
+            stream.receive = ReceiveSide.CLOSED
             events.append(StreamEnded(stream_id))
             self._forget_if_done(stream_id, stream)
 
@@ -194,14 +233,14 @@ class YamuxSession:
     def open_stream(self) -> int:
         stream_id = self._next_id
         self._next_id += 2
-        self._streams[stream_id] = _YamuxStream(syn_pending=True)
+        self._streams[stream_id] = _YamuxStream(greeting=Greeting.SYN)
         return stream_id
 
     def consumed(self, stream_id: int, size: int) -> None:
         """``size`` bytes of the stream were used: credit them back, in steps of half a
         window (as go-yamux does)."""
         stream = self._streams.get(stream_id)
-        if stream is None or stream.remote_closed:
+        if stream is None or stream.receive is ReceiveSide.CLOSED:
             return
         stream.consumed += size
         if stream.consumed >= INITIAL_WINDOW // 2:
@@ -213,7 +252,7 @@ class YamuxSession:
         """What a write to the stream may hold without waiting for the peer's window (0 for
         a stream that is gone or closed on our side)."""
         stream = self._streams.get(stream_id)
-        if stream is None or stream.local_closed or stream.pending:
+        if stream is None or stream.send is not SendSide.OPEN or stream.pending:
             return 0
         return stream.send_window
 
@@ -228,7 +267,7 @@ class YamuxSession:
 
     def write(self, stream_id: int, data: bytes) -> None:
         stream = self._streams.get(stream_id)
-        if stream is None or stream.local_closed:
+        if stream is None or stream.send is not SendSide.OPEN:
             return
         if stream.pending or len(data) > stream.send_window:
             stream.pending.append(memoryview(data))
@@ -248,10 +287,10 @@ class YamuxSession:
     def close_stream(self, stream_id: int) -> None:
         """Our side is done (FIN, after what waits for the window)."""
         stream = self._streams.get(stream_id)
-        if stream is None or stream.local_closed:
+        if stream is None or stream.send is not SendSide.OPEN:
             return
         if stream.pending:
-            stream.fin_pending = True
+            stream.send = SendSide.CLOSING
             return
         self._send_fin(stream_id, stream)
 
@@ -271,8 +310,8 @@ class YamuxSession:
         if self._unacked:
             for stream_id in self._unacked:  # accepted streams we had nothing to say on yet
                 stream = self._streams.get(stream_id)
-                if stream is not None and stream.need_ack:
-                    stream.need_ack = False
+                if stream is not None and stream.greeting is Greeting.ACK:
+                    stream.greeting = Greeting.NONE
                     self._out.append(header(WINDOW_UPDATE, ACK, stream_id, 0))
             self._unacked.clear()
         return drain(self._out)
@@ -282,13 +321,11 @@ class YamuxSession:
         return len(self._streams)
 
     def _flags(self, stream: _YamuxStream) -> int:
-        if stream.need_ack:
-            stream.need_ack = False
-            return ACK
-        if stream.syn_pending:
-            stream.syn_pending = False
-            return SYN
-        return 0
+        greeting = stream.greeting
+        if greeting is Greeting.NONE:
+            return 0
+        stream.greeting = Greeting.NONE
+        return ACK if greeting is Greeting.ACK else SYN
 
     def _drop(self, stream_id: int) -> _YamuxStream | None:
         stream = self._streams.pop(stream_id, None)
@@ -323,17 +360,16 @@ class YamuxSession:
             self.queued -= take
             self.sent += take
             self._data_frames(stream_id, stream, data, 0)
-        if not stream.pending and stream.fin_pending:
+        if not stream.pending and stream.send is SendSide.CLOSING:
             self._send_fin(stream_id, stream)
 
     def _send_fin(self, stream_id: int, stream: _YamuxStream) -> None:
-        stream.local_closed = True
-        stream.fin_pending = False
+        stream.send = SendSide.CLOSED
         self._out.append(header(WINDOW_UPDATE, FIN | self._flags(stream), stream_id, 0))
         self._forget_if_done(stream_id, stream)
 
     def _forget_if_done(self, stream_id: int, stream: _YamuxStream) -> None:
-        if stream.local_closed and stream.remote_closed:
+        if stream.send is SendSide.CLOSED and stream.receive is ReceiveSide.CLOSED:
             self._streams.pop(stream_id, None)
 
     def _go_away(self, code: int) -> None:
