@@ -1175,16 +1175,19 @@ def readable_rounds(args: argparse.Namespace) -> int:
                 on = i % 2 == 1
                 args.no_readable = not on
                 r = _child("spark", args, dsn, Path(tmp) / f"spark-{i}", store_admin)
-                runs.append({"readable": on, **r})
+                runs.append({**r, "readable_on": on})
                 print(f"  run {i + 1}: readable {'on ' if on else 'off'} {r['seconds']:7.1f} s"
                       f" (readable step {r['stages'].get('readable', 0.0):.1f} s, archives "
                       f"{r['stages'].get('archives', 0.0):.1f} s, store "
-                      f"{r['stages'].get('store', 0.0):.1f} s), load {r['load_before']}",
+                      f"{r['stages'].get('store', 0.0):.1f} s), CPU {r['cpu_s']:.1f} s, load "
+                      f"{r['load_before']}",
                       file=sys.stderr, flush=True)  # fmt: skip
     finally:
         _drop_store_and_server(store_admin, embedded)
-    off = [r["seconds"] for r in runs if not r["readable"]]
-    on = [r["seconds"] for r in runs if r["readable"]]
+    off = [r["seconds"] for r in runs if not r["readable_on"]]
+    on = [r["seconds"] for r in runs if r["readable_on"]]
+    cpu_off = [r["cpu_s"] for r in runs if not r["readable_on"]]
+    cpu_on = [r["cpu_s"] for r in runs if r["readable_on"]]
     pairs = [(runs[i]["seconds"], runs[i + 1]["seconds"]) for i in range(0, len(runs) - 1, 2)]
     result = {
         "n": args.n,
@@ -1194,6 +1197,11 @@ def readable_rounds(args: argparse.Namespace) -> int:
         "on_s": on,
         "added_pct_of_means": round(100 * (statistics.mean(on) / statistics.mean(off) - 1), 1),
         "added_pct_per_pair": [round(100 * (b / a - 1), 1) for a, b in pairs],
+        "cpu_off_s": cpu_off,
+        "cpu_on_s": cpu_on,
+        "cpu_added_pct_of_means": round(
+            100 * (statistics.mean(cpu_on) / statistics.mean(cpu_off) - 1), 1
+        ),
         "same_store_rows": len({r["store_digest"] for r in runs}) == 1,
     }
     if args.json:
