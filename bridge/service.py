@@ -184,7 +184,8 @@ class BridgeService:
             subapps=[viewer.subapp] if viewer is not None else [], serves=(live, relay, viewer),
         )  # fmt: skip
         self.workers_component = None if self.workers <= 1 else WorkersComponent(
-            context, self.workers, self.view, http, store, libp2p
+            context, self.workers, self.view, http, store, libp2p,
+            subapps=[viewer.forwarded_subapp] if viewer is not None else [],
         )  # fmt: skip
         ordered: list[Component | None] = [
             store, store_watcher(store), client, relay, live, viewer, http, v1, libp2p,

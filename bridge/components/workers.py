@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import replace
 
 from aiohttp import web
@@ -30,6 +31,7 @@ class WorkersComponent(Component):
     def __init__(
         self, context: BridgeContext, count: int, service: BridgeBackend, http: HttpApi,
         store: StoreComponent, libp2p: Libp2pComponent | None,
+        subapps: Sequence[tuple[str, web.Application]] = (),
     ) -> None:  # fmt: skip
         self.context = context
         self.count = count
@@ -37,6 +39,8 @@ class WorkersComponent(Component):
         self.http = http
         self.store = store
         self.libp2p = libp2p
+        # (prefix, application) served to forwarded requests too: the history viewer's pages
+        self.subapps = subapps
         self.needs = tuple(part.name for part in (store, http, libp2p) if part is not None)
         self.pool: WorkerPool | None = None
         self._internal: web.AppRunner | None = None
@@ -54,7 +58,7 @@ class WorkersComponent(Component):
         )  # fmt: skip
         internal = make_app(
             self.store.opened, context.metrics, service=self.service,
-            limits=HttpLimits(requests_per_second=0),
+            limits=HttpLimits(requests_per_second=0), subapps=self.subapps,
         )  # fmt: skip
         self._internal = web.AppRunner(
             internal, handle_signals=False, access_log=None, shutdown_timeout=timeout

@@ -4,6 +4,7 @@ after the archive run, every answer with the viewer's headers; off by default.""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from pathlib import Path
@@ -160,6 +161,47 @@ async def test_the_viewer_is_off_by_default(tmp_path: Path):
         status, _, _ = await _get(f"http://127.0.0.1:{service.rest_port}/history/")
         assert status == 404
         assert service.viewer is None
+    finally:
+        await service.stop()
+
+
+async def test_worker_processes_forward_the_viewer_pages(tmp_path: Path):
+    """With ``[server] workers`` > 1 (the default on a multi-core host) a request may land on a
+    worker, which forwards what is not the store's to this process: the viewer's pages too,
+    with their headers (they were 404 there: the forwarded requests' app had no viewer)."""
+    community = Community(tmp_path, 53, "Two Processes", 128)
+    url = f"sqlite:///{tmp_path}/store.sqlite3"
+    now_ms = int(time.time() * 1000)
+    stored, stored_id = _envelope(community, ALICE, "read through a worker", now_ms - 60_000)
+    message = envelope_to_waku_message(stored)
+    with open_store(url) as store:
+        store.insert_messages([StoredMessage(
+            message_hash(community.pubsub, message), community.pubsub, message.content_topic,
+            message.payload, 1, message.timestamp,
+        )])  # fmt: skip
+    config = _config(tmp_path, url, [community], viewer={"enabled": True},
+                     server={"listen": "127.0.0.1:0", "workers": 2})  # fmt: skip
+    service = BridgeService(config, seed=False)
+    try:
+        await service.start()
+        base = f"http://127.0.0.1:{service.rest_port}/history/{community.id}"
+        day = dt.datetime.fromtimestamp((now_ms - 60_000) / 1000, dt.UTC).date().isoformat()
+        page = f"{base}/{community.channel}/{day}"
+        answered_by: set[str] = set()
+        deadline = time.monotonic() + 60
+        while len(answered_by) < 2:  # the primary and a worker, each at least once
+            assert time.monotonic() < deadline, f"only {answered_by} answered"
+            status, headers, body = await _get(page)
+            # every answer is the viewer's (a 404 only while the day is not indexed yet)
+            assert headers.get("Content-Security-Policy") == CONTENT_SECURITY_POLICY, (
+                status, headers.get("X-Bridge-Process"), body[:200]
+            )  # fmt: skip
+            if status == 200 and b"read through a worker" in body:
+                answered_by.add(headers["X-Bridge-Process"])
+            else:
+                assert status == 404, (status, body[:200])
+            await asyncio.sleep(0.1)  # well under the address's request budget
+        assert stored_id[2:] in body.decode()  # its permalink
     finally:
         await service.stop()
 
