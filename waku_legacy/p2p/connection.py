@@ -120,14 +120,28 @@ class Libp2pConnectionFailed(P2PError):
         self.error = error
 
 
+class StreamPhase(Enum):
+    """Where a stream the peer opened is."""
+
+    NEGOTIATING = 1  # multistream-select to a protocol (``negotiator``), until ``deadline``
+    READING = 2  # a request-response protocol: its request is read (``reader``), in flight
+    ANSWERING = 3  # its request was read (a Request event): the answer is awaited, in flight
+    ECHOING = 4  # ping: what comes is echoed within the peer's window
+
+
 @dataclass(slots=True)
 class _ServedStream:
-    negotiator: MultistreamListener | None
-    deadline: float
+    negotiator: MultistreamListener | None  # while NEGOTIATING
+    deadline: float  # NEGOTIATING: the protocol's; READING: the request's
+    phase: StreamPhase = StreamPhase.NEGOTIATING
     protocol: str = ""
-    reader: FrameReader | None = None
+    reader: FrameReader | None = None  # while READING
     held: int = 0  # bytes the negotiator or reader hold
-    in_flight: bool = False  # a request read, its answer not yet written
+
+    @property
+    def in_flight(self) -> bool:
+        """A request read or being read, its answer not yet written (``max_streams``)."""
+        return self.phase is StreamPhase.READING or self.phase is StreamPhase.ANSWERING
 
 
 @dataclass(frozen=True)
@@ -284,9 +298,11 @@ class ListenerConnection:
         mux = self._mux
         assert mux is not None
         held = stream.held
-        if stream.negotiator is not None:
+        if stream.phase is StreamPhase.NEGOTIATING:
+            negotiator = stream.negotiator
+            assert negotiator is not None
             try:
-                answer, agreed = stream.negotiator.feed(data)
+                answer, agreed = negotiator.feed(data)
             except DecodeError as exc:
                 self._fail(sid, "", "stream_error", exc, events)
                 return
@@ -294,8 +310,8 @@ class ListenerConnection:
             if answer:
                 mux.write(sid, answer)
             if agreed is None:
-                self._held += stream.negotiator.buffered - held
-                stream.held = stream.negotiator.buffered
+                self._held += negotiator.buffered - held
+                stream.held = negotiator.buffered
                 return
             self._held -= held
             stream.held = held = 0
@@ -307,9 +323,11 @@ class ListenerConnection:
                 return
         else:
             mux.consumed(sid, len(data))
-        if stream.reader is not None:
+        if stream.phase is StreamPhase.READING:
+            reader = stream.reader
+            assert reader is not None
             try:
-                frames = stream.reader.feed(data)
+                frames = reader.feed(data)
             except FrameTooLarge as exc:
                 self._fail(sid, stream.protocol, "request_too_large", exc, events)
                 return
@@ -317,14 +335,15 @@ class ListenerConnection:
                 self._fail(sid, stream.protocol, "stream_error", exc, events)
                 return
             if not frames:
-                self._held += stream.reader.buffered - held
-                stream.held = stream.reader.buffered
+                self._held += reader.buffered - held
+                stream.held = reader.buffered
                 return
             self._held -= held
             stream.held = 0
             stream.reader = None
+            stream.phase = StreamPhase.ANSWERING
             events.append(Request(sid, stream.protocol, frames[0]))
-        elif stream.protocol == PING_CODEC:
+        elif stream.phase is StreamPhase.ECHOING:
             room = mux.send_room(sid)
             fits = len(data) <= room if room is not None else mux.queued < self.limits.max_unsent
             if fits:
@@ -351,13 +370,14 @@ class ListenerConnection:
             self._forget(sid)
             return False
         if protocol == PING_CODEC:
+            stream.phase = StreamPhase.ECHOING
             return True
         if self._in_flight >= self.limits.max_streams:
             reason = f"over {self.limits.max_streams} streams"
             self._fail(sid, protocol, "stream_refused", LimitExceeded("streams", reason), events)
             return False
         self._in_flight += 1
-        stream.in_flight = True
+        stream.phase = StreamPhase.READING
         stream.deadline = now + self.limits.read_timeout
         stream.reader = FrameReader(self.limits.requests[protocol])
         return True
@@ -367,10 +387,10 @@ class ListenerConnection:
         stream = self._streams.get(sid)
         if stream is None:
             return
-        if stream.reader is not None:
+        if stream.phase is StreamPhase.READING:
             error = P2PStreamError(f"{stream.protocol} request: the stream ended before a frame")
             self._fail(sid, stream.protocol, "stream_error", error, events)
-        elif stream.negotiator is not None or stream.protocol == PING_CODEC:
+        elif stream.phase is StreamPhase.NEGOTIATING or stream.phase is StreamPhase.ECHOING:
             assert self._mux is not None
             self._mux.close_stream(sid)
             self._forget(sid)
@@ -480,7 +500,8 @@ class ListenerConnection:
         late = [
             (sid, s.protocol)
             for sid, s in self._streams.items()
-            if (s.negotiator is not None or s.reader is not None) and s.deadline < now
+            if (s.phase is StreamPhase.NEGOTIATING or s.phase is StreamPhase.READING)
+            and s.deadline < now
         ]
         for sid, _ in late:
             self.reset(sid)
