@@ -185,7 +185,9 @@ class BridgeService:
         )  # fmt: skip
         self.workers_component = None if self.workers <= 1 else WorkersComponent(
             context, self.workers, self.view, http, store, libp2p,
-            subapps=[viewer.forwarded_subapp] if viewer is not None else [],
+            # the app answering what workers forward mounts a viewer app of its own (an aiohttp
+            # application has one parent)
+            subapps=[(viewer.viewer.prefix, viewer.viewer.app())] if viewer is not None else [],
         )  # fmt: skip
         ordered: list[Component | None] = [
             store, store_watcher(store), client, relay, live, viewer, http, v1, libp2p,

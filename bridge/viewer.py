@@ -568,9 +568,6 @@ class ViewerComponent(Component):
         self.url = config.store.url
         self.viewer = Viewer(settings, self._reader)
         self.subapp = (self.viewer.prefix, self.viewer.app())
-        # the Unix-socket app that answers what the worker processes forward needs its own
-        # (an aiohttp application is mounted in one parent only)
-        self.forwarded_subapp = (self.viewer.prefix, self.viewer.app())
         self._live = live
         self._archivers = archivers
         # content topic -> (community id, the channel's symmetric key)

@@ -242,10 +242,9 @@ def _rewrite_report(path: str | None, report: RunReport) -> None:
 def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch: Path) -> Path:
     """The folder holding the community's archives: ``--archive-dir``, or where
     ``--magnet``/``--torrent`` fetched them as a member would (every archive)."""
-    from waku_legacy.archive.cli import session_config
-    from waku_legacy.archive.encode import Flavour
+    from waku_legacy.archive.cli import member_fetch_options
     from waku_legacy.archive.errors import ArchiveDecodeError, UnexpectedTorrentLayout
-    from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+    from waku_legacy.archive.fetch import fetch_archives
     from waku_legacy.archive.layout import community_folder
     from waku_legacy.console import Progress
     from waku_legacy.errors import LimitExceeded
@@ -255,11 +254,7 @@ def _audit_archive_dir(args: argparse.Namespace, community: CommunityId, scratch
         raise ConfigError("audit: give exactly one of --magnet, --torrent or --archive-dir")
     if args.archive_dir:
         return community_folder(Path(args.archive_dir).resolve(), community)
-    options = FetchOptions(
-        peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
-        data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
-        session=session_config(args),
-    )  # fmt: skip
+    options = member_fetch_options(args)
     save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
     try:
         fetch_archives(

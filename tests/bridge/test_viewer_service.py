@@ -49,6 +49,16 @@ def _envelope(community: Community, author: Person, text: str, at_ms: int):
     return envelope, expected_id(author, app)
 
 
+def _store(url: str, community: Community, envelope) -> None:
+    """``envelope`` stored as the bridge stores a v1 envelope (on the community's shard)."""
+    message = envelope_to_waku_message(envelope)
+    with open_store(url) as store:
+        store.insert_messages([StoredMessage(
+            message_hash(community.pubsub, message), community.pubsub, message.content_topic,
+            message.payload, 1, message.timestamp,
+        )])  # fmt: skip
+
+
 async def _get(url: str) -> tuple[int, dict[str, str], bytes]:
     async with aiohttp.ClientSession() as http, http.get(url) as response:
         return response.status, dict(response.headers), await response.read()
@@ -59,12 +69,7 @@ async def test_the_bridge_serves_and_keeps_the_viewer_current(tmp_path: Path):
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     now_ms = int(time.time() * 1000)
     before, first_id = _envelope(community, ALICE, "stored before the start", now_ms - 60_000)
-    message = envelope_to_waku_message(before)
-    with open_store(url) as store:
-        store.insert_messages([StoredMessage(
-            message_hash(community.pubsub, message), community.pubsub, message.content_topic,
-            message.payload, 1, message.timestamp,
-        )])  # fmt: skip
+    _store(url, community, before)
     config = _config(
         tmp_path, url, [community], viewer={"enabled": True},
         v1={"listen": "127.0.0.1:0", "node_key_file": str(tmp_path / "nodekey")},
@@ -116,12 +121,7 @@ async def test_the_bridge_serves_and_keeps_the_viewer_current(tmp_path: Path):
         # stored by another path than the live one (as a history pull stores): indexed
         # after the next archive run
         pulled, pulled_id = _envelope(community, ALICE, "pulled from a store node", now_ms + 1)
-        message = envelope_to_waku_message(pulled)
-        with open_store(url) as store:
-            store.insert_messages([StoredMessage(
-                message_hash(community.pubsub, message), community.pubsub,
-                message.content_topic, message.payload, 1, message.timestamp,
-            )])  # fmt: skip
+        _store(url, community, pulled)
         rest = f"http://127.0.0.1:{service.rest_port}"
         async with (
             aiohttp.ClientSession() as http,
@@ -173,12 +173,7 @@ async def test_worker_processes_forward_the_viewer_pages(tmp_path: Path):
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     now_ms = int(time.time() * 1000)
     stored, stored_id = _envelope(community, ALICE, "read through a worker", now_ms - 60_000)
-    message = envelope_to_waku_message(stored)
-    with open_store(url) as store:
-        store.insert_messages([StoredMessage(
-            message_hash(community.pubsub, message), community.pubsub, message.content_topic,
-            message.payload, 1, message.timestamp,
-        )])  # fmt: skip
+    _store(url, community, stored)
     config = _config(tmp_path, url, [community], viewer={"enabled": True},
                      server={"listen": "127.0.0.1:0", "workers": 2})  # fmt: skip
     service = BridgeService(config, seed=False)

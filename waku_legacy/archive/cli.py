@@ -234,6 +234,19 @@ def _verify(args: argparse.Namespace) -> int:
 # --- seed ---------------------------------------------------------------------------------
 
 
+def member_fetch_options(args: argparse.Namespace) -> FetchOptions:
+    """What ``members preview``, ``history export`` and ``audit`` fetch with: every archive,
+    from the given peers, with the session and timeouts of :func:`add_session`'s options."""
+    from waku_legacy.archive.encode import Flavour
+    from waku_legacy.archive.fetch import FetchOptions
+
+    return FetchOptions(
+        peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
+        data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
+        session=session_config(args),
+    )  # fmt: skip
+
+
 def session_config(args: argparse.Namespace) -> SessionConfig:
     from waku_legacy.archive.session import SessionConfig
 

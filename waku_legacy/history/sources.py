@@ -458,15 +458,10 @@ def open_archive_entries(
             folder_archive_entries(folder, community, args.flavour), str(folder), folder,
             source="archive-dir",
         )  # fmt: skip
-    from waku_legacy.archive.cli import Progress, session_config
-    from waku_legacy.archive.encode import Flavour
-    from waku_legacy.archive.fetch import FetchOptions, fetch_archives
+    from waku_legacy.archive.cli import Progress, member_fetch_options
+    from waku_legacy.archive.fetch import fetch_archives
 
-    options = FetchOptions(
-        peers=tuple(args.peer or ()), metadata_timeout=args.metadata_timeout,
-        data_timeout=args.timeout, flavour=Flavour.parse(args.flavour),
-        session=session_config(args),
-    )  # fmt: skip
+    options = member_fetch_options(args)
     save_dir = Path(args.save_dir) if args.save_dir else scratch / "fetched"
     source = args.magnet or args.torrent
     result = fetch_archives(source, community, save_dir, options, progress=Progress(not args.quiet))
