@@ -228,18 +228,33 @@ class ViewerSettings:
     allow_search_engines: bool = False
 
 
+def _database_errors() -> tuple[type[Exception], ...]:
+    import sqlite3
+
+    import psycopg
+
+    return (sqlite3.OperationalError, psycopg.OperationalError)
+
+
+_DATABASE_ERRORS = _database_errors()
+
 ReaderFactory = Callable[[ViewPolicy], HistoryReader]
 
 
 class Viewer:
     """The viewer's aiohttp sub-application over a reader (one per policy)."""
 
-    def __init__(self, settings: ViewerSettings, reader_factory: ReaderFactory) -> None:
+    def __init__(
+        self, settings: ViewerSettings, reader_factory: ReaderFactory,
+        reader_reset: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
         self.settings = settings
         self.prefix = settings.path_prefix.rstrip("/")
         self.links = render.ServerLinks(self.prefix)
         self.takedown = TakedownList(settings.takedown_file)
         self._factory = reader_factory
+        # closes what the factory opened, so that the next reader opens anew
+        self._reset = reader_reset
         self._reader: HistoryReader | None = None
         self._policy: ViewPolicy | None = None
         # one thread: a SQLite connection stays on the thread that made it
@@ -275,7 +290,21 @@ class Viewer:
 
     async def _read(self, work: Callable[[HistoryReader], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: work(self._current_reader()))
+        return await loop.run_in_executor(self._executor, functools.partial(self._attempt, work))
+
+    def _attempt(self, work: Callable[[HistoryReader], T]) -> T:
+        """``work`` on the current reader; a database error on its connection (a server that
+        restarted, a SQLite "disk I/O error") reopens the reader once, without a restart."""
+        try:
+            return work(self._current_reader())
+        except _DATABASE_ERRORS as exc:
+            if self._reset is None:
+                raise
+            log.warning("viewer: the history database failed; reading again on a new connection",
+                        extra=fields(error=str(exc)))  # fmt: skip
+            self._reader = None
+            self._reset()
+            return work(self._current_reader())
 
     # -- responses
 
@@ -566,7 +595,7 @@ class ViewerComponent(Component):
         )  # fmt: skip
         self.config = config
         self.url = config.store.url
-        self.viewer = Viewer(settings, self._reader)
+        self.viewer = Viewer(settings, self._reader, self._reset_reader)
         self.subapp = (self.viewer.prefix, self.viewer.app())
         self._live = live
         self._archivers = archivers
@@ -593,6 +622,15 @@ class ViewerComponent(Component):
         if self._read_index is None:
             self._read_index = HistoryIndex.open(self.url)
         return self._read_index.reader(policy)
+
+    def _reset_reader(self) -> None:
+        """Close the readers' connection (on the readers' thread); the next read opens one."""
+        index, self._read_index = self._read_index, None
+        if index is not None:
+            try:
+                index.close()
+            except _DATABASE_ERRORS as exc:  # a broken connection may not close cleanly
+                log.warning("viewer: closing a failed connection", extra=fields(error=str(exc)))
 
     def _writer(self) -> HistoryIndex:
         from waku_legacy.history.index import HistoryIndex

@@ -264,3 +264,49 @@ async def test_images_are_served_only_when_they_sniff_as_an_image():
             assert response.status == 404  # a text message has no image
         async with session.get(f"{base}/{COMMUNITY}/{DEV}/2024-03-12") as response:
             assert "The bridge serves the store" in await response.text()
+
+
+async def test_a_failed_database_connection_is_reopened_once_without_a_restart():
+    """A reader whose connection fails (SQLite's "disk I/O error", a restarted PostgreSQL):
+    the viewer closes it and reads again on a new one; a second failure in a row is a 500."""
+    import sqlite3
+
+    history = sample_history()
+    failures = [1]
+    resets: list[int] = []
+
+    class Failing:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            if failures[0] > 0:
+                failures[0] -= 1
+                raise sqlite3.OperationalError("disk I/O error")
+            return getattr(self.inner, name)
+
+    def reader(policy):  # type: ignore[no-untyped-def]
+        return Failing(history.reader(policy))
+
+    viewer = Viewer(ViewerSettings(), reader, lambda: resets.append(1))  # type: ignore[arg-type]
+    app = web.Application()
+    app.add_subapp(viewer.prefix, viewer.app())
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}{viewer.prefix}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/{COMMUNITY}/index.json") as response:
+                assert response.status == 200
+                assert (await response.json())["community"]["id"] == COMMUNITY
+            assert resets == [1]
+            failures[0] = 2  # fails again after the reopen: an error, the viewer still serves
+            async with session.get(f"{base}/{COMMUNITY}/index.json") as response:
+                assert response.status == 500
+            async with session.get(f"{base}/{COMMUNITY}/index.json") as response:
+                assert response.status == 200
+    finally:
+        viewer.close()
+        await runner.cleanup()
