@@ -206,7 +206,7 @@ async def _check_status_page(tmp_path: Path, rest: str, out: Path) -> None:
             assert value in text, value
 
 
-async def _check_viewer(http: aiohttp.ClientSession, url: str, out: Path) -> None:
+async def _check_viewer(http: aiohttp.ClientSession, url: str, out: Path, log: Path) -> None:
     """The history pages the demo prints: the first community's channels with their
     messages (indexed from the store when the bridge starts), named as its description
     names them, with the viewer's headers."""
@@ -217,10 +217,14 @@ async def _check_viewer(http: aiohttp.ClientSession, url: str, out: Path) -> Non
     deadline = time.monotonic() + 60
     while True:
         async with http.get(url + "index.json") as response:
+            answer = f"{response.status} {(await response.text())[:500]}"
             document = await response.json() if response.status == 200 else None
         if document and document["community"]["messages"] > 0:
             break
-        assert time.monotonic() < deadline, "the viewer did not index the demo's store"
+        assert time.monotonic() < deadline, (
+            f"the viewer did not index the demo's store; last answer {answer}; the bridge's"
+            f" log ends:\n{log.read_text(errors='replace')[-6000:]}"
+        )
         await asyncio.sleep(0.5)
     assert document["community"]["name"] == first["name"]
     assert [c["name"] for c in document["channels"]] == ["general", "dev", "random"][
@@ -258,7 +262,7 @@ async def test_demo_then_serve_answers_both_sides(spark, tmp_path: Path, capsys)
             await _check_magnets(http, rest_root, out, printed)
             await asyncio.to_thread(_check_libp2p_and_fetch, printed, rest.geturl(), out)
             await _check_status_page(tmp_path, rest_root, out)
-            await _check_viewer(http, viewer, out)
+            await _check_viewer(http, viewer, out, log)
 
     # Rerun: same folder, JSON output; the token, node key (enode) and free ports are kept.
     token = (out / "admin.token").read_text()

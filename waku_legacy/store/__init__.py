@@ -71,13 +71,23 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 def check_store_file(url: str, *, create: bool) -> None:
     """Refuse a SQLite store that is missing (unless ``create``) or is not a SQLite file,
     before anything opens it: opening creates a missing file, and a service would then serve
-    an empty store without a word. PostgreSQL URLs are not checked here (a server to ask)."""
+    an empty store without a word. PostgreSQL URLs are not checked here (a server to ask).
+
+    The file is never opened outside SQLite while it may be a database: closing any
+    descriptor of a file drops every POSIX lock the process holds on it, the shared locks of
+    its open SQLite connections included; another process's last connection then deletes
+    the WAL and shared-memory files under them ("disk I/O error", lost commits;
+    sqlite.org/howtocorrupt.html 2.2). SQLite's own descriptors do not have that effect."""
     if is_postgres_url(url.strip()):
         return
+    import os
+    import sqlite3
+    import stat
+    from urllib.parse import quote
+
     path = sqlite_path(url.strip())
     try:
-        with open(path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+        info = os.stat(path)
     except FileNotFoundError:
         if create:
             return
@@ -85,17 +95,36 @@ def check_store_file(url: str, *, create: bool) -> None:
             f"the store {path} does not exist: give the file `waku-legacy migrate` wrote "
             "(its [output] store), or set [store] create = true to start an empty one"
         ) from None
-    except IsADirectoryError:
-        raise StoreError(f"the store {path} is a directory, not a SQLite file") from None
     except OSError as exc:
         raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
-    if header == SQLITE_HEADER or (not header and create):
-        return
-    if not header:
+    if stat.S_ISDIR(info.st_mode):
+        raise StoreError(f"the store {path} is a directory, not a SQLite file")
+    if info.st_size == 0:
+        if create:
+            return
         raise StoreError(
             f"the store {path} is an empty file (no messages): give the file `waku-legacy "
             "migrate` wrote, or set [store] create = true to start an empty one"
         )
+    if not os.access(path, os.R_OK):
+        raise StoreError(f"cannot read the store {path}: Permission denied")
+    try:
+        # mode=rw: never creates the file; reading the schema version reads the header
+        db = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True)
+        try:
+            db.execute("PRAGMA schema_version").fetchone()
+        finally:
+            db.close()
+        return
+    except sqlite3.DatabaseError:
+        pass  # not a database (or not readable as one): said below with its first bytes
+    try:
+        with open(path, "rb") as handle:  # no SQLite connection can hold locks on a non-database
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
+    if header == SQLITE_HEADER:
+        return  # a database SQLite could not read now (locked, say): opening it will tell
     raise StoreError(f"the store {path} is not a SQLite database (its first bytes: {header!r})")
 
 
