@@ -32,6 +32,7 @@ from waku_legacy.errors import ConfigError, DecodeError
 if TYPE_CHECKING:  # imported inside the handlers, so that other commands start fast
     from waku_legacy.mailserver_compat.client.mailserver_client import HistoryQuery, PullResult
     from waku_legacy.mailserver_compat.rlpx.enode import Enode
+    from waku_legacy.mailserver_compat.server.core import MailServerConfig
 
 __all__ = ["parse_listen", "parse_time", "parse_topics", "register"]
 
@@ -108,20 +109,14 @@ def _setup_logging(verbose: bool) -> None:
 # -- serve ----------------------------------------------------------------------------------
 
 
-def _serve_command(args: argparse.Namespace) -> int:
-    from waku_legacy.crypto.key_file import load_or_create_node_key
+def server_config(args: argparse.Namespace) -> MailServerConfig:
+    """``v1 serve``'s options as the server's config: what an option leaves out is the
+    config's own default."""
     from waku_legacy.mailserver_compat.rlpx.enode import Enode, EnodeError
-    from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
     from waku_legacy.mailserver_compat.server.core import MailServerConfig
     from waku_legacy.mailserver_compat.server.limits import V1Limits
-    from waku_legacy.mailserver_compat.storage.envelope_store import open_envelope_store
 
-    _setup_logging(args.verbose)
-    host, port = parse_listen(args.listen)
-    key, created = load_or_create_node_key(args.node_key_file)
-    if created:
-        log.info("created a new node key in %s", args.node_key_file)
-    trusted = set()
+    trusted: set[bytes] = set()
     for entry in args.trusted or []:
         try:
             trusted.add(
@@ -131,15 +126,30 @@ def _serve_command(args: argparse.Namespace) -> int:
             )
         except (EnodeError, ValueError) as exc:
             raise V1OptionError("--trusted", f"{entry!r}: {exc}") from None
-    config = MailServerConfig(
+    given = {
+        name: getattr(args, name)
+        for name in ("rate_limit", "max_message_size", "min_pow", "min_request_pow")
+        if getattr(args, name) is not None
+    }
+    return MailServerConfig(
         symmetric_key=_request_key(args),
-        rate_limit=args.rate_limit,
-        max_message_size=args.max_message_size,
-        min_pow=args.min_pow,
-        min_request_pow=args.min_request_pow,
         trusted_peers=frozenset(trusted),
         limits=V1Limits.from_arguments(args),
+        **given,
     )
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    from waku_legacy.crypto.key_file import load_or_create_node_key
+    from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
+    from waku_legacy.mailserver_compat.storage.envelope_store import open_envelope_store
+
+    _setup_logging(args.verbose)
+    host, port = parse_listen(args.listen)
+    key, created = load_or_create_node_key(args.node_key_file)
+    if created:
+        log.info("created a new node key in %s", args.node_key_file)
+    config = server_config(args)
     store = open_envelope_store(args.store)
 
     sink = None
@@ -368,15 +378,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument("--password", help="request password (default status-offline-inbox)")
     serve.add_argument("--symmetric-key", help="request key, 32 bytes hex (instead of --password)")
+    from waku_legacy.mailserver_compat.server.core import MailServerConfig
+
+    # the defaults are MailServerConfig's own (an option left out is not passed on)
+    defaults = MailServerConfig()
     serve.add_argument(
         "--rate-limit",
         type=float,
-        default=1.0,
-        help="seconds per fresh history request of a peer (cursor continuations are free)",
+        help="seconds per fresh history request of a peer (cursor continuations are free;"
+        f" default {defaults.rate_limit})",
     )
-    serve.add_argument("--max-message-size", type=int, default=1 << 20)
-    serve.add_argument("--min-pow", type=float, default=0.001, help="PoW for live envelopes")
-    serve.add_argument("--min-request-pow", type=float, default=0.0)
+    serve.add_argument(
+        "--max-message-size", type=int, help=f"bytes (default {defaults.max_message_size})"
+    )
+    serve.add_argument(
+        "--min-pow", type=float, help=f"PoW for live envelopes (default {defaults.min_pow})"
+    )
+    serve.add_argument(
+        "--min-request-pow",
+        type=float,
+        help=f"PoW for history requests (default {defaults.min_request_pow})",
+    )
     serve.add_argument("--trusted", action="append", help="trusted peer (enode URL or pubkey hex)")
     serve.add_argument("--live-dump", help="append accepted live envelopes to this dump")
     from waku_legacy.mailserver_compat.server.limits import V1Limits

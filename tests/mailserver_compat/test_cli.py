@@ -222,3 +222,23 @@ def test_pull_from_a_closed_port_fails_with_a_message(tmp_path, capsys) -> None:
     )
     assert code == 2
     assert "failed 2 times in a row" in capsys.readouterr().err
+
+
+def test_serve_options_left_out_are_the_server_configs_defaults() -> None:
+    """``v1 serve``'s options re-type no default: what is left out is MailServerConfig's
+    (and V1Limits') own; what is given reaches the config."""
+    from waku_legacy.cli import build_parser
+    from waku_legacy.mailserver_compat.cli import server_config
+    from waku_legacy.mailserver_compat.server.core import MailServerConfig
+
+    parser = build_parser()
+    base = ["v1", "serve", "--store", "dump:x", "--node-key-file", "k"]
+    plain = server_config(parser.parse_args(base))
+    assert plain == MailServerConfig(symmetric_key=plain.symmetric_key)
+    options = ["--rate-limit", "2.5", "--min-pow", "0.5", "--max-message-size", "4096",
+               "--min-request-pow", "0.25", "--trusted", "0x" + "ab" * 64]  # fmt: skip
+    given = server_config(parser.parse_args([*base, *options]))
+    assert (given.rate_limit, given.min_pow, given.max_message_size, given.min_request_pow) == (
+        2.5, 0.5, 4096, 0.25,
+    )  # fmt: skip
+    assert given.trusted_peers == frozenset({bytes.fromhex("ab" * 64)})
