@@ -577,6 +577,10 @@ class ViewerConfig:
     )
 
 
+#: the admin bearer token's least length
+ADMIN_TOKEN_MIN = 16
+
+
 @dataclass(frozen=True, slots=True)
 class AdminConfig:
     """bearer token for /admin/v1/* (without one, admin endpoints answer 403 to everyone)"""
@@ -588,6 +592,14 @@ class AdminConfig:
         example="/etc/waku-legacy/admin.token",
         doc="a file holding the token (not both)",
     )
+
+    def __post_init__(self) -> None:
+        # token_file's text is the token once read: the rule holds whichever key gave it
+        if self.token is not None and len(self.token) < ADMIN_TOKEN_MIN:
+            raise KeyConflict(
+                "token_file" if self.token_file is not None else "token",
+                f"a token of at least {ADMIN_TOKEN_MIN} characters",
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -732,9 +744,13 @@ def _parse_admin(raw: Any, where: str, base: Path) -> AdminConfig:
         token = read_small_text(
             token_file, what=f"{where}: key 'token_file'", max_size=MAX_KEY_FILE
         ).strip()
-    if token is not None and len(token) < 16:
-        raise ConfigError(f"{where}: the admin token must be at least 16 characters")
-    return AdminConfig(token, token_file)
+    try:
+        return AdminConfig(token, token_file)
+    except KeyConflict as conflict:  # the token itself is a secret: never in the message
+        raise ConfigError(
+            f"{where}: the admin token (key '{conflict.name}') must be at least "
+            f"{ADMIN_TOKEN_MIN} characters"
+        ) from None
 
 
 def _parse_libp2p(

@@ -326,3 +326,23 @@ def test_unknown_key_is_named_before_a_missing_one(tmp_path):
     typo = r"unknown key 'archive_dirr' \(did you mean 'archive_dir'"
     with pytest.raises(ConfigError, match=typo):
         load_config(path)
+
+
+def test_the_admin_token_rule_is_the_tables_own(tmp_path) -> None:
+    """[admin]'s least token length is AdminConfig's rule (built in code or read from a file),
+    and its message never shows the token."""
+    from waku_legacy.bridge.config import AdminConfig
+    from waku_legacy.config.keys import KeyConflict
+
+    with pytest.raises(KeyConflict, match="at least 16 characters"):
+        AdminConfig(token="0123456789abcde")
+    assert AdminConfig(token="0123456789abcdef").token == "0123456789abcdef"
+    short = tmp_path / "admin.token"
+    short.write_text("s3cret-but-short\n"[:10])
+    path = tmp_path / "bridge.toml"
+    path.write_text(f'[store]\nurl = "a.db"\n[admin]\ntoken_file = "{short}"\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    message = str(raised.value)
+    assert "key 'token_file'" in message and "at least 16" in message
+    assert "s3cret" not in message
