@@ -8,20 +8,20 @@ The bridge serves a SQLite v2 store (``bench/load_store.py``'s, ``--messages`` m
 First the baseline: ``--queries``-long series of honest store v3 queries from 127.0.0.1, 10 a
 second, a new connection each (TCP, Noise, yamux, as go-waku's store client dials; by default
 tests/p2p_attacks.py's ``raw_query``, a few ms a query, so that its latency is the server's;
-``--honest py-libp2p``: the project's client, ~0.45 s of its own) with nobody attacking.
+``--honest native``: the project's own client, NativeClient) with nobody attacking.
 Then, per attack from 127.0.0.2 (a separate address on loopback), the same honest series
 while it runs: 250 idle TCP connections, 300 Noise handshakes abandoned after their first
 message (both re-opened as dropped), six multistream-select messages announcing 2^31 bytes,
-yamux DATA past the receive window (400 MB offered), 30 connections cut mid-frame (each
-makes py-libp2p log); and issue 37's, from a dialler of its own (``RawLibp2p``: Noise on
-the ``noiseprotocol`` package, yamux by hand) that reads TCP but never grants yamux window:
+yamux DATA past the receive window (400 MB offered), 30 connections cut mid-frame; and
+issue 37's, from a dialler of its own (``RawLibp2p``: Noise on the ``noiseprotocol``
+package, yamux by hand) that reads TCP but never grants yamux window:
 ping echoes offered up to 150 MB, twelve store pages of 100 messages of 150 KB (a topic of
 100 such messages is added to the store), then connection cycling with a ``/ws`` upgrade whose
 Host holds bytes 0x80-0xFF, Noise identity keys on a curve ``cryptography`` does not know,
 RSA-3072 keys with a 3071-bit exponent, and store queries that fail (an all-zero cursor),
 a stream each. Printed per attack: the server's RSS before, at its peak and after
 (process tree, VmRSS), the honest p50/p99/max latency and failures, against the baseline,
-the lines the server logged (JSON; py-libp2p's among them), the server's CPU seconds per second
+the lines the server logged (JSON), the server's CPU seconds per second
 while the attack ran (its loop and workers), and the machine's load average.
 """
 
@@ -103,7 +103,7 @@ def add_large_messages(store: Path, count: int = 100) -> None:
         db.insert_messages(rows)
 
 
-def start_server(store: Path, workdir: Path, server_side: str) -> tuple[Any, int, int]:
+def start_server(store: Path, workdir: Path) -> tuple[Any, int, int]:
     import subprocess
 
     rest_port, p2p_port, ws_port = free_port(), free_port(), free_port()
@@ -112,7 +112,7 @@ def start_server(store: Path, workdir: Path, server_side: str) -> tuple[Any, int
         f'[server]\nlisten = "127.0.0.1:{rest_port}"\nworkers = 1\n'
         f'[store]\nurl = "sqlite:///{store}"\n'
         f'[libp2p]\nlisten = ["/ip4/127.0.0.1/tcp/{p2p_port}", "/ip4/127.0.0.1/tcp/{ws_port}/ws"]\n'
-        f'key_file = "libp2p.key"\nserver = "{server_side}"\n'
+        'key_file = "libp2p.key"\n'
         '[logging]\nlevel = "warning"\n'
     )
     cmd = [sys.executable, "-m", "waku_legacy.cli", "serve", "--config", str(config)]
@@ -135,10 +135,8 @@ def honest_series(
     connection each is a handshake each: under ``address_handshakes_per_second``, 20):
     latencies (s) and failures.
     ``client``: ``raw`` (tests/p2p_attacks.py's dialler, a few ms a query: its latency is
-    the server's) or ``py-libp2p`` (the project's client, ~0.45 s of its own a query)."""
-    import trio
-
-    from waku_legacy.p2p.client import P2PClient
+    the server's) or ``native`` (the project's own client, NativeClient)."""
+    from waku_legacy.p2p.native_client import NativeClient
     from waku_legacy.p2p.store_client import (
         STORE_V3_CODEC,
         StoreQueryArgs,
@@ -154,7 +152,7 @@ def honest_series(
             pubsub_topic=pubsub_of(n % len(topics)), content_topics=[topics[n % len(topics)]],
             page_size=20, time_start=T0 * NS,
         )  # fmt: skip
-        async with P2PClient.dial(address, timeout=20) as client:
+        async with NativeClient.dial(address, timeout=20) as client:
             page = decode_response(await client.request(STORE_V3_CODEC, build_request(query)))
             if page.status_code != 200:
                 raise RuntimeError(f"status {page.status_code}")
@@ -174,7 +172,7 @@ def honest_series(
             if client == "raw":
                 raw(n)
             else:
-                trio.run(one, n)
+                asyncio.run(one(n))
             latencies.append(time.perf_counter() - started)
         except Exception:
             failures += 1
@@ -389,12 +387,8 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=20, help="honest queries per series")
     parser.add_argument("--seconds", type=float, default=10.0, help="each attack's length")
     parser.add_argument(
-        "--server", choices=("native", "py-libp2p"), default="native",
-        help="[libp2p] server: the listener's server side",
-    )  # fmt: skip
-    parser.add_argument(
-        "--honest", choices=("raw", "py-libp2p"), default="raw",
-        help="the honest client: RawLibp2p (ms a query) or the project's py-libp2p client",
+        "--honest", choices=("raw", "native"), default="raw",
+        help="the honest client: RawLibp2p (ms a query) or the project's own NativeClient",
     )  # fmt: skip
     parser.add_argument(
         "--only", nargs="*", default=[], help="attacks whose name holds one of these words",
@@ -408,7 +402,7 @@ def main() -> int:
         store = workdir / "store.db"
         build_store(store, args.messages, topics, 200, T0)
         add_large_messages(store)
-        server, rest_port, _ = start_server(store, workdir, args.server)
+        server, rest_port, _ = start_server(store, workdir)
         try:
             asyncio.run(wait_ready(f"http://127.0.0.1:{rest_port}", server))
             address, ws_address = _peer_addresses(f"http://127.0.0.1:{rest_port}")

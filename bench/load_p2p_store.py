@@ -12,7 +12,8 @@ same ``--clients`` clients then load it twice, one protocol after the other, for
 
 - REST: aiohttp, ``GET /store/v3/messages`` with ``includeData=true``, following
   ``paginationCursor``;
-- libp2p: one py-libp2p node per client (its own connection: TCP, Noise, yamux or mplex),
+- libp2p: one connection per client (``--client``: the project's own dialler, or a
+  py-libp2p node, the tests' peer; TCP, Noise, yamux or mplex),
   a ``StoreQueryRequest`` per page on ``/vac/waku/store-query/3.0.0`` (one stream each, as
   go-waku and js-waku do; the protocol selected lazily, in the request's write, as go-libp2p
   does for a protocol the peer announced), following ``pagination_cursor``.
@@ -26,8 +27,8 @@ connections' set-up), and the machine's load average. The server answers both fr
 same reader threads' store code (``reader_threads`` = ``[libp2p] workers`` = ``--readers``).
 
 The load generators run in this process and share the machine's cores with the server;
-the libp2p client is py-libp2p (pure-Python yamux/mplex framing and Noise transport), so
-its own CPU cost is part of what the libp2p latency shows.
+with ``--client py-libp2p`` (pure-Python yamux/mplex framing and Noise transport) its own
+CPU cost is part of what the libp2p latency shows.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ async def store_sessions(
 def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple[Stats, float]:
     import trio
 
-    from waku_legacy.p2p.client import P2PClient
+    from tests.p2p_pylibp2p.client import P2PClient
 
     stats = Stats()
 
@@ -377,14 +378,15 @@ def parse_args() -> argparse.Namespace:
         "is the summary): other jobs on the machine change the load from minute to minute",
     )  # fmt: skip
     parser.add_argument(
-        "--client", choices=("py-libp2p", "native"), default="py-libp2p",
-        help="the libp2p load generator: py-libp2p nodes, or the project's own dialler "
-        "(waku_legacy.p2p.dialler on asyncio, about REST's client cost)",
+        "--client", choices=("py-libp2p", "native"), default="native",
+        help="the libp2p load generator: the project's own dialler (waku_legacy.p2p.dialler "
+        "on asyncio, about REST's client cost) or py-libp2p nodes (the tests' peer, "
+        "tests/p2p_pylibp2p; needs the test extra)",
     )  # fmt: skip
     parser.add_argument(
-        "--server", nargs="+", choices=("py-libp2p", "native"), default=["py-libp2p", "native"],
-        help="the libp2p server sides to load, each in its own server process, one after "
-        "the other ([libp2p] server); REST is loaded in the first",
+        "--server", nargs="+", choices=("native",), default=["native"],
+        help="the libp2p server side ([libp2p] server: only the project's own since "
+        "py-libp2p's was removed on 2026-11-29); REST is loaded in the first process",
     )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()

@@ -452,7 +452,16 @@ class ArchiveConfig:
             )
 
 
-LIBP2P_SERVERS = ("native", "py-libp2p")
+LIBP2P_SERVERS = ("native",)
+
+
+def _libp2p_server(value: Any, ref: KeyRef) -> Any:
+    if value == "py-libp2p":
+        raise ConfigError(
+            f"{ref.where}: key '{ref.name}' = 'py-libp2p' was removed on 2026-11-29: the bridge "
+            "serves libp2p with its own stack (py-libp2p is only a test peer now); remove the key"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,8 +531,9 @@ class Libp2pConfig:
     server: str = key(
         "native",
         choices=LIBP2P_SERVERS,
-        doc="native: the project's sans-IO server on the bridge's loop; py-libp2p: py-libp2p "
-        "in a trio thread (same protocols and limits, ~2.5x the CPU per request)",
+        parse=_libp2p_server,
+        doc="native, the project's own libp2p stack on the bridge's loop (the only one: "
+        "py-libp2p was removed on 2026-11-29)",
     )
     # `shards` given: announced as given; else the communities' shards (and the relay's
     # default), plus at start the shards of the store's messages (issue 24)

@@ -5,9 +5,12 @@ REST (js-waku over WebSocket, go-waku and status-go over TCP).
 store v3 (``/vac/waku/store-query/3.0.0``) and the legacy store
 (``/vac/waku/store/2.0.0-beta4``) with :mod:`waku_legacy.store.protocol`, from the same v2
 store connections (:class:`~waku_legacy.bridge.store_threads.ThreadLocalStore`) and the
-same query code as the REST API, plus metadata, identify and ping. The listener runs in its
-own trio thread (:mod:`waku_legacy.p2p.listener` says why and how); only the main process
-runs it (REST worker processes do not).
+same query code as the REST API, plus metadata, identify and ping. The listener is the
+project's own libp2p stack on the bridge's asyncio loop
+(:class:`~waku_legacy.p2p.native.NativeListener`, holding a
+:class:`~waku_legacy.p2p.policy.ListenerPolicy`); its handlers run on ``[libp2p] workers``
+threads. The primary process runs it, and each REST worker process on the primary's
+TCP ports (:mod:`waku_legacy.bridge.workers`).
 """
 
 from __future__ import annotations
@@ -20,24 +23,18 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from waku_legacy.bridge.config import Libp2pConfig
-from waku_legacy.bridge.logs import fields, keep_library_logs_routed
+from waku_legacy.bridge.logs import fields
 from waku_legacy.bridge.store_threads import ThreadLocalStore
 from waku_legacy.config.keys import declared_keys
 from waku_legacy.errors import DecodeError
 from waku_legacy.limits import LogThrottle
-from waku_legacy.p2p.host import HostLimits, ensure_ports_free, parse_multiaddr
 from waku_legacy.p2p.keys import load_key_pair
-from waku_legacy.p2p.listener import (
-    Answered,
-    Continues,
-    ListenerLimits,
-    P2PListener,
-    Refusal,
-    RequestHandler,
-    RequestOrigin,
-)
+from waku_legacy.p2p.limits import HostLimits, ListenerLimits
+from waku_legacy.p2p.multiaddrs import ensure_ports_free, parse_multiaddr
+from waku_legacy.p2p.policy import Answered, Continues, Refusal, RequestHandler, RequestOrigin
 
 if TYPE_CHECKING:
+    from waku_legacy.p2p.native import NativeListener
     from waku_legacy.store.legacy_query import LegacyCursorCache
     from waku_legacy.store.protocol.handlers import StoreAnswer
 
@@ -135,20 +132,16 @@ async def start_p2p_listener(
     cursor_cache: LegacyCursorCache | None,
     *,
     exclusive: bool = False,
-) -> P2PListener:
+) -> NativeListener:
     """Load (or create) the key, start listening, log the multiaddrs. ``exclusive``: first
-    refuse ports another process listens on (py-libp2p would share them through
+    refuse ports another process listens on (the listener would share them through
     SO_REUSEPORT; the REST worker processes share the primary's on purpose)."""
-    keep_library_logs_routed()  # py-libp2p's import (with this module's) reset its logger
+    from waku_legacy.p2p.native import NativeListener
+
     if exclusive:
         ensure_ports_free([parse_multiaddr(a) for a in config.listen])
     pair, created = await asyncio.to_thread(load_key_pair, config.key_file)
-    listener_class = P2PListener
-    if config.server == "native":
-        from waku_legacy.p2p.native import NativeListener
-
-        listener_class = NativeListener
-    listener = listener_class(
+    listener = NativeListener(
         pair,
         config.listen,
         store_protocols(stores, cursor_cache),

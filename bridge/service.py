@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from waku_legacy.bridge.leader import LeaderLock
     from waku_legacy.bridge.workers import WorkerPool
     from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
-    from waku_legacy.p2p.listener import P2PListener
+    from waku_legacy.p2p.native import NativeListener
 
 __all__ = ["BridgeService"]
 
@@ -261,7 +261,7 @@ class BridgeService:
         return self.view.mailserver
 
     @property
-    def p2p(self) -> P2PListener | None:
+    def p2p(self) -> NativeListener | None:
         """The libp2p store listener (bridge.p2p), when [libp2p] is on."""
         return self.parts.libp2p.listener if self.parts.libp2p is not None else None
 

@@ -25,10 +25,9 @@ Who does what:
   answer the same whichever process accepted the connection, and only the primary mutates;
 - the libp2p store (``[libp2p]``, :mod:`waku_legacy.bridge.p2p`): every worker starts a
   listener of its own on the primary's resolved addresses with the same key (one peer id;
-  py-libp2p binds TCP listeners with SO_REUSEPORT), answering from its read-only store
-  connections. py-libp2p binds WebSocket without SO_REUSEPORT (and a host with WebSocket
-  cannot share its TCP port either), so with a WebSocket address the primary alone serves
-  libp2p;
+  the listener binds TCP-only ports with SO_REUSEPORT), answering from its read-only store
+  connections. It binds WebSocket ports (and a port shared by TCP and WebSocket) without
+  SO_REUSEPORT, so with a WebSocket address the primary alone serves libp2p;
 - metrics: the primary's ``/metrics`` adds every worker's counters, histograms and gauges
   (:meth:`~waku_legacy.bridge.metrics.Registry.render`), asked from each live worker at
   scrape time over that worker's own Unix socket (exact), plus the last values of workers
@@ -77,7 +76,7 @@ from waku_legacy.errors import WakuLegacyError
 if TYPE_CHECKING:
     from waku_legacy.bridge.config import BridgeConfig
     from waku_legacy.bridge.store_threads import StoreAccess
-    from waku_legacy.p2p.listener import P2PListener
+    from waku_legacy.p2p.native import NativeListener
 
 __all__ = ["WorkerPool", "bind_listener", "forwarding_handler", "main", "metrics_site"]
 
@@ -321,7 +320,7 @@ class WorkerProcess:
         self.slot: int = header["slot"]
         self.metrics = BridgeMetrics()
         self.store: StoreAccess | None = None
-        self.p2p: P2PListener | None = None  # the libp2p store listener, when the primary runs one
+        self.p2p: NativeListener | None = None  # the libp2p store listener, as the primary's
         self.libp2p_listen: tuple[str, ...] = tuple(header.get("libp2p_listen", ()))
         self._session: aiohttp.ClientSession | None = None
         self.orphaned = False
@@ -383,7 +382,7 @@ class WorkerProcess:
                 shutil.rmtree(self.run_dir, ignore_errors=True)
 
     async def _start_p2p(self, store: StoreAccess) -> None:
-        """The libp2p store on the primary's ports (py-libp2p binds with SO_REUSEPORT), the
+        """The libp2p store on the primary's ports (bound with SO_REUSEPORT), the
         same key (one peer id), this worker's read-only store connections."""
         from dataclasses import replace
 

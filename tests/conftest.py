@@ -103,13 +103,10 @@ def database_of(dsn: str) -> str:
     return urllib.parse.urlsplit(dsn).path.lstrip("/")
 
 
-@pytest.fixture(params=["py-libp2p", "native"])
-def listener_class(request: pytest.FixtureRequest) -> type:
-    """Each libp2p listener server side (``[libp2p] server``): py-libp2p's and ours."""
-    if request.param == "native":
-        from waku_legacy.p2p.native import NativeListener
+@pytest.fixture
+def listener_class() -> type:
+    """The libp2p listener's server side: the project's own. (py-libp2p's server left the
+    product on 2026-11-29, issue 36; it stays a test peer, tests/p2p_pylibp2p.)"""
+    from waku_legacy.p2p.native import NativeListener
 
-        return NativeListener
-    from waku_legacy.p2p.listener import P2PListener
-
-    return P2PListener
+    return NativeListener

@@ -257,7 +257,7 @@ async def secured(address: str) -> Any:
     from libp2p.transport.tcp.tcp import TCP
     from libp2p.transport.upgrader import TransportUpgrader
 
-    from waku_legacy.p2p.host import muxer_options, security_options
+    from tests.p2p_pylibp2p.host import muxer_options, security_options
     from waku_legacy.p2p.keys import ephemeral_key_pair
 
     target = Multiaddr(address)

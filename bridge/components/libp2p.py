@@ -13,7 +13,7 @@ from waku_legacy.bridge.lifecycle import READY, Component
 from waku_legacy.errors import WakuLegacyError
 
 if TYPE_CHECKING:  # imported when opened: the libp2p stack loads only when used
-    from waku_legacy.p2p.listener import P2PListener
+    from waku_legacy.p2p.native import NativeListener
 
 __all__ = ["Libp2pComponent"]
 
@@ -30,7 +30,7 @@ class Libp2pComponent(Component):
         self.config = config  # after open: with the shards it announces
         self.store = store
         self.needs = (store.name,)
-        self.listener: P2PListener | None = None
+        self.listener: NativeListener | None = None
 
     async def open(self) -> None:
         from waku_legacy.bridge.p2p import start_p2p_listener
@@ -66,15 +66,14 @@ class Libp2pComponent(Component):
             return ()
         listen = tuple(dict.fromkeys(a.split("/p2p/")[0] for a in self.listener.multiaddrs))
         if any(a.rstrip("/").endswith(("/ws", "/wss")) for a in listen):
-            # py-libp2p's WebSocket transport binds without SO_REUSEPORT, and its host then
-            # cannot share the TCP port either: a worker logged "WebSocket server error:
-            # [Errno 98] Address already in use" and failed at every start
+            # the listener binds WebSocket ports without SO_REUSEPORT (py-libp2p's did too: a
+            # worker logged "[Errno 98] Address already in use" and failed at every start)
             log.info("libp2p: WebSocket addresses cannot be shared; only the primary serves")
             return ()
         ports = [a.split("/tcp/")[1].split("/")[0] for a in listen if "/tcp/" in a]
         if len(set(ports)) < len(ports):
-            # TCP and WebSocket on one port share one socket (py-libp2p's demultiplexer),
-            # bound without SO_REUSEPORT: a second process cannot listen there
+            # TCP and WebSocket on one port share one socket (told apart by their first
+            # bytes), bound without SO_REUSEPORT: a second process cannot listen there
             log.info("libp2p: TCP and WebSocket share a port; only the primary serves libp2p")
             return ()
         return listen

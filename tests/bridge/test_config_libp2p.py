@@ -37,8 +37,8 @@ def test_explicit_values(tmp_path) -> None:
     assert config.shards == (32, 128) and config.cluster_id == 1
     assert config.read_timeout == 45.0 and config.requests_per_second == 0.0
     assert config.announce == ()
-    config = bridge_config(tmp_path, "s.db", libp2p={"server": "py-libp2p"}).libp2p
-    assert config is not None and config.server == "py-libp2p"
+    config = bridge_config(tmp_path, "s.db", libp2p={"server": "native"}).libp2p
+    assert config is not None and config.server == "native"
     wss = "/dns4/bridge.example.org/tcp/443/wss"
     config = bridge_config(tmp_path, "s.db", libp2p={"announce": [wss]}).libp2p
     assert config is not None and config.announce == (wss,)
@@ -67,6 +67,15 @@ def test_explicit_values(tmp_path) -> None:
 def test_bad_values_name_the_key(tmp_path, table, key) -> None:
     with pytest.raises(ConfigError, match=key):
         bridge_config(tmp_path, "s.db", libp2p=table)
+
+
+def test_the_py_libp2p_server_is_refused_with_what_changed(tmp_path) -> None:
+    """Issue 36: py-libp2p left the runtime; a config that still asks for it is told so."""
+    with pytest.raises(ConfigError) as caught:
+        bridge_config(tmp_path, "s.db", libp2p={"server": "py-libp2p"})
+    message = str(caught.value)
+    assert "key 'server' = 'py-libp2p' was removed on 2026-11-29" in message
+    assert "its own stack" in message and "remove the key" in message
 
 
 def test_serve_check_shows_libp2p_and_refuses_a_bad_key(tmp_path, capsys) -> None:

@@ -293,7 +293,7 @@ def listening_pids(port: int) -> set[int]:
 def test_the_libp2p_store_is_served_by_the_workers_too(tmp_path: Path) -> None:
     import trio
 
-    from waku_legacy.p2p.client import P2PClient
+    from tests.p2p_pylibp2p.client import P2PClient
     from waku_legacy.p2p.store_client import StoreQueryArgs, query_pages
 
     served = Served(

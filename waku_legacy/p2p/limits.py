@@ -1,8 +1,8 @@
-"""The libp2p listener's bounds (:class:`ListenerLimits`, with py-libp2p's own in
-:class:`HostLimits`), apart from the transports that enforce them: importing this imports no
-trio, libp2p or asyncio. A field declared with :func:`~waku_legacy.config.keys.key` is the
-bridge's ``[libp2p]`` key of the same name (:class:`~waku_legacy.bridge.config.Libp2pConfig`
-takes it from here)."""
+"""The libp2p listener's bounds (:class:`ListenerLimits`, with the connection-level ones in
+:class:`HostLimits`, named after py-libp2p's host where they began), apart from the
+transports that enforce them: importing this imports no trio, libp2p or asyncio. A field
+declared with :func:`~waku_legacy.config.keys.key` is the bridge's ``[libp2p]`` key of the
+same name (:class:`~waku_legacy.bridge.config.Libp2pConfig` takes it from here)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ MAX_BUFFERED_BYTES = 4 * 1024 * 1024
 
 @dataclass(frozen=True)
 class HostLimits:
-    """What py-libp2p's swarm enforces itself. A field declared with ``key()`` is the
+    """The connection-level bounds (what py-libp2p's swarm enforced when it served; the
+    tests' py-libp2p peer still takes them). A field declared with ``key()`` is the
     bridge's ``[libp2p]`` key of the same name."""
 
     max_connections: int = key(

@@ -1,19 +1,19 @@
 """The libp2p listener's server side of our own, on an asyncio loop (the bridge's).
 
-:class:`NativeListener` is a :class:`~waku_legacy.p2p.listener.P2PListener` (same
-constructor, protocols, limits, counters, refusals and rate limits) whose connections are
-served by the sans-IO :class:`~waku_legacy.p2p.connection.ListenerConnection` (multistream
--select, Noise XX, yamux, mplex) behind one :class:`asyncio.Protocol` each, instead of
-py-libp2p in a trio thread. Why: under load py-libp2p's per-frame and per-stream Python (its
-yamux read loop, three notifee tasks per stream, multistream read a byte at a time, locks
-and events) cost 3-5 ms of server CPU per store request against REST's 1-1.8 ms
-(bench/README.md, ``load_p2p_store.py``); here a request is a few function calls and one
-Noise message each way.
+:class:`NativeListener` serves each connection with the sans-IO
+:class:`~waku_legacy.p2p.connection.ListenerConnection` (multistream-select, Noise XX,
+yamux, mplex) behind one :class:`asyncio.Protocol`, and holds a
+:class:`~waku_legacy.p2p.policy.ListenerPolicy` for every decision that is not about bytes
+(protocols, limits, rates, counters, refusals): composition, as httpcore's backends take a
+pool. It replaced py-libp2p's server in a trio thread (removed 2026-11-29, issue 36), whose
+per-frame and per-stream Python cost 3-5 ms of server CPU per store request against REST's
+1-1.8 ms (bench/README.md, ``load_p2p_store.py``); here a request is a few function calls
+and one Noise message each way.
 
 ``await start()`` serves on the running loop; ``start_blocking()`` runs a loop of its own
-in a thread (tests, tools). Handlers run on ``workers`` threads as before. The bounds are
-the py-libp2p listener's: per-address and total connection and handshake slots taken at
-accept, before a byte is read (:class:`~waku_legacy.p2p.guard.InboundGate`); the handshake
+in a thread (tests, tools). Handlers run on ``workers`` threads. The bounds: per-address and
+total connection and handshake slots taken at accept, before a byte is read
+(:class:`~waku_legacy.p2p.gate.InboundGate`, the policy's); the handshake
 (multistream, Noise, muxer; on ``/ws`` the HTTP upgrade too) within ``handshake_timeout``;
 connections per peer id; multistream messages of at most 1024 bytes; yamux windows (GO_AWAY
 protocol error) and unread bytes (``max_buffered_bytes``, GO_AWAY internal error); streams
@@ -38,11 +38,10 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-import coincurve
 from multiaddr import Multiaddr
 
 from waku_legacy.errors import DecodeError, LimitExceeded
@@ -56,11 +55,21 @@ from waku_legacy.p2p.connection import (
     Secured,
     StreamFailed,
 )
+from waku_legacy.p2p.enr import enr_of_listener
 from waku_legacy.p2p.errors import P2PError, P2PTimeout
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC, encode_identify
-from waku_legacy.p2p.listener import P2PListener, RequestOrigin
-from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES
+from waku_legacy.p2p.keys import KeyPair, peer_id_of
+from waku_legacy.p2p.limits import ListenerLimits
+from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES, Metadata
+from waku_legacy.p2p.multiaddrs import parse_multiaddr
 from waku_legacy.p2p.noise import secp256k1_identity
+from waku_legacy.p2p.policy import (
+    ListenerPolicy,
+    ProtocolHandlers,
+    RequestOrigin,
+    ServedProtocol,
+    default_extra,
+)
 from waku_legacy.p2p.websocket import WebSocketError, WebSocketServer, looks_like_http
 from waku_legacy.p2p.worker_pool import LoopWorkers
 
@@ -105,10 +114,12 @@ class _Conn(asyncio.Protocol):
         listener = self.listener
         peername = transport.get_extra_info("peername")
         self.address = address_key(str(peername[0])) if peername else "unknown"
-        refused = listener._gate.admit(self.address)
+        refused = listener.policy.gate.admit(self.address)
         if refused is not None:
             transport.abort()
-            listener._refused("connection_refused", self.address, f"over the limit: {refused}")
+            listener.policy.refused(
+                "connection_refused", self.address, f"over the limit: {refused}"
+            )
             return
         self.transport = transport
         self.admitted = self.handshaking = True
@@ -132,7 +143,9 @@ class _Conn(asyncio.Protocol):
         except (WebSocketError, DecodeError) as exc:
             self._failed("connection_error", exc)
         except Exception as exc:  # a bug here must close this connection, not the loop
-            self.listener._internal_error("libp2p connection failed", self.address, self.peer, exc)
+            self.listener.policy.internal_error(
+                "libp2p connection failed", self.address, self.peer, exc
+            )
             self._close(abort=True)
 
     def eof_received(self) -> bool | None:
@@ -162,8 +175,8 @@ class _Conn(asyncio.Protocol):
             self.admitted = False
             if self.handshaking:
                 self.handshaking = False
-                listener._gate.handshake_done(self.address)
-            listener._gate.closed(self.address)
+                listener.policy.gate.handshake_done(self.address)
+            listener.policy.gate.closed(self.address)
         if self.counted_peer:
             self.counted_peer = False
             listener._by_peer[self.peer] -= 1
@@ -247,7 +260,7 @@ class _Conn(asyncio.Protocol):
         limit = listener.limits.host.max_connections_per_peer
         if listener._by_peer[self.peer] >= limit:
             reason = f"over the limit: {limit} connections of peer {self.peer}"
-            listener._refused("connection_refused", self.address, reason)
+            listener.policy.refused("connection_refused", self.address, reason)
             self._close(abort=True)
             return
         listener._by_peer[self.peer] += 1
@@ -259,8 +272,8 @@ class _Conn(asyncio.Protocol):
             self.timer = None
         if self.handshaking:
             self.handshaking = False
-            self.listener._gate.handshake_done(self.address)
-        self.listener.shared.count("connections_accepted")
+            self.listener.policy.gate.handshake_done(self.address)
+        self.listener.policy.count("connections_accepted")
 
     def _request(self, event: Request) -> bool:
         """Answer ``event`` or hand it to the workers (True)."""
@@ -270,16 +283,16 @@ class _Conn(asyncio.Protocol):
         name = event.protocol
         if name == METADATA_CODEC:
             try:
-                answer = listener._metadata_answer(self.peer, event.body)
+                answer = listener.policy.metadata_answer(self.peer, event.body)
             except DecodeError as exc:
                 conn.reset(event.stream)
                 self._note("stream_error", exc, protocol=name, level=logging.INFO)
                 return False
             if self._respond(event.stream, answer, name):
-                listener.shared.count("metadata_answered")
+                listener.policy.count("metadata_answered")
             return False
         protocol = listener.protocols[name]
-        allowed, refused = listener._admit_request(
+        allowed, refused = listener.policy.admit_request(
             self.peer, self.address, name, protocol, event.body
         )
         if not allowed:
@@ -311,14 +324,14 @@ class _Conn(asyncio.Protocol):
         if self._gone() or self.conn is None:
             return
         if error is not None:
-            listener._internal_error(
+            listener.policy.internal_error(
                 "libp2p handler failed", self.address, self.peer, error, protocol=name
             )
             self.conn.reset(stream)
         else:
-            body = listener._issue(self.peer, result)
+            body = listener.policy.issue(self.peer, result)
             if self._respond(stream, body, name):
-                listener.shared.count("requests_answered")
+                listener.policy.count("requests_answered")
         self._flush()
 
     def _respond(self, stream: int, body: bytes, protocol: str) -> bool:
@@ -356,7 +369,9 @@ class _Conn(asyncio.Protocol):
     ) -> None:
         """A refusal or failure on this connection: counted, logged by source address (once
         per kind and address per 10 s), the peer id beside it."""
-        self.listener._note(kind, self.address, error, level=level, peer_id=self.peer, **values)
+        self.listener.policy.note(
+            kind, self.address, error, level=level, peer_id=self.peer, **values
+        )
 
     def _stream_failed(self, event: StreamFailed) -> None:
         level = logging.INFO if event.kind == "stream_error" else logging.WARNING
@@ -368,7 +383,7 @@ class _Conn(asyncio.Protocol):
         # logged (throttled) by source address: a peer id costs an attacker nothing
         listener = self.listener
         if kind == "yamux_protocol_error":
-            listener._refused(kind, self.address, str(error))
+            listener.policy.refused(kind, self.address, str(error))
         elif kind == "send_budget_closed":  # the peer asks for what it does not take
             self._note(kind, error)
             self._close(linger=True)
@@ -405,7 +420,7 @@ class _Conn(asyncio.Protocol):
         self.timer = None
         if self.handshaking and self.transport is not None:
             timeout = self.listener.limits.host.handshake_timeout
-            self.listener._refused(
+            self.listener.policy.refused(
                 "handshake_timeout", self.address, f"no handshake within {timeout} s"
             )
             self._close(abort=True)
@@ -431,7 +446,7 @@ class _Conn(asyncio.Protocol):
                 self._note("send_timeout", error)
         if now - conn.last_active > limits.idle_timeout:
             stalled = conn.open_streams > 0
-            listener.shared.count(
+            listener.policy.count(
                 "connections_stalled_closed" if stalled else "connections_idle_closed"
             )
             conn.go_away()
@@ -445,19 +460,47 @@ class _Conn(asyncio.Protocol):
             self._flush()
 
 
-class NativeListener(P2PListener):
+class NativeListener:
     """The libp2p listener served by this package's own sans-IO protocol stack on an
-    asyncio loop (see the module docstring)."""
+    asyncio loop (see the module docstring). Its :class:`~waku_legacy.p2p.policy.
+    ListenerPolicy` (:attr:`policy`) decides what to answer and within which bounds, and
+    holds the counters; the listener moves the bytes."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        private = self.pair.private_key
-        impl = getattr(private, "impl", None)
-        if not isinstance(impl, coincurve.PrivateKey):
+    def __init__(
+        self,
+        pair: KeyPair,
+        listen: Sequence[str],
+        protocols: Mapping[str, ProtocolHandlers],
+        *,
+        cluster_id: int,
+        shards: Sequence[int],
+        limits: ListenerLimits = ListenerLimits(),
+        announce: Sequence[str] = (),
+        logger: logging.Logger | None = None,
+        extra: Callable[..., Mapping[str, Any]] = default_extra,
+    ) -> None:
+        if not listen:
+            raise P2PError("the libp2p listener needs at least one listen address")
+        if not isinstance(pair, KeyPair):
             raise P2PError("the native libp2p listener needs a secp256k1 key")
-        self._identity = noise_identity(impl)
-        limits = self.limits
-        requests = {name: limits.max_request_bytes for name in self.protocols}
+        self.policy = ListenerPolicy(
+            protocols, cluster_id=cluster_id, shards=shards, limits=limits, logger=logger,
+            extra=extra,
+        )  # fmt: skip
+        self.pair = pair
+        self.peer_id = peer_id_of(pair)
+        self.listen = tuple(parse_multiaddr(a, what="libp2p listen address") for a in listen)
+        self.announce = tuple(parse_multiaddr(a, what="libp2p announce address") for a in announce)
+        self._addrs: list[str] = []
+        #: where the sockets listen (ports resolved), without /p2p/
+        self.bound: list[str] = []
+        #: the node's ENR (31/WAKU2-ENR) from the announced addresses, once started
+        self.enr: str | None = None
+        #: why the listener ended by itself (None while it runs or after stop())
+        self.failure: str | None = None
+        self._thread: threading.Thread | None = None
+        self._identity = noise_identity(pair.private_key)
+        requests = {name: limits.max_request_bytes for name in self.policy.protocols}
         requests[METADATA_CODEC] = METADATA_MAX_BYTES
         self._conn_limits = Libp2pConnectionLimits(
             requests=requests,
@@ -477,21 +520,41 @@ class NativeListener(P2PListener):
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._workers: LoopWorkers | None = None
 
-    def _internal_error(
-        self, message: str, address: str, peer: str, error: BaseException, **values: Any
-    ) -> None:
-        """An exception nothing typed caught (a bug): counted in ``internal_errors``, logged
-        with its traceback at most once per address every 10 s."""
-        self.shared.count("internal_errors")
-        if self._throttle.should_log(("internal_errors", address), time.monotonic()):
-            self.log.error(
-                message,
-                extra=self._extra(
-                    peer=address, peer_id=peer, error=str(error),
-                    error_type=type(error).__name__, **values,
-                ),
-                exc_info=error,
-            )  # fmt: skip
+    # -- what the bridge reads ------------------------------------------------------------
+
+    @property
+    def limits(self) -> ListenerLimits:
+        return self.policy.limits
+
+    @property
+    def protocols(self) -> dict[str, ServedProtocol]:
+        return self.policy.protocols
+
+    @property
+    def metadata(self) -> Metadata:
+        return self.policy.metadata
+
+    @property
+    def log(self) -> logging.Logger:
+        return self.policy.log
+
+    @property
+    def multiaddrs(self) -> list[str]:
+        """What the listener announces (``announce``, else where it listens), each ending
+        in ``/p2p/<peer id>``."""
+        return list(self._addrs)
+
+    def stats(self) -> dict[str, int]:
+        return self.policy.stats()
+
+    def _make_enr(self) -> str | None:
+        return enr_of_listener(
+            self.pair.private_key,
+            int(time.time()),  # seq: a later start never has a lower one
+            self._addrs,
+            cluster_id=self.metadata.cluster_id or 0,
+            shards=self.metadata.shards,
+        )
 
     def _loop_now(self) -> asyncio.AbstractEventLoop:
         assert self._loop is not None
@@ -526,7 +589,7 @@ class NativeListener(P2PListener):
         try:
             self.enr = self._make_enr()
         except Exception as exc:  # an ENR is an extra: never a reason not to serve
-            self.log.warning("libp2p: no ENR", extra=self._extra(error=str(exc)))
+            self.log.warning("libp2p: no ENR", extra=self.policy.extra(error=str(exc)))
         self._sweeper = asyncio.create_task(self._sweep())
 
     async def _listen(self) -> None:
@@ -552,7 +615,6 @@ class NativeListener(P2PListener):
                     self.bound.append(f"/{ip}/{bound_host}/tcp/{bound_port}{suffix}")
         shown = [str(a) for a in self.announce] or self.bound
         self._addrs = [a if "/p2p/" in a else f"{a}/p2p/{self.peer_id}" for a in shown]
-        self._ready.set()
 
     async def _sweep(self) -> None:
         limits = self.limits
@@ -565,7 +627,7 @@ class NativeListener(P2PListener):
                 try:
                     conn.sweep(now)
                 except Exception as exc:  # a bug: this connection ends, the sweeper goes on
-                    self._internal_error("libp2p sweep failed", conn.address, conn.peer, exc)
+                    self.policy.internal_error("libp2p sweep failed", conn.address, conn.peer, exc)
                     conn._close(abort=True)
 
     async def stop(self) -> bool:

@@ -12,7 +12,8 @@ import pytest
 
 CODECS = (
     "multistream", "noise", "peer_key", "yamux", "mplex", "muxer_events", "websocket",
-    "identify", "metadata", "connection", "dialler", "gate", "limits", "errors",
+    "identify", "metadata", "connection", "dialler", "gate", "limits", "errors", "policy",
+    "keys", "multiaddrs",
 )  # fmt: skip
 IO = ("trio", "libp2p", "asyncio")
 

@@ -1,4 +1,4 @@
-"""Yamux write coalescing (waku_legacy.p2p.host.CoalescingYamux) and the client's lazy
+"""Yamux write coalescing (tests.p2p_pylibp2p.host.CoalescingYamux) and the client's lazy
 multistream-select, on real connections: frames and socket writes counted per request."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from libp2p.stream_muxer.yamux.yamux import (
     YAMUX_HEADER_FORMAT,
 )
 
+from tests.p2p_pylibp2p import host as host_module
+from tests.p2p_pylibp2p.client import P2PClient
+from tests.p2p_pylibp2p.host import CoalescingMplex, CoalescingYamux, _merge_window_updates
+from tests.p2p_pylibp2p.listener import P2PListener
 from tests.waku_legacy.p2p.test_listener import ECHO, listening, tcp_addr
-from waku_legacy.p2p import host as host_module
-from waku_legacy.p2p.client import P2PClient
 from waku_legacy.p2p.errors import P2PStreamError
-from waku_legacy.p2p.host import CoalescingMplex, CoalescingYamux, _merge_window_updates
-from waku_legacy.p2p.listener import P2PListener
 
 pytestmark = pytest.mark.network
 
@@ -59,7 +59,7 @@ def listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[P2PListener]:
     # to idle, which splits bursts by the clock rather than by the loop: these tests count
     # writes per frame, so they hold bursts until the loop idles (the rule under test).
     monkeypatch.setattr(host_module.WriteBurst, "HOLD_SECONDS", 0.5)
-    started = listening()
+    started = listening(listener_class=P2PListener)  # py-libp2p at both ends
     yield started
     assert started.stop_blocking()
 

@@ -23,19 +23,20 @@ from libp2p.transport.tcp.tcp import TCP
 from libp2p.transport.upgrader import TransportUpgrader
 from multiaddr import Multiaddr
 
+from tests.p2p_pylibp2p.client import P2PClient, request_once
+from tests.p2p_pylibp2p.host import HostLimits, muxer_options, security_options
+from tests.p2p_pylibp2p.streams import encode_varint, read_frame
 from waku_legacy.errors import ConfigError, DecodeError, LimitExceeded
-from waku_legacy.p2p.client import P2PClient, request_once
 from waku_legacy.p2p.errors import P2PError
-from waku_legacy.p2p.host import HostLimits, muxer_options, security_options
 from waku_legacy.p2p.keys import ephemeral_key_pair, load_key_pair, peer_id_of
-from waku_legacy.p2p.listener import ListenerLimits, P2PListener
+from waku_legacy.p2p.limits import ListenerLimits
 from waku_legacy.p2p.metadata import (
     METADATA_CODEC,
     Metadata,
     decode_metadata,
     encode_metadata,
 )
-from waku_legacy.p2p.streams import encode_varint, read_frame
+from waku_legacy.p2p.native import NativeListener
 
 pytestmark = pytest.mark.network
 
@@ -53,8 +54,8 @@ def _slow(request: bytes, origin: object) -> bytes:
 
 
 def listening(
-    limits: ListenerLimits | None = None, listener_class: type[P2PListener] = P2PListener
-) -> P2PListener:
+    limits: ListenerLimits | None = None, listener_class: type[NativeListener] = NativeListener
+) -> NativeListener:
     listener = listener_class(
         ephemeral_key_pair(),
         ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"],
@@ -69,11 +70,11 @@ def listening(
 
 @pytest.fixture
 def make_listener(
-    listener_class: type[P2PListener],
-) -> Iterator[Callable[..., P2PListener]]:
-    started: list[P2PListener] = []
+    listener_class: type[NativeListener],
+) -> Iterator[Callable[..., NativeListener]]:
+    started: list[NativeListener] = []
 
-    def make(limits: ListenerLimits | None = None) -> P2PListener:
+    def make(limits: ListenerLimits | None = None) -> NativeListener:
         listener = listening(limits, listener_class)
         started.append(listener)
         return listener
@@ -83,15 +84,15 @@ def make_listener(
         assert listener.stop_blocking(), "the listener did not stop within stop_timeout"
 
 
-def tcp_addr(listener: P2PListener) -> str:
+def tcp_addr(listener: NativeListener) -> str:
     return next(a for a in listener.multiaddrs if "/ws/" not in a)
 
 
-def ws_addr(listener: P2PListener) -> str:
+def ws_addr(listener: NativeListener) -> str:
     return next(a for a in listener.multiaddrs if "/ws/" in a)
 
 
-def still_answers(listener: P2PListener) -> None:
+def still_answers(listener: NativeListener) -> None:
     assert request_once(tcp_addr(listener), ECHO, b"ok?") == b"echo:ok?"
 
 
@@ -195,7 +196,7 @@ def test_key_file_created_0600_and_reused(tmp_path) -> None:
     assert not created_again and peer_id_of(again) == peer_id_of(pair)
     assert peer_id_of(pair).startswith("16Uiu2")  # secp256k1, as nwaku's peer ids
     # the peer id is the libp2p one of the public key (identity multihash of its protobuf)
-    assert ID.from_base58(peer_id_of(pair)).extract_public_key() == pair.public_key
+    assert ID.from_base58(peer_id_of(pair)).extract_public_key().serialize() == pair.public_key
     for content in (b"not a key\n", b"00" * 32 + b"\n", b"zz" * 32):
         path.write_bytes(content)
         with pytest.raises(ConfigError, match="key"):
@@ -229,11 +230,11 @@ def test_request_metadata_identify(make_listener, transport: str, muxer: str) ->
     assert {ECHO, SLOW, METADATA_CODEC, "/ipfs/id/1.0.0", "/ipfs/ping/1.0.0"} <= set(
         identify.protocols
     )
-    assert identify.public_key == listener.pair.public_key.serialize()
+    assert identify.public_key == listener.pair.public_key
     assert listener.stats()["metadata_answered"] == 1
 
 
-def test_bad_listen_address_is_a_typed_error(listener_class: type[P2PListener]) -> None:
+def test_bad_listen_address_is_a_typed_error(listener_class: type[NativeListener]) -> None:
     with pytest.raises(ConfigError):
         listener_class(ephemeral_key_pair(), ["not a multiaddr"], {}, cluster_id=16, shards=[])
     taken = listening(None, listener_class)
@@ -410,7 +411,7 @@ def test_slow_handlers_run_off_the_trio_thread(make_listener) -> None:
     assert fast < 0.7 < slow
 
 
-def test_stop_is_bounded_with_connections_open(listener_class: type[P2PListener]) -> None:
+def test_stop_is_bounded_with_connections_open(listener_class: type[NativeListener]) -> None:
     listener = listening(ListenerLimits(stop_timeout=5.0), listener_class)
 
     async def main() -> None:
@@ -425,7 +426,7 @@ def test_stop_is_bounded_with_connections_open(listener_class: type[P2PListener]
 
 
 def test_announced_addresses_replace_the_listen_addresses(
-    listener_class: type[P2PListener],
+    listener_class: type[NativeListener],
 ) -> None:
     announce = ["/dns4/bridge.example.org/tcp/443/wss", "/ip4/203.0.113.7/tcp/60000"]
     listener = listener_class(

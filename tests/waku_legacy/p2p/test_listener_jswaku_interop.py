@@ -72,15 +72,9 @@ async def serving(
         await service.stop()
 
 
-@pytest.fixture(params=["py-libp2p", "native"])
-def server_side(request: pytest.FixtureRequest) -> str:
-    """``[libp2p] server``: each listener server side in turn."""
-    return str(request.param)
-
-
 @pytest.fixture
-async def bridge(rows, tmp_path, server_side):
-    async with serving(rows, tmp_path, server=server_side) as served:
+async def bridge(rows, tmp_path):
+    async with serving(rows, tmp_path) as served:
         yield served
 
 
@@ -237,13 +231,13 @@ async def test_jswaku_refuses_the_bridge_for_a_shard_it_does_not_announce(node_b
 
 
 async def test_jswaku_queries_after_the_bridge_timed_out_its_idle_pre_opened_streams(
-    node_bin, rows, tmp_path, caplog, server_side
+    node_bin, rows, tmp_path, caplog
 ):
     """js-waku opens a store stream as soon as identify lists the codec and leaves it idle
     until the app queries; the bridge resets a stream that sends no request within
     read_timeout. A query made after that still gets every message (js-waku sees the reset
     stream and opens a new one)."""
-    async with serving(rows, tmp_path, read_timeout="1s", server=server_side) as (
+    async with serving(rows, tmp_path, read_timeout="1s") as (
         addr, _http, messages,
     ):  # fmt: skip
         topics = CONTENT[:2]

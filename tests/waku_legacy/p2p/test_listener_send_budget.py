@@ -38,12 +38,11 @@ from tests.p2p_attacks import (
     varint,
     websocket_upgrade,
 )
+from tests.p2p_pylibp2p.client import P2PClient
 from tests.waku_legacy.p2p.test_listener_hostile import ECHO, MB, address_of, honest_queries
 from waku_legacy.bridge.logs import fields
-from waku_legacy.p2p.client import P2PClient
-from waku_legacy.p2p.host import HostLimits
 from waku_legacy.p2p.keys import ephemeral_key_pair
-from waku_legacy.p2p.listener import ListenerLimits, P2PListener
+from waku_legacy.p2p.limits import HostLimits, ListenerLimits
 from waku_legacy.p2p.native import NativeListener
 
 pytestmark = pytest.mark.network
@@ -53,14 +52,14 @@ ANSWER_BYTES = 2 * MB
 
 
 @pytest.fixture
-def make_native() -> Iterator[Callable[..., P2PListener]]:
-    started: list[P2PListener] = []
+def make_native() -> Iterator[Callable[..., NativeListener]]:
+    started: list[NativeListener] = []
 
     def make(
         limits: ListenerLimits | None = None,
         listen: tuple[str, ...] = ("/ip4/127.0.0.1/tcp/0",),
         protocols: dict | None = None,
-    ) -> P2PListener:
+    ) -> NativeListener:
         listener = NativeListener(
             ephemeral_key_pair(),
             list(listen),
@@ -83,7 +82,7 @@ def make_native() -> Iterator[Callable[..., P2PListener]]:
         assert listener.stop_blocking()
 
 
-def attacker(listener: P2PListener) -> RawLibp2p:
+def attacker(listener: NativeListener) -> RawLibp2p:
     peer = RawLibp2p(tcp_target(address_of(listener)))
     peer.noise()
     peer.yamux()
@@ -219,7 +218,7 @@ def test_non_ascii_websocket_headers_are_a_counted_refusal_logged_once(
     assert ours[0]["error_type"] == "WebSocketError"
 
 
-def handshake_with(listener: P2PListener, key: bytes, signature: bytes = b"\x01" * 64) -> bool:
+def handshake_with(listener: NativeListener, key: bytes, signature: bytes = b"\x01" * 64) -> bool:
     """A Noise handshake whose message 3 carries ``key`` (and ``signature``): whether the
     server closed the connection after it."""
     peer = RawLibp2p(tcp_target(address_of(listener)), identity=(key, None))

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.p2p_pylibp2p.listener import P2PListener
 from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
 from waku_legacy.p2p.keys import ephemeral_key_pair
-from waku_legacy.p2p.listener import ListenerLimits, P2PListener
+from waku_legacy.p2p.limits import ListenerLimits
 from waku_legacy.p2p.native import NativeListener
 from waku_legacy.p2p.native_client import MAX_RESPONSE_BYTES, NativeClient, native_request_once
 

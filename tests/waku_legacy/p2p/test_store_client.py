@@ -25,10 +25,11 @@ from libp2p.peer.id import ID
 from multiaddr import Multiaddr
 
 from tests.bridge.support import CONTENT, OTHER_PUBSUB, PUBSUB, bridge_config, make_rows, order
+from tests.p2p_pylibp2p.client import P2PClient, request_once
+from tests.p2p_pylibp2p.streams import encode_varint, read_frame
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.errors import ConfigError
 from waku_legacy.identity.message_hash import deterministic_hash
-from waku_legacy.p2p.client import P2PClient, request_once
 from waku_legacy.p2p.enr import decode_enr, decode_multiaddrs, decode_relay_shards
 from waku_legacy.p2p.errors import P2PError
 from waku_legacy.p2p.store_client import (
@@ -38,7 +39,6 @@ from waku_legacy.p2p.store_client import (
     decode_response,
     query_pages,
 )
-from waku_legacy.p2p.streams import encode_varint, read_frame
 from waku_legacy.proto import store_v2beta4_pb2
 from waku_legacy.store import StoredMessage, open_store
 
@@ -58,14 +58,11 @@ def rows(tmp_path_factory) -> tuple[Path, list[StoredMessage]]:
     return path, rows
 
 
-@pytest.fixture(params=["py-libp2p", "native"])
-async def bridge(
-    rows, tmp_path, request: pytest.FixtureRequest
-) -> AsyncIterator[tuple[BridgeService, aiohttp.ClientSession]]:
-    """The bridge with ``[libp2p]`` on loopback TCP and /ws, each server side in turn."""
+@pytest.fixture
+async def bridge(rows, tmp_path) -> AsyncIterator[tuple[BridgeService, aiohttp.ClientSession]]:
+    """The bridge with ``[libp2p]`` on loopback TCP and /ws."""
     path, _ = rows
     libp2p = {
-        "server": request.param,
         "listen": ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"],
         "shards": [32, 128],
         "read_timeout": 2,
@@ -238,23 +235,18 @@ async def test_announced_in_info_and_log(bridge, caplog) -> None:
     assert str(Multiaddr(ws)) in libp2p["listening"]
 
 
-@pytest.mark.parametrize("server", ["py-libp2p", "native"])
-async def test_peer_id_persists_across_restarts(rows, tmp_path, server: str) -> None:
+async def test_peer_id_persists_across_restarts(rows, tmp_path) -> None:
     path, _ = rows
     config = bridge_config(
-        tmp_path, f"sqlite:///{path}",
-        libp2p={"listen": ["/ip4/127.0.0.1/tcp/0"], "server": server},
-    )  # fmt: skip
+        tmp_path, f"sqlite:///{path}", libp2p={"listen": ["/ip4/127.0.0.1/tcp/0"]}
+    )
     ids = []
     for _ in range(2):
         service = BridgeService(config)
         await service.start()
         ids.append(service.p2p.peer_id)
         await service.stop()
-        if server == "native":
-            assert not service.p2p.running  # its sockets closed with the bridge
-        else:
-            assert not service.p2p._thread.is_alive()  # the trio thread ended with it
+        assert not service.p2p.running  # its sockets closed with the bridge
     assert ids[0] == ids[1]
     assert (tmp_path / "libp2p.key").stat().st_mode & 0o777 == 0o600
 
@@ -397,17 +389,13 @@ async def test_health_reports_the_listener(bridge) -> None:
         return entry
 
     assert await libp2p_health() == {"Store (libp2p)": "READY"}
-    if service.config.libp2p.server == "native":
-        for server in service.p2p._servers:  # its listening sockets close
-            server.close()
-    else:
-        service.p2p._token.run_sync_soon(service.p2p._scope.cancel)  # the trio side ends
-        await asyncio.to_thread(service.p2p._thread.join, 10)
+    for server in service.p2p._servers:  # its listening sockets close
+        server.close()
     assert await libp2p_health() == {"Store (libp2p)": "NOT_READY", "desc": "Not Ready: stopped"}
 
 
 async def test_a_second_bridge_on_the_same_port_is_refused(rows, tmp_path) -> None:
-    """py-libp2p binds a TCP-only listener with SO_REUSEPORT: without the check a second
+    """The listener binds a TCP-only port with SO_REUSEPORT: without the check a second
     bridge (another key) would share the port and take half the connections."""
     path, _ = rows
     first_dir, second_dir = tmp_path / "first", tmp_path / "second"

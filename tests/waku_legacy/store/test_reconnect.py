@@ -262,11 +262,11 @@ async def _other_protocols(service: BridgeService, base: str) -> tuple[int, int,
     did)."""
     import trio
 
+    from tests.p2p_pylibp2p.client import P2PClient
     from waku_legacy.mailserver_compat.client.mailserver_client import (
         HistoryQuery,
         MailServerClient,
     )
-    from waku_legacy.p2p.client import P2PClient
     from waku_legacy.p2p.store_client import StoreQueryArgs, query_pages
 
     async with aiohttp.ClientSession() as session:

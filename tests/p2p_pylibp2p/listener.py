@@ -1,4 +1,6 @@
-"""A libp2p listener answering request-response protocols, run beside an asyncio program.
+"""py-libp2p's listener, kept in the tests as an independent libp2p server (the bridge's own
+is :class:`waku_legacy.p2p.native.NativeListener`): the same :class:`~waku_legacy.p2p.policy.
+ListenerPolicy` (protocols, limits, rates, counters) on py-libp2p in a trio thread.
 
 py-libp2p runs on trio and the bridge on asyncio (aiohttp). The listener therefore owns a
 thread that runs ``trio.run``: :meth:`P2PListener.start` (asyncio) starts it and returns once
@@ -15,7 +17,7 @@ query code as the REST API. A stream carries one request: the listener reads one
 length-prefixed request within ``read_timeout`` and under ``max_request_bytes``, runs the
 handler, writes one length-prefixed response and closes the stream (js-waku reads until
 the stream ends). Limits: connections in total, per source address and in the handshake
-phase, counted from accept on, before any byte is read (:mod:`waku_legacy.p2p.guard`), per
+phase, counted from accept on, before any byte is read (:mod:`tests.p2p_pylibp2p.guard`), per
 peer id (py-libp2p's swarm), concurrent streams per connection and per-peer request rate
 (here), the Noise/muxer handshake and stream protocol negotiation timeouts, capped
 multistream-select messages, yamux receive windows and unread bytes (the host), and
@@ -29,110 +31,46 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import trio
 from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
 from libp2p.crypto.keys import KeyPair
 from libp2p.custom_types import TProtocol
+from libp2p.peer.id import ID
 from multiaddr import Multiaddr
 
+from tests.p2p_pylibp2p.guard import guard_inbound
+from tests.p2p_pylibp2p.host import build_host, parse_multiaddr
+from tests.p2p_pylibp2p.keys import libp2p_key_pair
+from tests.p2p_pylibp2p.streams import frame, read_frame
 from waku_legacy.errors import LimitExceeded, WakuLegacyError
-from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, address_key, allow_all
+from waku_legacy.limits import address_key
 from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
-from waku_legacy.p2p.gate import GateLimits, InboundGate
-from waku_legacy.p2p.guard import guard_inbound
-from waku_legacy.p2p.host import build_host, parse_multiaddr
-from waku_legacy.p2p.keys import peer_id_of
+from waku_legacy.p2p.keys import KeyPair as NodeKeyPair
 from waku_legacy.p2p.limits import ListenerLimits
-from waku_legacy.p2p.metadata import (
-    METADATA_CODEC,
-    METADATA_MAX_BYTES,
-    Metadata,
-    decode_metadata,
-    encode_metadata,
+from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES
+from waku_legacy.p2p.policy import (
+    ListenerPolicy,
+    ProtocolHandlers,
+    RequestOrigin,
+    ServedProtocol,
+    default_extra,
 )
-from waku_legacy.p2p.streams import frame, read_frame
 
-__all__ = [
-    "Answered", "Continues", "ListenerLimits", "P2PListener", "Refusal", "RequestHandler",
-    "RequestOrigin",
-]  # fmt: skip
+__all__ = ["P2PListener"]
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Answered:
-    """A response body and the cursor that continues it: the peer's request with that
-    cursor (its next page) passes the rate limits for free, once, as on the REST API (a
-    client paging at full speed is honest; its first request of a query pays)."""
-
-    body: bytes
-    next_cursor: Hashable | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RequestOrigin:
-    """Who asked: the connection's source address (the key of the per-address limits and
-    of the log throttle) and the peer id its Noise handshake proved. Neither is a field the
-    peer writes freely: the address is the socket's, the peer id derived from a key."""
-
-    address: str
-    peer_id: str
-
-
-#: ``(request body, who asked) -> response``; runs on a worker thread; must not raise for
-#: bad input.
-RequestHandler = Callable[[bytes, RequestOrigin], "bytes | Answered"]
-#: ``request body -> the cursor it continues from`` (None: a fresh request); cheap, on the
-#: trio thread, before the rate limits; must not raise.
-Continues = Callable[[bytes], "Hashable | None"]
-#: ``(request body, reason) -> response body`` saying "refused" in the protocol's own terms
-#: (store v3: status 429), or None to reset the stream instead.
-Refusal = Callable[[bytes, str], "bytes | None"]
-
-
-@dataclass(frozen=True)
-class _Protocol:
-    answer: RequestHandler
-    refuse: Refusal | None
-    continues: Continues | None = None
-
-
 @dataclass
 class _ConnState:
-    """One open libp2p connection: its remote address, when a stream last opened or closed
-    on it (for the idle timeout), and how many streams it has open now (for the
-    per-connection cap)."""
-
     address: str
     last_active: float
     streams: int = 0
-
-
-@dataclass
-class _Shared:
-    """What the trio side writes and the asyncio side reads (under ``lock``)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    counters: Counter[str] = field(default_factory=Counter)
-
-    def count(self, name: str, by: int = 1) -> None:
-        with self.lock:
-            self.counters[name] += by
-
-    def snapshot(self) -> dict[str, int]:
-        with self.lock:
-            return dict(self.counters)
-
-
-def _default_extra(**values: Any) -> dict[str, Any]:
-    return {"p2p": values}
 
 
 class _Notifee(INotifee):
@@ -168,41 +106,36 @@ class P2PListener:
 
     def __init__(
         self,
-        pair: KeyPair,
+        pair: KeyPair | NodeKeyPair,
         listen: Sequence[str],
-        protocols: Mapping[
-            str,
-            tuple[RequestHandler, Refusal | None]
-            | tuple[RequestHandler, Refusal | None, Continues | None],
-        ],
+        protocols: Mapping[str, ProtocolHandlers],
         *,
         cluster_id: int,
         shards: Sequence[int],
         limits: ListenerLimits = ListenerLimits(),
         announce: Sequence[str] = (),
         logger: logging.Logger | None = None,
-        extra: Callable[..., Mapping[str, Any]] = _default_extra,
+        extra: Callable[..., Mapping[str, Any]] = default_extra,
     ) -> None:
         if not listen:
             raise P2PError("the libp2p listener needs at least one listen address")
-        self.pair = pair
-        self.peer_id = peer_id_of(pair)
+        self.policy = ListenerPolicy(
+            protocols, cluster_id=cluster_id, shards=shards, limits=limits, logger=logger,
+            extra=extra,
+        )  # fmt: skip
+        self.pair = libp2p_key_pair(pair)
+        self.peer_id = ID.from_pubkey(self.pair.public_key).to_base58()
         self.listen = tuple(parse_multiaddr(a, what="libp2p listen address") for a in listen)
         self.announce = tuple(parse_multiaddr(a, what="libp2p announce address") for a in announce)
-        self.protocols = {name: _Protocol(*handlers) for name, handlers in protocols.items()}
-        #: (peer id, cursor) of pages answered: their next page is free, once, for 10 min
-        self._continuations = Continuations(100_000, ttl=600.0)
-        self.metadata = Metadata(cluster_id, tuple(sorted(set(shards))))
         self.limits = limits
-        self.log = logger or logging.getLogger("waku_legacy.p2p")
+        self.protocols = self.policy.protocols
+        self.metadata = self.policy.metadata
+        self.log = self.policy.log
         self._extra = extra
-        self.shared = _Shared()
+        self._gate = self.policy.gate
         self._addrs: list[str] = []
-        #: where the sockets listen (ports resolved), without /p2p/
         self.bound: list[str] = []
-        #: the node's ENR (31/WAKU2-ENR) from the announced addresses, once started
         self.enr: str | None = None
-        #: why the trio side ended by itself (None while it runs or after stop())
         self.failure: str | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -211,24 +144,6 @@ class P2PListener:
         self._scope: trio.CancelScope | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._conns: dict[int, _ConnState] = {}
-        self._gate = InboundGate(
-            GateLimits(
-                max_connections=limits.host.max_connections,
-                max_connections_per_address=limits.max_connections_per_address,
-                max_handshakes=limits.max_handshakes,
-                max_handshakes_per_address=limits.max_handshakes_per_address,
-                address_share=limits.address_share,
-                handshake_timeout=limits.host.handshake_timeout,
-                address_handshake_rate=limits.address_handshakes_per_second,
-                address_handshake_burst=limits.address_handshake_burst,
-                reserved_share=limits.reserved_share,
-            )
-        )
-        self._rate = RateLimiter(rate=limits.requests_per_second, burst=limits.request_burst)
-        self._address_rate = RateLimiter(
-            rate=limits.address_requests_per_second, burst=limits.address_request_burst
-        )
-        self._throttle = LogThrottle()
 
     # -- the asyncio side ---------------------------------------------------------------
 
@@ -248,7 +163,7 @@ class P2PListener:
         )  # fmt: skip
 
     def stats(self) -> dict[str, int]:
-        return self.shared.snapshot()
+        return self.policy.stats()
 
     def start_blocking(self, timeout: float = 30.0) -> None:
         """Start the trio thread and wait until the host listens (any thread)."""
@@ -278,7 +193,7 @@ class P2PListener:
         from waku_legacy.p2p.enr import enr_of_listener
 
         private = self.pair.private_key
-        if not isinstance(private, Secp256k1PrivateKey):
+        if not isinstance(private, Secp256k1PrivateKey):  # never: the key is ours
             return None
         return enr_of_listener(
             private.impl,
@@ -359,37 +274,19 @@ class P2PListener:
         text = str(addr)
         return text if "/p2p/" in text else f"{text}/p2p/{self.peer_id}"
 
-    def _note(
-        self,
-        kind: str,
-        key: str,
-        error: BaseException | str,
-        *,
-        level: int = logging.WARNING,
-        **values: Any,
-    ) -> None:
-        """Count a refusal or failure; log it at most once per kind and key per 10 s."""
-        self.shared.count(kind)
-        if self._throttle.should_log((kind, key), time.monotonic()):
-            self.log.log(
-                level,
-                "libp2p " + kind.replace("_", " "),
-                extra=self._extra(
-                    error=str(error), error_type=type(error).__name__, peer=key, **values
-                ),
-            )
+    def _note(self, kind: str, key: str, error: BaseException | str, **values: Any) -> None:
+        self.policy.note(kind, key, error, **values)
 
     # connections
 
     def _refused(self, kind: str, key: str, reason: str) -> None:
-        """A connection refused or ended by a limit of the host or the inbound gate."""
-        self._note(kind, key, P2PRefused(reason))
+        self.policy.refused(kind, key, reason)
 
     async def _on_connected(self, conn: INetConn) -> None:
         # per-address and total limits hold from accept on (guard.InboundGate)
         address = _remote_address(conn)
         self._conns[id(conn.muxed_conn)] = _ConnState(address, time.monotonic())
-        self.shared.count("connections_accepted")
+        self.policy.count("connections_accepted")
 
     def _on_disconnected(self, conn: INetConn) -> None:
         self._conns.pop(id(conn.muxed_conn), None)
@@ -405,7 +302,7 @@ class P2PListener:
                     if state is None or now - state.last_active <= self.limits.idle_timeout:
                         continue
                     stalled = bool(conn.get_streams())
-                    self.shared.count(
+                    self.policy.count(
                         "connections_stalled_closed" if stalled else "connections_idle_closed"
                     )
                     await _close_quietly(conn)
@@ -417,33 +314,21 @@ class P2PListener:
         try:
             with trio.fail_after(self.limits.read_timeout):
                 request = await read_frame(stream, METADATA_MAX_BYTES, what="metadata request")
-            answer = self._metadata_answer(peer, request)
+            answer = self.policy.metadata_answer(peer, request)
             with trio.fail_after(self.limits.write_timeout):
                 await stream.write(frame(answer))
                 await stream.close()
-            self.shared.count("metadata_answered")
+            self.policy.count("metadata_answered")
         except BaseException as exc:
             await self._stream_failed(stream, peer, METADATA_CODEC, exc)
 
-    def _metadata_answer(self, peer: str, request: bytes) -> bytes:
-        """Our metadata, whatever the peer's cluster (noted when another); raises
-        :class:`~waku_legacy.errors.DecodeError` for a request that does not decode."""
-        theirs = decode_metadata(request)
-        if theirs.cluster_id != self.metadata.cluster_id:
-            self._note(
-                "metadata_other_cluster",
-                peer,
-                f"peer on cluster {theirs.cluster_id}, ours {self.metadata.cluster_id}",
-            )
-        return encode_metadata(self.metadata)
-
-    def _handler_for(self, name: str, protocol: _Protocol) -> Callable[[INetStream], Any]:
+    def _handler_for(self, name: str, protocol: ServedProtocol) -> Callable[[INetStream], Any]:
         async def handle(stream: INetStream) -> None:
             await self._serve_request(stream, name, protocol)
 
         return handle
 
-    async def _serve_request(self, stream: INetStream, name: str, protocol: _Protocol) -> None:
+    async def _serve_request(self, stream: INetStream, name: str, protocol: ServedProtocol) -> None:
         conn = stream.muxed_conn
         peer = str(conn.peer_id)
         state = self._conns.get(id(conn))
@@ -463,28 +348,9 @@ class P2PListener:
                 state.streams -= 1
                 state.last_active = time.monotonic()
 
-    def _admit_request(
-        self, peer: str, address: str, name: str, protocol: _Protocol, request: bytes
-    ) -> tuple[bool, bytes | None]:
-        """(True, None) when ``request`` is to be answered: the next page of an answer
-        given to ``peer``, or within the rate limits of the peer and of its source address;
-        else (False, the protocol's refusal, None: reset the stream), the refusal counted."""
-        now = time.monotonic()
-        cursor = protocol.continues(request) if protocol.continues else None
-        if cursor is not None and self._continuations.redeem((peer, cursor), now):
-            return True, None
-        over = allow_all([(self._rate, peer), (self._address_rate, address)], now)
-        if over < 0:
-            return True, None
-        limits = self.limits
-        limit = limits.requests_per_second if over == 0 else limits.address_requests_per_second
-        refusal = P2PRefused(
-            f"over {limit} requests/s from " + ("this peer" if over == 0 else address)
-        )
-        self._note("request_rate_limited", peer, refusal, protocol=name)
-        return False, protocol.refuse(request, str(refusal)) if protocol.refuse else None
-
-    async def _answer(self, stream: INetStream, peer: str, name: str, protocol: _Protocol) -> None:
+    async def _answer(
+        self, stream: INetStream, peer: str, name: str, protocol: ServedProtocol
+    ) -> None:
         try:
             with trio.fail_after(self.limits.read_timeout):
                 request = await read_frame(
@@ -494,12 +360,12 @@ class P2PListener:
             raise P2PTimeout(f"no whole request within {self.limits.read_timeout} s") from None
         state = self._conns.get(id(stream.muxed_conn))
         address = state.address if state is not None else "unknown"
-        allowed, refused = self._admit_request(peer, address, name, protocol, request)
+        allowed, refused = self.policy.admit_request(peer, address, name, protocol, request)
         if allowed:
             origin = RequestOrigin(address, peer)
             result = await self._in_pool(lambda body: protocol.answer(body, origin), request)
-            response = self._issue(peer, result)
-            self.shared.count("requests_answered")
+            response = self.policy.issue(peer, result)
+            self.policy.count("requests_answered")
         elif refused is None:
             await _reset_quietly(stream)
             return
@@ -508,14 +374,6 @@ class P2PListener:
         with trio.fail_after(self.limits.write_timeout):
             await stream.write(frame(response))
             await stream.close()
-
-    def _issue(self, peer: str, result: bytes | Answered) -> bytes:
-        """The response body; an answer's continuation becomes free for ``peer``."""
-        if isinstance(result, bytes):
-            return result
-        if result.next_cursor is not None:
-            self._continuations.issue((peer, result.next_cursor), time.monotonic())
-        return result.body
 
     async def _stream_failed(
         self, stream: INetStream, peer: str, name: str, exc: BaseException
@@ -535,7 +393,7 @@ class P2PListener:
             # streams it pre-opened when it stops) is ordinary: info, not warning
             self._note("stream_error", peer, exc, protocol=name, level=logging.INFO)
         elif isinstance(exc, Exception):
-            self.shared.count("internal_errors")
+            self.policy.count("internal_errors")
             self.log.error(
                 "libp2p handler failed",
                 extra=self._extra(peer=peer, protocol=name, error=str(exc)),

@@ -47,8 +47,10 @@ from libp2p.stream_muxer.yamux.yamux import (
 from libp2p.stream_muxer.yamux.yamux import HEADER_SIZE as YAMUX_HEADER_SIZE
 from libp2p.stream_muxer.yamux.yamux import PROTOCOL_ID as YAMUX_PROTOCOL_ID
 
+from tests.p2p_pylibp2p.guard import OnRefused, YamuxReceiveMeter, bound_multistream_reads
+from tests.p2p_pylibp2p.keys import libp2p_key_pair
 from waku_legacy.errors import ConfigError
-from waku_legacy.p2p.guard import OnRefused, YamuxReceiveMeter, bound_multistream_reads
+from waku_legacy.p2p.keys import KeyPair as NodeKeyPair
 from waku_legacy.p2p.limits import HostLimits
 
 __all__ = [
@@ -75,9 +77,9 @@ def parse_multiaddr(text: str, *, what: str = "multiaddr") -> multiaddr.Multiadd
         raise ConfigError(f"{what} {text!r} does not parse: {exc}") from None
 
 
-def security_options(pair: KeyPair) -> TSecurityOptions:
+def security_options(pair: KeyPair | NodeKeyPair) -> TSecurityOptions:
     """Noise only (a fresh X25519 static key per host, signed by the identity key)."""
-    noise = NoiseTransport(pair, noise_privkey=new_noise_key_pair().private_key)
+    noise = NoiseTransport(libp2p_key_pair(pair), noise_privkey=new_noise_key_pair().private_key)
     return {NOISE_PROTOCOL_ID: noise}
 
 
@@ -385,7 +387,7 @@ def muxer_options(muxers: Sequence[str] = MUXERS) -> TMuxerOptions:
 
 
 def build_host(
-    pair: KeyPair,
+    pair: KeyPair | NodeKeyPair,
     listen: Sequence[multiaddr.Multiaddr],
     *,
     limits: HostLimits = HostLimits(),
@@ -400,7 +402,7 @@ def build_host(
     peers (identify) and reports (``get_addrs``), as nwaku's ``--ext-multiaddr``.
     ``on_refused(kind, peer, reason)`` hears of yamux sessions ended for a broken limit.
     Multistream-select messages are capped
-    (:func:`~waku_legacy.p2p.guard.bound_multistream_reads`)."""
+    (:func:`~tests.p2p_pylibp2p.guard.bound_multistream_reads`)."""
     # Watermarks 0 and an endless grace period switch off py-libp2p's auto-connector (it
     # would dial every peer in the peer store, clients included, towards the watermarks'
     # midpoint) and its pruner; max_connections is still enforced on accept, and the
@@ -420,7 +422,7 @@ def build_host(
     )
     has_ws = any("ws" in {p.name for p in addr.protocols()} for addr in listen)
     host = new_host(
-        key_pair=pair,
+        key_pair=libp2p_key_pair(pair),
         sec_opt=security_options(pair),
         muxer_opt=muxer_options(muxers),
         listen_addrs=list(listen) or None,
