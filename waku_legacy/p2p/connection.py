@@ -10,10 +10,11 @@ A request-response stream reads one length-prefixed request (at most the protoco
 and FIN) or :meth:`~ListenerConnection.reset`. Identify is answered here (one message,
 then FIN); ping echoes.
 
-Raises :class:`Libp2pConnectionFailed` (with the listener's counter name) when the connection must
-close; its last words (yamux GO_AWAY) are in ``data_to_send()`` by then. A stream's own
-failure (a request too large, a bad multistream message, a stream ended before its request,
-over ``max_streams`` requests at once) resets that stream and is reported as
+Raises a :class:`~waku_legacy.p2p.errors.Libp2pConnectionFailed` subclass (with the
+listener's counter name and the GO_AWAY code it sent) when the connection must close; its
+last words (yamux GO_AWAY) are in ``data_to_send()`` by then. A stream's own failure (a
+request too large, a bad multistream message, a stream ended before its request, over
+``max_streams`` requests at once) resets that stream and is reported as
 :class:`StreamFailed`. Bounds: what each stream holds unread is capped by its protocol
 (multistream lines, ``max_request``); the sum over the connection by ``max_buffered``
 (yamux: GO_AWAY internal error); yamux DATA past a window ends the session.
@@ -40,7 +41,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from waku_legacy.errors import DecodeError, LimitExceeded
-from waku_legacy.p2p.errors import P2PError, P2PStreamError
+from waku_legacy.p2p.errors import (
+    CodecRefused,
+    GoAwayCode,
+    Libp2pConnectionFailed,
+    MplexUnreadOverflow,
+    P2PStreamError,
+    SendBudgetClosed,
+    UnsupportedPeerKey,
+    YamuxUnreadOverflow,
+)
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC
 from waku_legacy.p2p.limits import MAX_BUFFERED_BYTES
 from waku_legacy.p2p.mplex import MPLEX_PROTOCOL_ID, MplexSession
@@ -54,7 +64,7 @@ from waku_legacy.p2p.muxer_events import (
 )
 from waku_legacy.p2p.noise import NOISE_PROTOCOL_ID, NoiseHandshake, NoiseIdentity, NoiseReader
 from waku_legacy.p2p.peer_key import PeerKey, UnsupportedKey
-from waku_legacy.p2p.yamux import GO_AWAY_INTERNAL_ERROR, YAMUX_PROTOCOL_ID, YamuxSession
+from waku_legacy.p2p.yamux import YAMUX_PROTOCOL_ID, YamuxSession
 from waku_legacy.store.protocol.framing import FrameReader, FrameTooLarge, encode_frame
 
 __all__ = [
@@ -106,18 +116,6 @@ class StreamFailed:
 
 
 ConnectionEvent = Secured | Muxed | Request | StreamFailed
-
-
-class Libp2pConnectionFailed(P2PError):
-    """The connection must end: ``kind`` is the listener's counter name
-    (``connection_error``, ``unsupported_key``, ``yamux_protocol_error``, ``mux_error``,
-    ``peer_went_away``, ``send_budget_closed``), ``error`` what the codec raised; the last
-    words (GO_AWAY and its code) are already in ``data_to_send()``."""
-
-    def __init__(self, kind: str, error: Exception) -> None:
-        super().__init__(str(error))
-        self.kind = kind
-        self.error = error
 
 
 class StreamPhase(Enum):
@@ -206,11 +204,11 @@ class ListenerConnection:
             else:
                 self._handshake(data, now, events)
         except MuxError as exc:
-            raise Libp2pConnectionFailed(exc.kind, exc) from None
+            raise exc.failure(exc) from None
         except UnsupportedKey as exc:  # the Noise identity: parsed, not one we accept
-            raise Libp2pConnectionFailed("unsupported_key", exc) from None
+            raise UnsupportedPeerKey(exc) from None
         except DecodeError as exc:  # multistream, noise, frame prefixes, keys
-            raise Libp2pConnectionFailed("connection_error", exc) from None
+            raise CodecRefused(exc) from None
         return events
 
     def _handshake(self, data: bytes, now: float, events: list[ConnectionEvent]) -> None:
@@ -279,12 +277,13 @@ class ListenerConnection:
         if mux.sent != sent:  # the peer made room and took what waited: progress
             self.last_active = now
         if self._held > self.limits.max_buffered:
-            mux.go_away(GO_AWAY_INTERNAL_ERROR)
+            failure = YamuxUnreadOverflow if self.muxer == "yamux" else MplexUnreadOverflow
+            mux.go_away(failure.go_away or GoAwayCode.NORMAL)  # mplex: closed, no code
             raise MuxError(
                 self.muxer or "muxer",
-                "yamux_protocol_error" if self.muxer == "yamux" else "mux_error",
+                failure,
                 f"{self._held} bytes received and not read, over {self.limits.max_buffered}",
-            )  # fmt: skip
+            )
 
     def _accepts(self, protocol: str) -> bool:
         return protocol in self.limits.requests or protocol in (IDENTIFY_CODEC, PING_CODEC)
@@ -441,13 +440,13 @@ class ListenerConnection:
         self.reset(sid)
         waiting = self.queued + unsent
         if waiting > self.limits.max_unsent and self._mux is not None:
-            self._mux.go_away(GO_AWAY_INTERNAL_ERROR)
+            self._mux.go_away(SendBudgetClosed.go_away)
             error = LimitExceeded(
                 "send budget",
                 f"{waiting} bytes wait for the peer to take them, over "
                 f"{self.limits.max_unsent}, and it asks for more",
             )
-            raise Libp2pConnectionFailed("send_budget_closed", error)
+            raise SendBudgetClosed(error)
 
     def stalled_sends(self, now: float) -> list[int]:
         """Streams whose bytes waited ``write_timeout`` for a window the peer kept shut

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from waku_legacy.p2p.errors import MplexProtocolError
 from waku_legacy.p2p.muxer_events import (
     MuxError,
     MuxEvent,
@@ -55,7 +56,7 @@ def _varint(buffer: bytes, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
         if shift > 63:
-            raise MuxError("mplex", "mux_error", "a varint over 9 bytes")
+            raise MuxError("mplex", MplexProtocolError, "a varint over 9 bytes")
     return -1, pos
 
 
@@ -103,7 +104,7 @@ class MplexSession:
                 break
             if length > MAX_MESSAGE_BYTES:
                 self.closed = True
-                raise MuxError("mplex", "mux_error", f"a message of {length} bytes")
+                raise MuxError("mplex", MplexProtocolError, f"a message of {length} bytes")
             end = at + length
             if end > size:
                 break
@@ -122,7 +123,7 @@ class MplexSession:
         if flag == NEW_STREAM:
             if key in self._streams:
                 self.closed = True
-                raise MuxError("mplex", "mux_error", f"stream {number} opened twice")
+                raise MuxError("mplex", MplexProtocolError, f"stream {number} opened twice")
             if len(self._streams) >= self.max_streams:  # refused: reset at once
                 self._out += [self._head(key, RESET_INITIATOR), b"\0"]
                 return
@@ -131,7 +132,7 @@ class MplexSession:
             return
         if flag > RESET_INITIATOR:
             self.closed = True
-            raise MuxError("mplex", "mux_error", f"flag {flag}")
+            raise MuxError("mplex", MplexProtocolError, f"flag {flag}")
         state = self._streams.get(key)
         if state is None:
             return  # a stream already forgotten: ignore (as the spec's implementations do)

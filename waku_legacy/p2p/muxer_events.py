@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from waku_legacy.errors import DecodeError
+from waku_legacy.p2p.errors import Libp2pConnectionFailed
 
 __all__ = [
     "MuxError",
@@ -48,12 +49,17 @@ MuxEvent = StreamOpened | StreamData | StreamEnded | StreamReset
 
 
 class MuxError(DecodeError):
-    """The session is over: ``kind`` is the listener's counter name (``yamux_protocol_error``,
-    ``mux_error``, ``peer_went_away``); what to send before closing is already queued."""
+    """The session is over: ``failure`` is the connection's typed error (its counter, the
+    GO_AWAY code already queued before closing, :mod:`waku_legacy.p2p.errors`)."""
 
-    def __init__(self, muxer: str, kind: str, reason: str) -> None:
+    def __init__(self, muxer: str, failure: type[Libp2pConnectionFailed], reason: str) -> None:
         super().__init__(muxer, reason)
-        self.kind = kind
+        self.failure = failure
+
+    @property
+    def kind(self) -> str:
+        """The listener's counter name (``yamux_protocol_error``, ``mux_error``...)."""
+        return self.failure.counter
 
 
 class SendSide(Enum):

@@ -47,7 +47,6 @@ from multiaddr import Multiaddr
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.limits import address_key
 from waku_legacy.p2p.connection import (
-    Libp2pConnectionFailed,
     Libp2pConnectionLimits,
     ListenerConnection,
     Muxed,
@@ -56,7 +55,15 @@ from waku_legacy.p2p.connection import (
     StreamFailed,
 )
 from waku_legacy.p2p.enr import enr_of_listener
-from waku_legacy.p2p.errors import P2PError, P2PTimeout
+from waku_legacy.p2p.errors import (
+    CodecRefused,
+    Libp2pConnectionFailed,
+    P2PError,
+    P2PTimeout,
+    PeerWentAway,
+    SendBudgetClosed,
+    YamuxProtocolError,
+)
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC, encode_identify
 from waku_legacy.p2p.keys import KeyPair, peer_id_of
 from waku_legacy.p2p.limits import ListenerLimits
@@ -139,9 +146,9 @@ class _Conn(asyncio.Protocol):
         try:
             self._received(data)
         except Libp2pConnectionFailed as exc:
-            self._failed(exc.kind, exc.error)
+            self._failed(exc)
         except (WebSocketError, DecodeError) as exc:
-            self._failed("connection_error", exc)
+            self._failed(CodecRefused(exc))
         except Exception as exc:  # a bug here must close this connection, not the loop
             self.listener.policy.internal_error(
                 "libp2p connection failed", self.address, self.peer, exc
@@ -352,7 +359,7 @@ class _Conn(asyncio.Protocol):
         )  # fmt: skip
         self._note("send_budget_exceeded", error, protocol=protocol)
         if ended is not None:
-            self._failed(ended.kind, ended.error)
+            self._failed(ended)
         return False
 
     def _refuse(self, stream: int) -> None:
@@ -362,7 +369,7 @@ class _Conn(asyncio.Protocol):
         try:
             self.conn.refuse(stream, self.transport.get_write_buffer_size())
         except Libp2pConnectionFailed as exc:
-            self._failed(exc.kind, exc.error)
+            self._failed(exc)
 
     def _note(
         self, kind: str, error: Exception, *, level: int = logging.WARNING, **values: Any
@@ -379,17 +386,18 @@ class _Conn(asyncio.Protocol):
 
     # -- ending ---------------------------------------------------------------------------
 
-    def _failed(self, kind: str, error: Exception) -> None:
-        # logged (throttled) by source address: a peer id costs an attacker nothing
+    def _failed(self, failure: Libp2pConnectionFailed) -> None:
+        """The connection ends with ``failure``, counted under its own counter; logged
+        (throttled) by source address: a peer id costs an attacker nothing."""
         listener = self.listener
-        if kind == "yamux_protocol_error":
-            listener.policy.refused(kind, self.address, str(error))
-        elif kind == "send_budget_closed":  # the peer asks for what it does not take
-            self._note(kind, error)
-            self._close(linger=True)
+        if isinstance(failure, YamuxProtocolError):
+            listener.policy.refused(failure.counter, self.address, str(failure.error))
+        elif isinstance(failure, SendBudgetClosed):  # the peer asks for what it does not take
+            self._note(failure.counter, failure.error)
+            self._close(linger=True)  # its GO_AWAY must reach the peer
             return
-        elif kind != "peer_went_away":
-            self._note(kind, error, level=logging.INFO)
+        elif not isinstance(failure, PeerWentAway):
+            self._note(failure.counter, failure.error, level=logging.INFO)
         self._close()
 
     def _close(self, *, abort: bool = False, linger: bool = False) -> None:

@@ -25,6 +25,12 @@ import struct
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum, IntFlag
 
+from waku_legacy.p2p.errors import (
+    GoAwayCode,
+    Libp2pConnectionFailed,
+    PeerWentAway,
+    YamuxProtocolError,
+)
 from waku_legacy.p2p.muxer_events import (
     MuxError,
     MuxEvent,
@@ -59,14 +65,6 @@ class Flag(IntFlag):
     ACK = 2  # accepts a stream (or answers a ping)
     FIN = 4  # the sender's side of the stream is done
     RST = 8  # the stream ends at once, both sides
-
-
-class GoAwayCode(IntEnum):
-    """Why a session ends (GO_AWAY's ``length``)."""
-
-    NORMAL = 0
-    PROTOCOL_ERROR = 1
-    INTERNAL_ERROR = 2
 
 
 # plain ints for the per-frame code: an IntFlag operand makes ``flags & SYN`` build an
@@ -138,8 +136,7 @@ class YamuxSession:
         while size - pos >= HEADER_SIZE:
             version, typ, flags, stream_id, length = unpack(buffer, pos)
             if version != 0 or typ > GO_AWAY:
-                self._go_away(GO_AWAY_PROTOCOL_ERROR)
-                raise MuxError("yamux", "yamux_protocol_error", f"version {version} type {typ}")
+                raise self._failed(YamuxProtocolError, f"version {version} type {typ}")
             if typ == DATA:
                 end = pos + HEADER_SIZE + length
                 if end > size:  # refuse a body past the window before buffering it
@@ -168,12 +165,11 @@ class YamuxSession:
             return
         if typ == GO_AWAY:
             self.closed = True
-            raise MuxError("yamux", "peer_went_away", f"GO_AWAY {length}")
+            raise MuxError("yamux", PeerWentAway, f"GO_AWAY {length}")
         stream = self._streams.get(stream_id)
         if flags & SYN:
             if stream is not None or stream_id == 0 or (stream_id & 1) == self._next_id & 1:
-                self._go_away(GO_AWAY_PROTOCOL_ERROR)
-                raise MuxError("yamux", "yamux_protocol_error", f"SYN for stream {stream_id}")
+                raise self._failed(YamuxProtocolError, f"SYN for stream {stream_id}")
             if len(self._streams) >= self.max_streams:  # refused, as go-yamux does
                 self._out.append(header(WINDOW_UPDATE, RST, stream_id, 0))
                 return
@@ -221,12 +217,10 @@ class YamuxSession:
         if length <= window:
             return
         self._out.append(header(WINDOW_UPDATE, RST, stream_id, 0))
-        self._go_away(GO_AWAY_PROTOCOL_ERROR)
-        raise MuxError(
-            "yamux", "yamux_protocol_error",
-            f"stream {stream_id}: {length} bytes past the receive window "
-            f"({window} left)",
-        )  # fmt: skip
+        raise self._failed(
+            YamuxProtocolError,
+            f"stream {stream_id}: {length} bytes past the receive window ({window} left)",
+        )
 
     # -- what we send -----------------------------------------------------------------
 
@@ -371,6 +365,12 @@ class YamuxSession:
     def _forget_if_done(self, stream_id: int, stream: _YamuxStream) -> None:
         if stream.send is SendSide.CLOSED and stream.receive is ReceiveSide.CLOSED:
             self._streams.pop(stream_id, None)
+
+    def _failed(self, failure: type[Libp2pConnectionFailed], reason: str) -> MuxError:
+        """The session ends with ``failure``: its GO_AWAY code queued, the error to raise."""
+        if failure.go_away is not None:
+            self._go_away(failure.go_away)
+        return MuxError("yamux", failure, reason)
 
     def _go_away(self, code: int) -> None:
         if not self.closed:

@@ -21,6 +21,18 @@ from waku_legacy.p2p.connection import (
     StreamFailed,
 )
 from waku_legacy.p2p.dialler import DiallerConnection
+from waku_legacy.p2p.errors import (
+    CodecRefused,
+    GoAwayCode,
+    MplexProtocolError,
+    MplexUnreadOverflow,
+    P2PError,
+    PeerWentAway,
+    SendBudgetClosed,
+    UnsupportedPeerKey,
+    YamuxProtocolError,
+    YamuxUnreadOverflow,
+)
 from waku_legacy.p2p.mplex import MplexSession
 from waku_legacy.p2p.multistream import MultistreamDialler, MultistreamError, MultistreamListener
 from waku_legacy.p2p.muxer_events import (
@@ -449,3 +461,58 @@ def test_a_stream_whose_bytes_make_no_progress_for_write_timeout_is_reset(muxer:
     assert listener.stalled_sends(5.5) == []  # 4.5 s without progress: not yet
     assert sorted(listener.stalled_sends(6.5)) == sorted(r.stream for r in requests)
     assert listener.queued == 0
+
+
+# -- typed connection errors (issue 36): each carries its counter and GO_AWAY code -----------
+
+
+def test_an_mplex_overflow_is_a_mux_error_not_a_yamux_one() -> None:
+    session = MplexSession()
+    with pytest.raises(MuxError) as caught:
+        session.feed(b"\x0a\x81\x80\x40")  # a 1 MiB + 1 message
+    failure = caught.value.failure(caught.value)
+    assert isinstance(failure, MplexProtocolError) and isinstance(failure, Libp2pConnectionFailed)
+    assert not isinstance(failure, YamuxProtocolError)
+    assert (failure.counter, failure.kind, failure.go_away) == ("mux_error", "mux_error", None)
+    assert session.data_to_send() == b""  # mplex has no GO_AWAY: nothing said
+
+
+def test_a_yamux_error_sends_the_go_away_code_it_carries() -> None:
+    session = YamuxSession()
+    with pytest.raises(MuxError) as caught:
+        session.feed(frame(0, 1, 1, 300 * 1024))  # past the 256 KiB window at the header
+    assert caught.value.failure is YamuxProtocolError
+    assert YamuxProtocolError.go_away == GoAwayCode.PROTOCOL_ERROR == 1
+    assert session.data_to_send().endswith(frame(3, 0, 0, YamuxProtocolError.go_away))
+    session = YamuxSession()
+    with pytest.raises(MuxError) as caught:
+        session.feed(frame(3, 0, 0, 2))  # the peer's GO_AWAY: we say nothing back
+    assert caught.value.failure is PeerWentAway and PeerWentAway.go_away is None
+    assert caught.value.kind == "peer_went_away"
+
+
+def test_every_connection_error_keeps_its_counter_name() -> None:
+    expected = {
+        CodecRefused: ("connection_error", None),
+        UnsupportedPeerKey: ("unsupported_key", None),
+        YamuxProtocolError: ("yamux_protocol_error", GoAwayCode.PROTOCOL_ERROR),
+        YamuxUnreadOverflow: ("yamux_protocol_error", GoAwayCode.INTERNAL_ERROR),
+        MplexProtocolError: ("mux_error", None),
+        MplexUnreadOverflow: ("mux_error", None),
+        PeerWentAway: ("peer_went_away", None),
+        SendBudgetClosed: ("send_budget_closed", GoAwayCode.INTERNAL_ERROR),
+    }
+    for cls, (counter, code) in expected.items():
+        assert (cls.counter, cls.go_away) == (counter, code), cls
+        error = cls(ValueError("why"))
+        assert isinstance(error, P2PError) and str(error) == "why" and error.kind == counter
+
+
+def test_a_plaintext_peer_is_a_codec_refusal() -> None:
+    listener = ListenerConnection(
+        noise_identity(coincurve.PrivateKey()), Libp2pConnectionLimits(), lambda: b""
+    )
+    with pytest.raises(CodecRefused) as caught:
+        listener.receive(HEADER + b"\x0b/plaintext\n" * 5, now=0.0)
+    assert caught.value.counter == "connection_error"
+    assert isinstance(caught.value.error, MultistreamError)
