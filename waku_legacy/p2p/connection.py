@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from waku_legacy.config.keys import default_of
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.p2p.errors import (
     CodecRefused,
@@ -52,7 +53,7 @@ from waku_legacy.p2p.errors import (
     YamuxUnreadOverflow,
 )
 from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC
-from waku_legacy.p2p.limits import MAX_BUFFERED_BYTES
+from waku_legacy.p2p.limits import MAX_BUFFERED_BYTES, HostLimits, ListenerLimits
 from waku_legacy.p2p.mplex import MPLEX_PROTOCOL_ID, MplexSession
 from waku_legacy.p2p.multistream import MultistreamListener
 from waku_legacy.p2p.muxer_events import (
@@ -146,16 +147,17 @@ class _ServedStream:
 class Libp2pConnectionLimits:
     #: largest request body per request-response protocol
     requests: Mapping[str, int] = field(default_factory=dict)
-    max_streams: int = 32  # requests in flight at once
+    #: requests in flight at once
+    max_streams: int = default_of(ListenerLimits, "max_streams_per_connection")
     max_open_streams: int = 1024  # streams the muxer keeps at once (more: reset)
     max_buffered: int = MAX_BUFFERED_BYTES
     #: bytes waiting to leave (for the peer's window, in the socket's buffer) past which a
     #: further answer resets its stream
     max_unsent: int = MAX_BUFFERED_BYTES
-    negotiation_timeout: float = 10.0
-    read_timeout: float = 30.0
+    negotiation_timeout: float = default_of(HostLimits, "negotiation_timeout")
+    read_timeout: float = default_of(ListenerLimits, "read_timeout")
     #: a stream whose bytes wait this long for a window the peer keeps shut is reset
-    write_timeout: float = 30.0
+    write_timeout: float = default_of(ListenerLimits, "write_timeout")
 
 
 class ListenerConnection:

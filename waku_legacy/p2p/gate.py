@@ -21,27 +21,32 @@ import math
 import time
 from dataclasses import dataclass
 
+from waku_legacy.config.keys import default_of
 from waku_legacy.limits import ConnectionCounts, RateLimiter
+from waku_legacy.p2p.limits import HANDSHAKE_BURST_SECONDS, HostLimits, ListenerLimits
 
 __all__ = ["GateLimits", "InboundGate"]
 
 
 @dataclass(frozen=True)
 class GateLimits:
+    """The gate's share of :class:`ListenerLimits` (built from it by the policy; the defaults
+    are the declared ones, never written again here)."""
+
     #: connections admitted and not yet closed (handshaking or open)
-    max_connections: int = 200
-    max_connections_per_address: int = 32
+    max_connections: int = default_of(HostLimits, "max_connections")
+    max_connections_per_address: int = default_of(ListenerLimits, "max_connections_per_address")
     #: connections admitted whose Noise and muxer handshake has not finished
-    max_handshakes: int = 128
-    max_handshakes_per_address: int = 16
+    max_handshakes: int = default_of(ListenerLimits, "max_handshakes")
+    max_handshakes_per_address: int = default_of(ListenerLimits, "max_handshakes_per_address")
     #: the largest share of each budget one address may hold
-    address_share: float = 0.5
-    handshake_timeout: float = 10.0
+    address_share: float = default_of(ListenerLimits, "address_share")
+    handshake_timeout: float = default_of(HostLimits, "handshake_timeout")
     #: connections a second one address may open (0: no limit), and at once
-    address_handshake_rate: float = 20.0
-    address_handshake_burst: float = 40.0
+    address_handshake_rate: float = default_of(ListenerLimits, "address_handshakes_per_second")
+    address_handshake_burst: float = HANDSHAKE_BURST_SECONDS * address_handshake_rate
     #: the share of each budget kept for addresses that hold no connection
-    reserved_share: float = 0.1
+    reserved_share: float = default_of(ListenerLimits, "reserved_share")
 
     def per_address(self, configured: int, budget: int) -> int:
         return max(1, min(configured, math.floor(budget * self.address_share)))

@@ -31,23 +31,13 @@ from waku_legacy.p2p.limits import HostLimits, ListenerLimits
 PACKAGE_FOLDERS = ("waku_legacy", "bridge", "migrate", "mailserver_compat", "proto")
 _ORIGIN = "waku_legacy.config.key.origin"
 
-_LIBP2P_COPIES = (
-    ("address_share", 0.5), ("handshake_timeout", 10.0), ("max_connections", 200),
-    ("max_connections_per_address", 32), ("max_handshakes", 128),
-    ("max_handshakes_per_address", 16), ("reserved_share", 0.1),
-    ("read_timeout", 30.0), ("write_timeout", 30.0),
-)  # fmt: skip
 # (setting name, default) -> why the places that write it are distinct settings (or who
 # merges them); each entry must still occur (a stale one fails)
 DISTINCT: dict[tuple[str, float], str] = {
-    **{
-        (name, value): "the libp2p inbound gate's and the native connection's copies of the "
-        "listener's limits (always built from ListenerLimits); the libp2p stack rework (issue "
-        "36, its other part) makes them one policy object"
-        for name, value in _LIBP2P_COPIES
-    },
     ("handshake_timeout", 5.0): "the v1 server's handshake bound ([v1.limits]) and the v1 "
     "client's own, when it dials a mailserver",
+    ("read_timeout", 30.0): "[libp2p] read_timeout (a request's read on a libp2p stream) and "
+    "the v1 server's wait for an RLPx frame (MailServer's own, no key sets it)",
     **{
         (name, value): "[history] (the bridge's pulls, on aiohttp) and a store-rest "
         "[[source]] (the migration's, on urllib): each application's own client of a store "
