@@ -22,11 +22,12 @@ from libp2p.abc import IHost
 from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
 
-from tests.p2p_pylibp2p.host import HostLimits, build_host, parse_multiaddr
+from tests.p2p_pylibp2p.host import HostLimits, build_host
 from tests.p2p_pylibp2p.streams import FrameStream, frame, read_all
 from waku_legacy.errors import LimitExceeded, WakuLegacyError, innermost_error
 from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
 from waku_legacy.p2p.keys import ephemeral_key_pair
+from waku_legacy.p2p.multiaddrs import parse_multiaddr
 
 __all__ = ["MAX_RESPONSE_BYTES", "P2PClient", "request_once"]
 

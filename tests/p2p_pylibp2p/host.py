@@ -60,21 +60,12 @@ __all__ = [
     "HostLimits",
     "WriteBurst",
     "build_host",
-    "ensure_ports_free",
     "muxer_options",
-    "parse_multiaddr",
     "security_options",
 ]
 
 #: Stream muxers by the name the config and the CLI use.
 MUXERS = ("yamux", "mplex")
-
-
-def parse_multiaddr(text: str, *, what: str = "multiaddr") -> multiaddr.Multiaddr:
-    try:
-        return multiaddr.Multiaddr(text)
-    except Exception as exc:  # multiaddr raises several unrelated types
-        raise ConfigError(f"{what} {text!r} does not parse: {exc}") from None
 
 
 def security_options(pair: KeyPair | NodeKeyPair) -> TSecurityOptions:
@@ -442,29 +433,3 @@ def build_host(
     bound_multistream_reads()
     return host
 
-
-def ensure_ports_free(listen: Sequence[multiaddr.Multiaddr]) -> None:
-    """Refuse a TCP port another socket already listens on.
-
-    py-libp2p binds its TCP listeners with SO_REUSEPORT, so a second process (another
-    bridge, with another key) would share the port silently and the kernel would split the
-    connections between them. A plain bind without SO_REUSEPORT fails while any socket holds
-    the port, so trying one first turns that into an error naming the address. Port 0 is
-    always free."""
-    import socket
-
-    for address in listen:
-        names = {p.name for p in address.protocols()}
-        family = socket.AF_INET6 if "ip6" in names else socket.AF_INET
-        host = address.value_for_protocol("ip6" if "ip6" in names else "ip4")
-        port = int(address.value_for_protocol("tcp"))
-        if port == 0:
-            continue
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host, port))
-            except OSError as exc:
-                raise ConfigError(
-                    f"[libp2p] listen {address}: {exc.strerror or exc} (another process "
-                    "listens there)"
-                ) from None

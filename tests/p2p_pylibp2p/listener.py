@@ -44,7 +44,7 @@ from libp2p.peer.id import ID
 from multiaddr import Multiaddr
 
 from tests.p2p_pylibp2p.guard import guard_inbound
-from tests.p2p_pylibp2p.host import build_host, parse_multiaddr
+from tests.p2p_pylibp2p.host import build_host
 from tests.p2p_pylibp2p.keys import libp2p_key_pair
 from tests.p2p_pylibp2p.streams import frame, read_frame
 from waku_legacy.errors import LimitExceeded, WakuLegacyError
@@ -53,6 +53,7 @@ from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
 from waku_legacy.p2p.keys import KeyPair as NodeKeyPair
 from waku_legacy.p2p.limits import ListenerLimits
 from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES
+from waku_legacy.p2p.multiaddrs import parse_multiaddr
 from waku_legacy.p2p.policy import (
     ListenerPolicy,
     ProtocolHandlers,
