@@ -21,6 +21,7 @@ from tests.waku_legacy.history.test_sources import (
     _row,
 )
 from waku_legacy.community_config import CommunityConfig
+from waku_legacy.history.events import EVENT_TYPES, WakuFacts, event_from_values, event_values
 from waku_legacy.history.index import HistoryIndex
 from waku_legacy.history.sources import decode_row, index_from_store, stored_row
 from waku_legacy.identity.topics import (
@@ -30,7 +31,7 @@ from waku_legacy.identity.topics import (
 )
 from waku_legacy.migrate.archives import channel_archive_rows
 from waku_legacy.migrate.dedup import COPY_SCHEMA, PART_COLUMN, part_file
-from waku_legacy.migrate.readable import ReadableEvents, readable_rows
+from waku_legacy.migrate.readable import ReadableEvents, dump_pair, load_pair, readable_rows
 from waku_legacy.migrate.records import MESSAGE_SCHEMA
 from waku_legacy.migrate.work_files import write_parquet_file
 from waku_legacy.store import open_store
@@ -85,9 +86,7 @@ def test_a_row_decodes_as_the_store_path_decodes_it() -> None:
     rows = _message_rows([(m, f"row-{i}") for i, m in enumerate(messages)])
     got = readable_rows(rows, channel_archive_rows(rows, KEYS), KEYS)
     assert got.column("location").to_pylist() == [f"row-{i}" for i in range(len(messages))]
-    import pickle
-
-    pairs = [pickle.loads(e) for e in got.column("event").to_pylist()]
+    pairs = [load_pair(e) for e in got.column("event").to_pylist()]
     expected = [decode_row(stored_row(m, CHANNEL_KEY), str(COMMUNITY)) for m in messages]
     assert [p[0] for p in pairs] == [e[0] for e in expected]
     assert [p[1] for p in pairs] == [e[1] for e in expected]
@@ -146,9 +145,9 @@ def test_the_tasks_files_fold_as_the_store_read_back(history_dsn: str, tmp_path:
     asked: list[tuple[str, str]] = []
     events = ReadableEvents(readable_dir, duplicates_dir)
 
-    def predecoded(community: str, topic: str) -> Any:
+    def predecoded(community: str, topic: str, windows: Any) -> Any:
         asked.append((community, topic))
-        return events(community, topic)
+        return events(community, topic, windows)
 
     with HistoryIndex.open(history_dsn, create=True) as index:
         counts = index_from_store(history_dsn, [config], index, windows=windows,
@@ -163,3 +162,58 @@ def test_the_tasks_files_fold_as_the_store_read_back(history_dsn: str, tmp_path:
     assert expected["history_messages"] and got == expected
     assert events(str(COMMUNITY), "/waku/1/0x00000000/rfc26") is None  # not in the files
     assert PUBSUB  # (the rows' pubsub topic: part of each message's provenance)
+
+
+def _every_field_set(cls: type, facts: WakuFacts | None) -> Any:
+    """An event of type ``cls`` with each field set to a value of its type, none the
+    default (so a field added later is covered too)."""
+    import dataclasses
+
+    values: dict[str, Any] = {}
+    for number, f in enumerate(dataclasses.fields(cls), start=1):
+        kind = str(f.type)
+        if f.name == "facts":
+            values[f.name] = facts
+        elif kind == "bool":
+            values[f.name] = True
+        elif kind == "int":
+            values[f.name] = 2**62 + number  # beyond 32 bits
+        elif kind == "bytes":
+            values[f.name] = bytes([number]) * 3 + b"\x00\xff"
+        else:
+            assert kind == "str", f"{cls.__name__}.{f.name}: {kind}: give it a value here"
+            values[f.name] = f"{f.name} ✓ \x1f\n{number}"
+    return cls(**values)
+
+
+def test_every_event_type_round_trips_through_the_event_column() -> None:
+    """dump_pair/load_pair (marshal of event_values): every event type, every field set,
+    with and without facts and segment bytes, is read back equal and of the same types;
+    given windows, the event's archive window is the one holding its envelope time, as
+    stored_row sets it (None when none does), and nothing else changes."""
+    import dataclasses
+
+    facts = WakuFacts("0x" + "ab" * 32, CHANNEL_TOPIC, PUBSUB, sm.T0, "0x04" + "cd" * 64,
+                      (sm.T0 - 7, sm.T0 + 7), "store")  # fmt: skip
+    assert len(EVENT_TYPES) == 7
+    for cls in EVENT_TYPES:
+        for given_facts in (facts, None):
+            event = _every_field_set(cls, given_facts)
+            for data in (None, b"segment \x00 bytes"):
+                back, back_data = load_pair(dump_pair((event, data)))
+                assert (back, back_data) == (event, data)
+                assert type(back) is cls
+                for f in dataclasses.fields(cls):
+                    assert type(getattr(back, f.name)) is type(getattr(event, f.name)), f.name
+                assert event_from_values(event_values(event)) == event
+            in_window, _ = load_pair(dump_pair((event, None)), [(sm.T0 - 1, sm.T0 + 1)])
+            outside, _ = load_pair(dump_pair((event, None)), [(sm.T0 + 1, sm.T0 + 9)])
+            if given_facts is None:
+                assert in_window == outside == event
+            else:
+                assert in_window == dataclasses.replace(
+                    event, facts=dataclasses.replace(facts, archive_window=(sm.T0 - 1, sm.T0 + 1))
+                )
+                assert outside == dataclasses.replace(
+                    event, facts=dataclasses.replace(facts, archive_window=None)
+                )

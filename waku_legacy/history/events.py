@@ -8,9 +8,12 @@ lowercase hex (status-go's ``PubkeyToHex``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, fields
+from typing import Any
 
 __all__ = [
+    "EVENT_TYPES",
     "ChatMessageEvent",
     "DeleteEvent",
     "EditEvent",
@@ -20,6 +23,8 @@ __all__ = [
     "ReactionEvent",
     "Undecodable",
     "WakuFacts",
+    "event_from_values",
+    "event_values",
 ]
 
 
@@ -134,3 +139,47 @@ Event = (
     | IdentityEvent
     | Undecodable
 )
+
+
+#: every event type, in the order :func:`event_values` numbers them
+EVENT_TYPES: tuple[type[Event], ...] = (
+    ChatMessageEvent, EditEvent, DeleteEvent, ReactionEvent, PinEvent, IdentityEvent, Undecodable,
+)  # fmt: skip
+_CODES = {cls: code for code, cls in enumerate(EVENT_TYPES)}
+# per type: its fields but ``facts`` read at once, and where ``facts`` goes among them
+_OTHERS = {
+    cls: operator.attrgetter(*(f.name for f in fields(cls) if f.name != "facts"))
+    for cls in EVENT_TYPES
+}
+_FACTS_AT = {cls: [f.name for f in fields(cls)].index("facts") for cls in EVENT_TYPES}
+_FACT_VALUES = operator.attrgetter(*(f.name for f in fields(WakuFacts)))
+_WINDOW_AT = [f.name for f in fields(WakuFacts)].index("archive_window")
+
+
+def event_values(event: Event) -> tuple[Any, ...]:
+    """``event`` as plain values: (its type's number in :data:`EVENT_TYPES`, its facts'
+    fields as a tuple or None, its other fields in order): str, int, bool, bytes, tuples
+    and None only, which ``marshal`` writes and reads back many times faster than ``pickle``
+    writes and reads the dataclasses. :func:`event_from_values` is the inverse."""
+    cls = type(event)
+    facts = event.facts
+    return (_CODES[cls], None if facts is None else _FACT_VALUES(facts), *_OTHERS[cls](event))
+
+
+_KEEP: Any = object()
+
+
+def event_from_values(
+    values: tuple[Any, ...] | list[Any], archive_window: tuple[int, int] | None = _KEEP
+) -> Event:
+    """The event :func:`event_values` made ``values`` of; ``archive_window``, when given, in
+    place of its facts' (an event without facts stays without)."""
+    cls: Any = EVENT_TYPES[values[0]]
+    facts = values[1]
+    if facts is not None:
+        if archive_window is not _KEEP:
+            facts = (*facts[:_WINDOW_AT], archive_window, *facts[_WINDOW_AT + 1 :])
+        facts = WakuFacts(*facts)
+    at = _FACTS_AT[cls] + 2
+    event: Event = cls(*values[2:at], facts, *values[at:])
+    return event

@@ -62,9 +62,13 @@ _NANOS = 1_000_000_000
 # called with (community id, messages read so far) as a store is read
 Progress = Callable[[str, int], None]
 #: one channel's events decoded elsewhere (:func:`decode_row`'s pairs, in the store's
-#: (timestamp, hash) order, no archive window yet), by (community id, content topic); None:
-#: that channel is read from the store
-Predecoded = Callable[[str, str], Iterable[tuple[Event, bytes | None]] | None]
+#: (timestamp, hash) order), by (community id, content topic, the community's archive
+#: windows), each event's archive window the one of them holding it (:func:`window_of`, as
+#: :func:`stored_row` sets it; no windows: left as decoded); None: that channel is read from
+#: the store
+Predecoded = Callable[
+    [str, str, Sequence[tuple[int, int]]], Iterable[tuple[Event, bytes | None]] | None
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,20 +119,6 @@ def decode_row(row: WakuRow | Undecodable, community_id: str) -> tuple[Event, by
     event = decode_application(row.data, row.facts.payload_signer, row.facts, community_id)
     segment = isinstance(event, Undecodable) and event.reason == "segment"
     return event, (row.data if segment else None)
-
-
-def _in_windows(
-    pairs: Iterable[tuple[Event, bytes | None]], windows: Sequence[tuple[int, int]]
-) -> Iterator[tuple[Event, bytes | None]]:
-    """The pairs with each event's archive window set to the one of ``windows`` holding it."""
-    for event, data in pairs:
-        facts = event.facts
-        if facts is not None and windows:
-            window = window_of(windows, facts.whisper_timestamp)
-            if window != facts.archive_window:
-                facts = dataclasses.replace(facts, archive_window=window)
-                event = dataclasses.replace(event, facts=facts)
-        yield event, data
 
 
 def _joined(event: Event, data: bytes | None, joiner: SegmentJoiner, community_id: str) -> Event:
@@ -342,12 +332,11 @@ def index_from_store(
                     symmetric_key_for_chat(chat),
                 )
                 spans = tuple((windows or {}).get(str(community), ()))
-                given_pairs = predecoded(str(community), topic) if predecoded else None
+                given_pairs = predecoded(str(community), topic, spans) if predecoded else None
                 if given_pairs is not None:
                     joiner = _segment_joiner()
                     events: Iterable[Event] = (
-                        _joined(event, data, joiner, str(community))
-                        for event, data in _in_windows(given_pairs, spans)
+                        _joined(event, data, joiner, str(community)) for event, data in given_pairs
                     )
                 elif workers > 1:
                     pages = _stored_pages(store, topic, since_ns)
