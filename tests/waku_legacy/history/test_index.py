@@ -4,10 +4,13 @@ from the events each test builds."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from typing import Any
 
 import pytest
 
+from tests.helpers import fresh_database
 from tests.waku_legacy.history.indexing import (
     ADMIN,
     ALICE,
@@ -273,3 +276,84 @@ def test_a_bulk_load_builds_the_read_indexes_at_the_end(index: HistoryIndex) -> 
     with index.bulk_load():  # not empty now: nothing dropped
         index.add_events(COMMUNITY, [chat(2, BOB, "second", "2024-03-01T11:00:00")])
     assert [h.message.id for h in index.reader().search(COMMUNITY, "second")] == [mid(2)]
+
+
+def _modified_history() -> list[list[Any]]:
+    """Batches of events whose searchable text the modifiers change: an edit before its
+    target and one after, a delete by the author and one after, a message edited then
+    deleted, a delete by someone else (not applied), and a mention."""
+    return [
+        [_edit(101, ALICE, 1, ms("2024-03-01T10:00:10"), "zebra edited early")],
+        [
+            chat(1, ALICE, "aardvark original", "2024-03-01T10:00:00"),
+            chat(2, BOB, "badger kept", "2024-03-01T10:01:00"),
+            chat(3, CAROL, "cobra deleted", "2024-03-01T10:02:00"),
+            chat(4, ALICE, "dingo edited then deleted", "2024-03-01T10:03:00"),
+            chat(5, BOB, "eagle mentions @" + CAROL, "2024-03-01T10:04:00"),
+            _delete(102, CAROL, 3, ms("2024-03-01T10:02:30")),
+            _delete(103, BOB, 1, ms("2024-03-01T10:05:00")),  # not the author: not applied
+        ],
+        [
+            _edit(104, BOB, 2, ms("2024-03-01T10:06:00"), "yak edited late"),
+            _edit(105, ALICE, 4, ms("2024-03-01T10:06:00"), "xerus edit"),
+            _delete(106, ALICE, 4, ms("2024-03-01T10:07:00")),
+        ],
+    ]
+
+
+_WORDS = ("aardvark", "zebra", "badger", "yak", "cobra", "dingo", "xerus", "eagle", "edited")
+
+
+def _searched(index: HistoryIndex) -> dict[str, list[str]]:
+    reader = index.reader()
+    return {w: sorted(h.message.id for h in reader.search(COMMUNITY, w)) for w in _WORDS}
+
+
+def test_a_bulk_load_makes_the_search_index_the_writes_one_by_one_make(
+    history_dsn: str, index: HistoryIndex, request: pytest.FixtureRequest, tmp_path: Any
+) -> None:
+    """In a bulk load into empty tables (SQLite) history_fts is made once at the end, from
+    the rows: every search finds what the same events added outside a bulk load find
+    (edits and deletes folded, before and after their targets), and the FTS5 index holds
+    exactly the text of the messages shown."""
+    for batch in _modified_history():
+        index.add_events(COMMUNITY, batch)
+    expected = _searched(index)
+    assert expected == {
+        "aardvark": [], "zebra": [mid(1)], "badger": [], "yak": [mid(2)], "cobra": [],
+        "dingo": [], "xerus": [], "eagle": [mid(5)], "edited": [mid(1), mid(2)],
+    }  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if history_dsn.startswith("postgresql"):
+            other = stack.enter_context(
+                fresh_database(request.getfixturevalue("postgres_dsn"), "hist_bulk_")
+            )
+        else:
+            other = f"sqlite:///{tmp_path}/bulk.sqlite3"
+        bulk = stack.enter_context(HistoryIndex.open(other, create=True))
+        with bulk.bulk_load():
+            for batch in _modified_history():
+                bulk.add_events(COMMUNITY, batch)
+            if not bulk.db.postgres:  # made at the end: nothing yet
+                assert bulk.db.execute("SELECT count(*) FROM history_fts_docsize") == [(0,)]
+        assert _searched(bulk) == expected
+        if not bulk.db.postgres:
+            docs = bulk.db.execute("SELECT id FROM history_fts_docsize")
+            shown = bulk.db.execute("SELECT rid FROM history_messages WHERE deleted = 0")
+            assert sorted(docs) == sorted(shown) and len(shown) == 3
+            assert bulk.db.execute("SELECT * FROM history_pending") == []
+
+
+def test_a_bulk_load_stopped_short_gets_its_search_index_on_the_next_open(tmp_path: Any) -> None:
+    """A process that dies inside a bulk load leaves history_pending saying history_fts is
+    still to make: the next open makes it from the rows (SQLite's: PostgreSQL's tsv column
+    is written with each row)."""
+    history_dsn = f"sqlite:///{tmp_path}/store.sqlite3"
+    with HistoryIndex.open(history_dsn, create=True) as first:
+        loading = first.bulk_load()
+        loading.__enter__()  # never left: the process "dies" here
+        first.add_events(COMMUNITY, [chat(1, ALICE, "walrus survives", "2024-03-01T10:00:00")])
+        assert first.db.execute("SELECT work FROM history_pending") == [("fts",)]
+    with HistoryIndex.open(history_dsn) as again:
+        assert [h.message.id for h in again.reader().search(COMMUNITY, "walrus")] == [mid(1)]
+        assert again.db.execute("SELECT * FROM history_pending") == []
