@@ -344,6 +344,71 @@ def test_a_bulk_load_makes_the_search_index_the_writes_one_by_one_make(
             assert bulk.db.execute("SELECT * FROM history_pending") == []
 
 
+def _table_rows(index: HistoryIndex) -> dict[str, list[Any]]:
+    tables = ("history_messages", "history_edits", "history_deletes", "history_reactions",
+              "history_pins", "history_authors", "history_channels", "history_days")  # fmt: skip
+    columns = "rid, text, deleted, edited_clock" if index.db.postgres else "*"
+    return {
+        t: sorted(index.db.execute(f"SELECT {columns if t == 'history_messages' else '*'}"
+                                   f" FROM {t}"), key=repr)
+        for t in tables
+    }  # fmt: skip
+
+
+def test_a_bulk_loads_transactions_of_several_batches_fold_as_one_batch_each(
+    history_dsn: str, index: HistoryIndex, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    """In a bulk load into empty SQLite tables a transaction holds BULK_BATCHES batches of
+    BATCH events (each batch's own transaction joins it): the tables are those of the same
+    batches each in its own transaction, and a failure rolls the whole transaction back."""
+    from waku_legacy.history import index as module
+
+    monkeypatch.setattr(module, "BATCH", 2)
+    monkeypatch.setattr(module, "BULK_BATCHES", 3)
+    events = [e for batch in _modified_history() for e in batch]
+    index.add_events(COMMUNITY, events)
+    expected = _table_rows(index)
+    with contextlib.ExitStack() as stack:
+        if history_dsn.startswith("postgresql"):
+            other = stack.enter_context(
+                fresh_database(request.getfixturevalue("postgres_dsn"), "hist_bulk_")
+            )
+        else:
+            other = f"sqlite:///{tmp_path}/bulk.sqlite3"
+        bulk = stack.enter_context(HistoryIndex.open(other, create=True))
+        commits: list[str] = []
+        real = bulk.db.conn
+
+        class Counting:  # counts the commits (SQLite: COMMIT statements)
+            def execute(self, sql: str, *args: Any) -> Any:
+                if sql == "COMMIT":
+                    commits.append(sql)
+                return real.execute(sql, *args)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+        if not bulk.db.postgres:
+            bulk.db.conn = Counting()
+        with bulk.bulk_load():
+            bulk.add_events(COMMUNITY, events)
+        assert _table_rows(bulk) == expected
+        if not bulk.db.postgres:  # 11 events: 6 batches, 2 transactions (+ the load's
+            assert len(events) == 11 and len(commits) == 2 + 2  # start and end)
+            bulk.db.conn = real
+
+            def failing() -> Any:  # a batch, then the source fails inside the next
+                yield from events[:3]
+                raise RuntimeError("the source failed")
+
+            with HistoryIndex.open(f"sqlite:///{tmp_path}/failed.sqlite3", create=True) as failed:
+                with pytest.raises(RuntimeError), failed.bulk_load():
+                    failed.add_events(COMMUNITY, failing())
+                assert failed.db.execute("SELECT count(*) FROM history_edits") == [(0,)]
+                assert failed.db.execute("SELECT count(*) FROM history_messages") == [(0,)]
+
+
 def test_a_bulk_load_stopped_short_gets_its_search_index_on_the_next_open(tmp_path: Any) -> None:
     """A process that dies inside a bulk load leaves history_pending saying history_fts is
     still to make: the next open makes it from the rows (SQLite's: PostgreSQL's tsv column
