@@ -136,13 +136,13 @@ def honest_series(
     latencies (s) and failures.
     ``client``: ``raw`` (tests/p2p_attacks.py's dialler, a few ms a query: its latency is
     the server's) or ``native`` (the project's own client, NativeClient)."""
-    from waku_legacy.p2p.native_client import NativeClient
     from waku_legacy.p2p.store_client import (
         STORE_V3_CODEC,
         StoreQueryArgs,
         build_request,
         decode_response,
     )
+    from waku_legacy.p2p.transport.native_client import NativeClient
 
     latencies: list[float] = []
     failures = 0

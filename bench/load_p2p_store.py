@@ -252,13 +252,13 @@ def p2p_load(address: str, args: argparse.Namespace, topics: list[str]) -> tuple
 
 
 class _NativeClient(asyncio.Protocol):
-    """One connection of the project's own dialler (waku_legacy.p2p.dialler), a light load
+    """One connection of the project's own dialler (waku_legacy.p2p.codec.dialler), a light load
     generator: what py-libp2p's client costs per request is not the server's."""
 
     def __init__(self, muxer: str) -> None:
         from waku_legacy.crypto.secp256k1 import generate_private_key
-        from waku_legacy.p2p.dialler import DiallerConnection
-        from waku_legacy.p2p.native import noise_identity
+        from waku_legacy.p2p.codec.dialler import DiallerConnection
+        from waku_legacy.p2p.transport.native import noise_identity
 
         self.conn = DiallerConnection(noise_identity(generate_private_key()), muxer)
         self.transport: asyncio.Transport | None = None
@@ -379,7 +379,7 @@ def parse_args() -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument(
         "--client", choices=("py-libp2p", "native"), default="native",
-        help="the libp2p load generator: the project's own dialler (waku_legacy.p2p.dialler "
+        help="the libp2p load generator: the project's own dialler (waku_legacy.p2p.codec.dialler "
         "on asyncio, about REST's client cost) or py-libp2p nodes (the tests' peer, "
         "tests/p2p_pylibp2p; needs the test extra)",
     )  # fmt: skip

@@ -7,7 +7,7 @@ store v3 (``/vac/waku/store-query/3.0.0``) and the legacy store
 store connections (:class:`~waku_legacy.bridge.store_threads.ThreadLocalStore`) and the
 same query code as the REST API, plus metadata, identify and ping. The listener is the
 project's own libp2p stack on the bridge's asyncio loop
-(:class:`~waku_legacy.p2p.native.NativeListener`, holding a
+(:class:`~waku_legacy.p2p.transport.native.NativeListener`, holding a
 :class:`~waku_legacy.p2p.policy.ListenerPolicy`); its handlers run on ``[libp2p] workers``
 threads. The primary process runs it, and each REST worker process on the primary's
 TCP ports (:mod:`waku_legacy.bridge.workers`).
@@ -34,7 +34,7 @@ from waku_legacy.p2p.multiaddrs import ensure_ports_free, parse_multiaddr
 from waku_legacy.p2p.policy import Answered, Continues, Refusal, RequestHandler, RequestOrigin
 
 if TYPE_CHECKING:
-    from waku_legacy.p2p.native import NativeListener
+    from waku_legacy.p2p.transport.native import NativeListener
     from waku_legacy.store.legacy_query import LegacyCursorCache
     from waku_legacy.store.protocol.handlers import StoreAnswer
 
@@ -136,7 +136,7 @@ async def start_p2p_listener(
     """Load (or create) the key, start listening, log the multiaddrs. ``exclusive``: first
     refuse ports another process listens on (the listener would share them through
     SO_REUSEPORT; the REST worker processes share the primary's on purpose)."""
-    from waku_legacy.p2p.native import NativeListener
+    from waku_legacy.p2p.transport.native import NativeListener
 
     if exclusive:
         ensure_ports_free([parse_multiaddr(a) for a in config.listen])

@@ -88,7 +88,7 @@ if TYPE_CHECKING:
     from waku_legacy.bridge.leader import LeaderLock
     from waku_legacy.bridge.workers import WorkerPool
     from waku_legacy.mailserver_compat.server.asyncio_server import MailServer
-    from waku_legacy.p2p.native import NativeListener
+    from waku_legacy.p2p.transport.native import NativeListener
 
 __all__ = ["BridgeService"]
 

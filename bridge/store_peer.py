@@ -1,6 +1,6 @@
 """``peerAddr`` on ``GET /store/v3/messages``: ask that peer, as nwaku does
 (waku/waku_api/rest/store/handlers.nim, ``performStoreQuery``), with the project's own
-libp2p client (:mod:`waku_legacy.p2p.native_client`, on the codecs the listener uses) and
+libp2p client (:mod:`waku_legacy.p2p.transport.native_client`, on the codecs the listener uses) and
 store v3 codec (:mod:`waku_legacy.p2p.store_client`).
 
 nwaku's answers, kept here (the Waku team's store interop suite checks them):
@@ -107,13 +107,13 @@ async def query_remote(peer: RemotePeer, query: StoreQuery, request_id: str) -> 
     """The peer's answer to ``query`` as nwaku's REST JSON (raises :class:`RestError` with
     nwaku's status and text when there is none)."""
     from waku_legacy.p2p.errors import P2PError, P2PTimeout
-    from waku_legacy.p2p.native_client import native_request_once
     from waku_legacy.p2p.store_client import (
         STORE_V3_CODEC,
         StoreQueryArgs,
         build_request,
         decode_response,
     )
+    from waku_legacy.p2p.transport.native_client import native_request_once
 
     args = StoreQueryArgs(
         pubsub_topic=query.pubsub_topic, content_topics=tuple(query.content_topics),

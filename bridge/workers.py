@@ -76,7 +76,7 @@ from waku_legacy.errors import WakuLegacyError
 if TYPE_CHECKING:
     from waku_legacy.bridge.config import BridgeConfig
     from waku_legacy.bridge.store_threads import StoreAccess
-    from waku_legacy.p2p.native import NativeListener
+    from waku_legacy.p2p.transport.native import NativeListener
 
 __all__ = ["WorkerPool", "bind_listener", "forwarding_handler", "main", "metrics_site"]
 

@@ -107,6 +107,6 @@ def database_of(dsn: str) -> str:
 def listener_class() -> type:
     """The libp2p listener's server side: the project's own. (py-libp2p's server left the
     product on 2026-11-29, issue 36; it stays a test peer, tests/p2p_pylibp2p.)"""
-    from waku_legacy.p2p.native import NativeListener
+    from waku_legacy.p2p.transport.native import NativeListener
 
     return NativeListener

@@ -13,7 +13,7 @@ from waku_legacy.bridge.lifecycle import READY, Component
 from waku_legacy.errors import WakuLegacyError
 
 if TYPE_CHECKING:  # imported when opened: the libp2p stack loads only when used
-    from waku_legacy.p2p.native import NativeListener
+    from waku_legacy.p2p.transport.native import NativeListener
 
 __all__ = ["Libp2pComponent"]
 

@@ -1,7 +1,7 @@
 """Bounds py-libp2p lacks, added around it (trio side): inbound connection admission before
 any handshake, capped multistream-select messages, and yamux receive windows enforced.
 
-* :class:`~waku_legacy.p2p.gate.InboundGate` (sans-IO, its own module) admits connections;
+* :class:`~waku_legacy.p2p.codec.gate.InboundGate` (sans-IO, its own module) admits connections;
   :func:`guard_inbound` puts it in front of py-libp2p's swarm: a connection over a limit is
   closed at once, before a byte is read (no crypto work); a handshake that does not finish
   within ``handshake_timeout`` is dropped. A ``/ws`` connection, and any connection to a
@@ -46,8 +46,8 @@ from multiaddr import Multiaddr
 from trio_websocket._impl import CONN_TIMEOUT, MAX_MESSAGE_SIZE, MESSAGE_QUEUE_SIZE, RECEIVE_BYTES
 
 from waku_legacy.limits import address_key
-from waku_legacy.p2p.gate import GateLimits, InboundGate
-from waku_legacy.p2p.multistream import MULTISTREAM_MAX_MESSAGE_BYTES
+from waku_legacy.p2p.codec.gate import GateLimits, InboundGate
+from waku_legacy.p2p.codec.multistream import MULTISTREAM_MAX_MESSAGE_BYTES
 
 __all__ = [
     "MULTISTREAM_MAX_MESSAGE_BYTES",

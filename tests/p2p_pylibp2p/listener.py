@@ -1,6 +1,7 @@
 """py-libp2p's listener, kept in the tests as an independent libp2p server (the bridge's own
-is :class:`waku_legacy.p2p.native.NativeListener`): the same :class:`~waku_legacy.p2p.policy.
-ListenerPolicy` (protocols, limits, rates, counters) on py-libp2p in a trio thread.
+is :class:`waku_legacy.p2p.transport.native.NativeListener`): the same
+:class:`~waku_legacy.p2p.policy.ListenerPolicy` (protocols, limits, rates, counters) on
+py-libp2p in a trio thread.
 
 py-libp2p runs on trio and the bridge on asyncio (aiohttp). The listener therefore owns a
 thread that runs ``trio.run``: :meth:`P2PListener.start` (asyncio) starts it and returns once
@@ -49,10 +50,10 @@ from tests.p2p_pylibp2p.keys import libp2p_key_pair
 from tests.p2p_pylibp2p.streams import frame, read_frame
 from waku_legacy.errors import LimitExceeded, WakuLegacyError
 from waku_legacy.limits import address_key
+from waku_legacy.p2p.codec.metadata import METADATA_CODEC, METADATA_MAX_BYTES
 from waku_legacy.p2p.errors import P2PError, P2PRefused, P2PTimeout
 from waku_legacy.p2p.keys import KeyPair as NodeKeyPair
 from waku_legacy.p2p.limits import ListenerLimits
-from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES
 from waku_legacy.p2p.multiaddrs import parse_multiaddr
 from waku_legacy.p2p.policy import (
     ListenerPolicy,

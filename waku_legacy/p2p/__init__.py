@@ -4,35 +4,27 @@ transport holds). No libp2p library is a runtime dependency: py-libp2p left on 2
 (issue 36) and stays only as an independent test peer (``tests/p2p_pylibp2p``), beside
 js-libp2p and @waku/sdk.
 
-The codecs, sans-IO (bytes in, events and bytes out; no socket, no clock of their own; none
-imports trio, libp2p or asyncio):
+The tree, imports going one way (``transport/`` -> ``policy.py`` -> ``codec/`` ->
+``limits.py``, ``errors.py``):
 
-- ``multistream.py``: multistream-select 1.0.0, the listener's and the dialler's side;
-- ``noise.py``: Noise XX on ``cryptography`` and libp2p's signed handshake payload;
-- ``peer_key.py``: libp2p public keys (secp256k1, Ed25519, ECDSA, RSA in libp2p's bounds)
-  and peer ids;
-- ``yamux.py`` and ``mplex.py``: the two stream muxers (windows, the send side's queues),
-  ``muxer_events.py``: what both report;
-- ``websocket.py``: libp2p over ``/ws`` on wsproto, both sides;
-- ``identify.py`` and ``metadata.py``: identify/ping and 66/WAKU2-METADATA messages;
-- ``connection.py``: one inbound connection (handshake, streams, send budget, deadlines);
-  ``dialler.py``: one outbound request-response connection;
-- ``gate.py``: the inbound gate (connection and handshake slots per address).
-
-The policy, apart from any transport: ``policy.py`` (:class:`~waku_legacy.p2p.policy.
-ListenerPolicy`: the protocols served and their handlers, request rates, free next pages,
-counters, throttled logging of refusals), ``limits.py`` (the listener's bounds, each the
-``[libp2p]`` key of its name), ``errors.py`` (the typed errors, each refusal with its
-counter name and GO_AWAY code).
-
-The transports, on asyncio:
-
-- ``native.py``: the listener's server side (:class:`~waku_legacy.p2p.native.NativeListener`,
-  holding a ``ListenerPolicy``), ``worker_pool.py``: the threads its handlers run on;
-- ``native_client.py``: the client ``store query --peer`` and the REST API's ``peerAddr``
-  use; ``store_client.py``: store v3 requests and pages for it; ``cli.py``: ``store query``.
-
-Identity and addresses: ``keys.py`` (the node key file and its peer id, on coincurve),
-``multiaddrs.py`` (parsing listen addresses, the free-port check), ``enr.py``
-(31/WAKU2-ENR).
+- ``codec/``: the codecs, sans-IO (bytes in, events and bytes out; none imports trio,
+  libp2p or asyncio): multistream-select, Noise XX, peer keys, yamux and mplex, WebSocket,
+  identify and metadata, one inbound and one outbound connection, the inbound gate (its
+  ``__init__.py`` names each module);
+- the policy, apart from any transport (no trio, libp2p or asyncio either): ``policy.py``
+  (:class:`~waku_legacy.p2p.policy.ListenerPolicy`: the protocols served and their
+  handlers, request rates, free next pages, counters, throttled logging of refusals),
+  ``limits.py`` (the listener's bounds, each the ``[libp2p]`` key of its name; the codecs
+  take theirs from it too), ``errors.py`` (the typed errors, each refusal with its counter
+  name and GO_AWAY code; the codecs raise them);
+- ``transport/``: the transports, on asyncio: the listener's server side
+  (:class:`~waku_legacy.p2p.transport.native.NativeListener`, holding a
+  ``ListenerPolicy``), the threads its handlers run on, and the client that
+  ``store query --peer`` and the REST API's ``peerAddr`` use;
+- the store protocol over any client: ``store_client.py`` (store v3 requests and pages,
+  on a client that has a ``request`` method; no transport of its own), ``cli.py``
+  (``store query``: the transport's client with it);
+- identity and addresses: ``keys.py`` (the node key file and its peer id, on coincurve),
+  ``multiaddrs.py`` (parsing listen addresses, the free-port check), ``enr.py``
+  (31/WAKU2-ENR).
 """

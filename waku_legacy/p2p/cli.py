@@ -69,8 +69,8 @@ def _query_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from waku_legacy.console import print_json
-    from waku_legacy.p2p.native_client import NativeClient
     from waku_legacy.p2p.store_client import StoreQueryArgs, query_pages
+    from waku_legacy.p2p.transport.native_client import NativeClient
 
     if args.page_size is not None and args.page_size < 1:
         raise CommandLineValueError("--page-size", "must be at least 1")

@@ -6,7 +6,7 @@ The file holds the 32-byte private key as 64 hex digits (the same format as the 
 refused with a :class:`~waku_legacy.errors.ConfigError` naming it (never replaced). The peer
 id is the libp2p one of the secp256k1 public key (``16Uiu2…``), as nwaku derives it: the
 identity multihash of the ``PublicKey`` protobuf (type 2, the 33-byte compressed point),
-base58btc (:func:`waku_legacy.p2p.peer_key.peer_id`). No libp2p library is involved.
+base58btc (:func:`waku_legacy.p2p.codec.peer_key.peer_id`). No libp2p library is involved.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import coincurve
 
 from waku_legacy.crypto.key_file import load_node_key, load_or_create_node_key
 from waku_legacy.crypto.secp256k1 import generate_private_key
-from waku_legacy.p2p.peer_key import encode_public_key, peer_id
+from waku_legacy.p2p.codec.peer_key import encode_public_key, peer_id
 
 __all__ = ["KeyPair", "ephemeral_key_pair", "key_pair_of", "load_key_pair", "peer_id_of"]
 

@@ -1,7 +1,7 @@
 """The libp2p listener's policy, apart from any transport: which protocols it answers and
 how, its limits, request rates, counters and logging (:class:`ListenerPolicy`).
 
-A transport (:class:`~waku_legacy.p2p.native.NativeListener`; the tests' py-libp2p peer)
+A transport (:class:`~waku_legacy.p2p.transport.native.NativeListener`; the tests' py-libp2p peer)
 *holds* one and calls it for each decision: admit a connection (:attr:`ListenerPolicy.gate`),
 admit a request (:meth:`~ListenerPolicy.admit_request`: the continuation of an answered
 page is free, else the per-peer and per-address rates), answer metadata, note a refusal or
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from waku_legacy.limits import Continuations, LogThrottle, RateLimiter, allow_all
+from waku_legacy.p2p.codec.gate import GateLimits, InboundGate
+from waku_legacy.p2p.codec.metadata import Metadata, decode_metadata, encode_metadata
 from waku_legacy.p2p.errors import P2PRefused
-from waku_legacy.p2p.gate import GateLimits, InboundGate
 from waku_legacy.p2p.limits import ListenerLimits
-from waku_legacy.p2p.metadata import Metadata, decode_metadata, encode_metadata
 
 __all__ = [
     "Answered", "Continues", "Counters", "ListenerPolicy", "ProtocolHandlers", "Refusal",

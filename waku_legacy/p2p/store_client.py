@@ -30,7 +30,7 @@ STORE_V3_CODEC = "/vac/waku/store-query/3.0.0"
 
 class RequestClient(Protocol):
     """A connection that sends one request on a new stream and returns the response
-    (:class:`~waku_legacy.p2p.native_client.NativeClient`; py-libp2p's in the tests)."""
+    (:class:`~waku_legacy.p2p.transport.native_client.NativeClient`; py-libp2p's in the tests)."""
 
     async def request(self, protocol: str, body: bytes) -> bytes: ...
 

@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from waku_legacy.errors import LimitExceeded
-from waku_legacy.p2p.connection import (
+from waku_legacy.p2p.codec.connection import (
     Libp2pConnectionFailed,
     Libp2pConnectionLimits,
     ListenerConnection,
@@ -20,7 +20,23 @@ from waku_legacy.p2p.connection import (
     Secured,
     StreamFailed,
 )
-from waku_legacy.p2p.dialler import DiallerConnection
+from waku_legacy.p2p.codec.dialler import DiallerConnection
+from waku_legacy.p2p.codec.mplex import MplexSession
+from waku_legacy.p2p.codec.multistream import (
+    MultistreamDialler,
+    MultistreamError,
+    MultistreamListener,
+)
+from waku_legacy.p2p.codec.muxer_events import (
+    MuxError,
+    StreamData,
+    StreamEnded,
+    StreamOpened,
+    StreamReset,
+)
+from waku_legacy.p2p.codec.noise import NoiseHandshake, XXHandshake
+from waku_legacy.p2p.codec.peer_key import decode_public_key, encode_public_key, peer_id
+from waku_legacy.p2p.codec.yamux import YamuxSession
 from waku_legacy.p2p.errors import (
     CodecRefused,
     GoAwayCode,
@@ -33,19 +49,7 @@ from waku_legacy.p2p.errors import (
     YamuxProtocolError,
     YamuxUnreadOverflow,
 )
-from waku_legacy.p2p.mplex import MplexSession
-from waku_legacy.p2p.multistream import MultistreamDialler, MultistreamError, MultistreamListener
-from waku_legacy.p2p.muxer_events import (
-    MuxError,
-    StreamData,
-    StreamEnded,
-    StreamOpened,
-    StreamReset,
-)
-from waku_legacy.p2p.native import noise_identity
-from waku_legacy.p2p.noise import NoiseHandshake, XXHandshake
-from waku_legacy.p2p.peer_key import decode_public_key, encode_public_key, peer_id
-from waku_legacy.p2p.yamux import YamuxSession
+from waku_legacy.p2p.transport.native import noise_identity
 
 # -- multistream-select ------------------------------------------------------------------------
 

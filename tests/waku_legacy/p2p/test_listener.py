@@ -27,16 +27,16 @@ from tests.p2p_pylibp2p.client import P2PClient, request_once
 from tests.p2p_pylibp2p.host import HostLimits, muxer_options, security_options
 from tests.p2p_pylibp2p.streams import encode_varint, read_frame
 from waku_legacy.errors import ConfigError, DecodeError, LimitExceeded
-from waku_legacy.p2p.errors import P2PError
-from waku_legacy.p2p.keys import ephemeral_key_pair, load_key_pair, peer_id_of
-from waku_legacy.p2p.limits import ListenerLimits
-from waku_legacy.p2p.metadata import (
+from waku_legacy.p2p.codec.metadata import (
     METADATA_CODEC,
     Metadata,
     decode_metadata,
     encode_metadata,
 )
-from waku_legacy.p2p.native import NativeListener
+from waku_legacy.p2p.errors import P2PError
+from waku_legacy.p2p.keys import ephemeral_key_pair, load_key_pair, peer_id_of
+from waku_legacy.p2p.limits import ListenerLimits
+from waku_legacy.p2p.transport.native import NativeListener
 
 pytestmark = pytest.mark.network
 

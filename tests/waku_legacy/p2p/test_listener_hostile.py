@@ -43,7 +43,7 @@ from tests.p2p_pylibp2p.guard import MULTISTREAM_MAX_MESSAGE_BYTES
 from tests.p2p_pylibp2p.streams import frame
 from waku_legacy.p2p.keys import ephemeral_key_pair
 from waku_legacy.p2p.limits import HostLimits, ListenerLimits
-from waku_legacy.p2p.native import NativeListener
+from waku_legacy.p2p.transport.native import NativeListener
 
 pytestmark = pytest.mark.network
 

@@ -43,7 +43,7 @@ from tests.waku_legacy.p2p.test_listener_hostile import ECHO, MB, address_of, ho
 from waku_legacy.bridge.logs import fields
 from waku_legacy.p2p.keys import ephemeral_key_pair
 from waku_legacy.p2p.limits import HostLimits, ListenerLimits
-from waku_legacy.p2p.native import NativeListener
+from waku_legacy.p2p.transport.native import NativeListener
 
 pytestmark = pytest.mark.network
 
@@ -377,7 +377,7 @@ def test_handshakes_per_address_are_rate_limited_and_new_addresses_keep_a_share(
     """The gate, sans-IO: one address opening connections faster than its rate is refused
     (the rest of its budget intact), and once addresses holding connections fill all but
     the reserved share, only addresses holding none get the rest."""
-    from waku_legacy.p2p.gate import GateLimits, InboundGate
+    from waku_legacy.p2p.codec.gate import GateLimits, InboundGate
 
     gate = InboundGate(
         GateLimits(

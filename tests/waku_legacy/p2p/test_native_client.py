@@ -1,4 +1,4 @@
-"""The project's own libp2p client (:mod:`waku_legacy.p2p.native_client`) over real
+"""The project's own libp2p client (:mod:`waku_legacy.p2p.transport.native_client`) over real
 sockets against servers it does not share code with: py-libp2p's (an independent
 implementation, trio) and, for completeness, our native listener; TCP and ``/ws``, yamux
 and mplex (py-libp2p's WebSocket transport listens too); and js-libp2p's server (the stack
@@ -16,8 +16,12 @@ from waku_legacy.errors import LimitExceeded
 from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
 from waku_legacy.p2p.keys import ephemeral_key_pair
 from waku_legacy.p2p.limits import ListenerLimits
-from waku_legacy.p2p.native import NativeListener
-from waku_legacy.p2p.native_client import MAX_RESPONSE_BYTES, NativeClient, native_request_once
+from waku_legacy.p2p.transport.native import NativeListener
+from waku_legacy.p2p.transport.native_client import (
+    MAX_RESPONSE_BYTES,
+    NativeClient,
+    native_request_once,
+)
 
 pytestmark = pytest.mark.network
 

@@ -5,7 +5,7 @@
 :mod:`.legacy` decode requests and encode responses as nwaku does; :mod:`.handlers` answers
 one request body from a v2 store with the query semantics the REST API shares
 (:mod:`waku_legacy.store.query`, :mod:`waku_legacy.store.legacy_query`). The libp2p
-listener (streams, transports, limits) is :mod:`waku_legacy.p2p.native` (its policy:
+listener (streams, transports, limits) is :mod:`waku_legacy.p2p.transport.native` (its policy:
 :mod:`waku_legacy.p2p.policy`), which calls these.
 """
 

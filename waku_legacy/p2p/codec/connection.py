@@ -42,6 +42,24 @@ from enum import Enum
 
 from waku_legacy.config.keys import default_of
 from waku_legacy.errors import DecodeError, LimitExceeded
+from waku_legacy.p2p.codec.identify import IDENTIFY_CODEC, PING_CODEC
+from waku_legacy.p2p.codec.mplex import MPLEX_PROTOCOL_ID, MplexSession
+from waku_legacy.p2p.codec.multistream import MultistreamListener
+from waku_legacy.p2p.codec.muxer_events import (
+    MuxError,
+    StreamData,
+    StreamEnded,
+    StreamOpened,
+    StreamReset,
+)
+from waku_legacy.p2p.codec.noise import (
+    NOISE_PROTOCOL_ID,
+    NoiseHandshake,
+    NoiseIdentity,
+    NoiseReader,
+)
+from waku_legacy.p2p.codec.peer_key import PeerKey, UnsupportedKey
+from waku_legacy.p2p.codec.yamux import YAMUX_PROTOCOL_ID, YamuxSession
 from waku_legacy.p2p.errors import (
     CodecRefused,
     GoAwayCode,
@@ -52,20 +70,7 @@ from waku_legacy.p2p.errors import (
     UnsupportedPeerKey,
     YamuxUnreadOverflow,
 )
-from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC
 from waku_legacy.p2p.limits import MAX_BUFFERED_BYTES, HostLimits, ListenerLimits
-from waku_legacy.p2p.mplex import MPLEX_PROTOCOL_ID, MplexSession
-from waku_legacy.p2p.multistream import MultistreamListener
-from waku_legacy.p2p.muxer_events import (
-    MuxError,
-    StreamData,
-    StreamEnded,
-    StreamOpened,
-    StreamReset,
-)
-from waku_legacy.p2p.noise import NOISE_PROTOCOL_ID, NoiseHandshake, NoiseIdentity, NoiseReader
-from waku_legacy.p2p.peer_key import PeerKey, UnsupportedKey
-from waku_legacy.p2p.yamux import YAMUX_PROTOCOL_ID, YamuxSession
 from waku_legacy.store.protocol.framing import FrameReader, FrameTooLarge, encode_frame
 
 __all__ = [
@@ -171,7 +176,7 @@ class ListenerConnection:
         paced: bool = False,
     ) -> None:
         """``paced``: mplex sends only what :meth:`socket_room` says the socket takes and
-        keeps the rest (see :mod:`~waku_legacy.p2p.mplex`); without it, everything at once."""
+        keeps the rest (see :mod:`~waku_legacy.p2p.codec.mplex`); without it, everything at once."""
         self.limits = limits
         self._paced = paced
         self._identity = identity

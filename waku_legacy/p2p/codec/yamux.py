@@ -17,7 +17,7 @@ worth, in all, to streams the peer itself closed); a stream opened while ``max_s
 open is reset at once (as go-yamux does); a header with another version or type ends the
 session too. What waits for the peer's window is counted (:attr:`~YamuxSession.queued`, and
 per stream) and what left in DATA too (:meth:`~YamuxSession.waiting`), so the connection can
-bound the one and put a deadline on the other (:mod:`~waku_legacy.p2p.connection`)."""
+bound the one and put a deadline on the other (:mod:`~waku_legacy.p2p.codec.connection`)."""
 
 from __future__ import annotations
 
@@ -25,13 +25,7 @@ import struct
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum, IntFlag
 
-from waku_legacy.p2p.errors import (
-    GoAwayCode,
-    Libp2pConnectionFailed,
-    PeerWentAway,
-    YamuxProtocolError,
-)
-from waku_legacy.p2p.muxer_events import (
+from waku_legacy.p2p.codec.muxer_events import (
     MuxError,
     MuxEvent,
     ReceiveSide,
@@ -41,6 +35,12 @@ from waku_legacy.p2p.muxer_events import (
     StreamOpened,
     StreamReset,
     drain,
+)
+from waku_legacy.p2p.errors import (
+    GoAwayCode,
+    Libp2pConnectionFailed,
+    PeerWentAway,
+    YamuxProtocolError,
 )
 
 __all__ = ["INITIAL_WINDOW", "YAMUX_PROTOCOL_ID", "Flag", "FrameType", "GoAwayCode", "YamuxSession"]

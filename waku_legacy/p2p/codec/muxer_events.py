@@ -1,5 +1,6 @@
-"""What a stream muxer session (:mod:`~waku_legacy.p2p.yamux`, :mod:`~waku_legacy.p2p.mplex`)
-reports of the bytes it is fed, and the error that ends a session (sans-IO)."""
+"""What a stream muxer session (:mod:`~waku_legacy.p2p.codec.yamux`,
+:mod:`~waku_legacy.p2p.codec.mplex`) reports of the bytes it is fed, and the error that ends
+a session (sans-IO)."""
 
 from __future__ import annotations
 

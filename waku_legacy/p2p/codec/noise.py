@@ -11,7 +11,7 @@ A transport message holds at most 65,535 bytes, 16 of them the tag.
 
 :class:`NoiseHandshake` is one side's handshake: :meth:`~NoiseHandshake.feed` takes
 received bytes and returns bytes to send; once :attr:`~NoiseHandshake.done`, it holds the
-remote's :class:`~waku_legacy.p2p.peer_key.PeerKey` and the two
+remote's :class:`~waku_legacy.p2p.codec.peer_key.PeerKey` and the two
 :class:`NoiseCipher` s."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.p2p.peer_key import PeerKey, decode_public_key, encode_public_key
+from waku_legacy.p2p.codec.peer_key import PeerKey, decode_public_key, encode_public_key
 from waku_legacy.proto.wire import iter_fields, len_field
 
 __all__ = [

@@ -15,15 +15,14 @@ more than the room it is given (:meth:`MplexSession.allow`, what the socket take
 the streams in turn, and the rest waits per stream, counted as yamux's wait for a window
 (:attr:`~MplexSession.queued`, :meth:`~MplexSession.waiting`): the connection bounds it
 and resets a stream whose bytes make no progress for ``write_timeout``
-(:mod:`~waku_legacy.p2p.connection`). Unpaced (the dialler's), every write is sent at
+(:mod:`~waku_legacy.p2p.codec.connection`). Unpaced (the dialler's), every write is sent at
 once."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from waku_legacy.p2p.errors import MplexProtocolError
-from waku_legacy.p2p.muxer_events import (
+from waku_legacy.p2p.codec.muxer_events import (
     MuxError,
     MuxEvent,
     ReceiveSide,
@@ -34,6 +33,7 @@ from waku_legacy.p2p.muxer_events import (
     StreamReset,
     drain,
 )
+from waku_legacy.p2p.errors import MplexProtocolError
 from waku_legacy.proto.wire import encode_varint
 
 __all__ = ["MAX_MESSAGE_BYTES", "MPLEX_PROTOCOL_ID", "MplexSession"]

@@ -1,5 +1,5 @@
 """The project's libp2p client: its own sans-IO dialler
-(:class:`~waku_legacy.p2p.dialler.DiallerConnection`: multistream-select, Noise XX,
+(:class:`~waku_legacy.p2p.codec.dialler.DiallerConnection`: multistream-select, Noise XX,
 yamux or mplex, on the codecs the listener uses) behind one :class:`asyncio.Protocol`, over
 TCP or ``/ws``. ``store query --peer`` and the REST API's ``peerAddr`` ask other nodes with
 it.
@@ -24,11 +24,11 @@ import coincurve
 from multiaddr import Multiaddr
 
 from waku_legacy.errors import DecodeError, LimitExceeded
-from waku_legacy.p2p.dialler import Answer, DiallerConnection
+from waku_legacy.p2p.codec.dialler import Answer, DiallerConnection
+from waku_legacy.p2p.codec.multistream import MultistreamError
+from waku_legacy.p2p.codec.noise import secp256k1_identity
+from waku_legacy.p2p.codec.websocket import WebSocketClient
 from waku_legacy.p2p.errors import P2PError, P2PStreamError, P2PTimeout
-from waku_legacy.p2p.multistream import MultistreamError
-from waku_legacy.p2p.noise import secp256k1_identity
-from waku_legacy.p2p.websocket import WebSocketClient
 
 __all__ = ["MAX_RESPONSE_BYTES", "NativeClient", "native_request_once"]
 

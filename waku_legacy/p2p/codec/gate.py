@@ -12,7 +12,7 @@ listener's loop's (about 0.6 ms with a secp256k1 key), so one address cannot hol
 What the global caps protect: file descriptors, the memory each connection may hold
 (``max_buffered_bytes`` received and as much unsent) and the loop's handshake CPU.
 
-The transport (:mod:`~waku_legacy.p2p.native`; the tests' py-libp2p peer too)
+The transport (:mod:`~waku_legacy.p2p.transport.native`; the tests' py-libp2p peer too)
 asks :meth:`InboundGate.admit` at accept and reports the handshake's end and the close."""
 
 from __future__ import annotations

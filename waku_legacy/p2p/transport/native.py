@@ -1,7 +1,7 @@
 """The libp2p listener's server side of our own, on an asyncio loop (the bridge's).
 
 :class:`NativeListener` serves each connection with the sans-IO
-:class:`~waku_legacy.p2p.connection.ListenerConnection` (multistream-select, Noise XX,
+:class:`~waku_legacy.p2p.codec.connection.ListenerConnection` (multistream-select, Noise XX,
 yamux, mplex) behind one :class:`asyncio.Protocol`, and holds a
 :class:`~waku_legacy.p2p.policy.ListenerPolicy` for every decision that is not about bytes
 (protocols, limits, rates, counters, refusals): composition, as httpcore's backends take a
@@ -13,7 +13,7 @@ and one Noise message each way.
 ``await start()`` serves on the running loop; ``start_blocking()`` runs a loop of its own
 in a thread (tests, tools). Handlers run on ``workers`` threads. The bounds: per-address and
 total connection and handshake slots taken at accept, before a byte is read
-(:class:`~waku_legacy.p2p.gate.InboundGate`, the policy's); the handshake
+(:class:`~waku_legacy.p2p.codec.gate.InboundGate`, the policy's); the handshake
 (multistream, Noise, muxer; on ``/ws`` the HTTP upgrade too) within ``handshake_timeout``;
 connections per peer id; multistream messages of at most 1024 bytes; yamux windows (GO_AWAY
 protocol error) and unread bytes (``max_buffered_bytes``, GO_AWAY internal error); streams
@@ -21,7 +21,7 @@ per connection; each stream's protocol within ``handshake_timeout`` and request 
 ``read_timeout``; a peer that does not take its answers for ``write_timeout`` is dropped
 (and nothing more is read from it meanwhile); what waits to be sent is bounded by
 ``max_buffered_bytes`` and a stream whose window the peer keeps shut for ``write_timeout`` is
-reset (:mod:`~waku_legacy.p2p.connection`); connections without progress (what the peer
+reset (:mod:`~waku_legacy.p2p.codec.connection`); connections without progress (what the peer
 took, streams opened or ended) for ``idle_timeout`` are closed; handshakes per second per
 address (at accept), request rates per peer id and per address. A TCP port shared by TCP
 and ``/ws`` tells them apart by the first three bytes (``GET``).
@@ -46,7 +46,7 @@ from multiaddr import Multiaddr
 
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.limits import address_key
-from waku_legacy.p2p.connection import (
+from waku_legacy.p2p.codec.connection import (
     Libp2pConnectionLimits,
     ListenerConnection,
     Muxed,
@@ -54,6 +54,10 @@ from waku_legacy.p2p.connection import (
     Secured,
     StreamFailed,
 )
+from waku_legacy.p2p.codec.identify import IDENTIFY_CODEC, PING_CODEC, encode_identify
+from waku_legacy.p2p.codec.metadata import METADATA_CODEC, METADATA_MAX_BYTES, Metadata
+from waku_legacy.p2p.codec.noise import secp256k1_identity
+from waku_legacy.p2p.codec.websocket import WebSocketError, WebSocketServer, looks_like_http
 from waku_legacy.p2p.enr import enr_of_listener
 from waku_legacy.p2p.errors import (
     CodecRefused,
@@ -64,12 +68,9 @@ from waku_legacy.p2p.errors import (
     SendBudgetClosed,
     YamuxProtocolError,
 )
-from waku_legacy.p2p.identify import IDENTIFY_CODEC, PING_CODEC, encode_identify
 from waku_legacy.p2p.keys import KeyPair, peer_id_of
 from waku_legacy.p2p.limits import ListenerLimits
-from waku_legacy.p2p.metadata import METADATA_CODEC, METADATA_MAX_BYTES, Metadata
 from waku_legacy.p2p.multiaddrs import parse_multiaddr
-from waku_legacy.p2p.noise import secp256k1_identity
 from waku_legacy.p2p.policy import (
     ListenerPolicy,
     ProtocolHandlers,
@@ -77,8 +78,7 @@ from waku_legacy.p2p.policy import (
     ServedProtocol,
     default_extra,
 )
-from waku_legacy.p2p.websocket import WebSocketError, WebSocketServer, looks_like_http
-from waku_legacy.p2p.worker_pool import LoopWorkers
+from waku_legacy.p2p.transport.worker_pool import LoopWorkers
 
 __all__ = ["NativeListener", "noise_identity"]
 
@@ -89,7 +89,7 @@ FLUSH_DELAY = 0.005
 LINGER = 1.0
 
 
-#: a secp256k1 identity for the Noise handshake (one place: :mod:`~waku_legacy.p2p.noise`)
+#: a secp256k1 identity for the Noise handshake (one place: :mod:`~waku_legacy.p2p.codec.noise`)
 noise_identity = secp256k1_identity
 
 

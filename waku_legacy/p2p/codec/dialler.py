@@ -1,6 +1,6 @@
 """One outbound libp2p connection, the dialler's side, sans-IO: a request-response client
 (one stream per request, as go-waku and js-waku do) on the same codecs as the listener's
-side (:mod:`~waku_legacy.p2p.connection`).
+side (:mod:`~waku_legacy.p2p.codec.connection`).
 
 Every step is optimistic, as go-libp2p's lazy multistream-select: the first write holds
 the multistream proposal of ``/noise`` and Noise message 1; Noise message 3 goes with the
@@ -15,14 +15,19 @@ from dataclasses import dataclass
 from enum import Enum
 
 from waku_legacy.errors import DecodeError
-from waku_legacy.p2p.connection import MUXER_IDS
+from waku_legacy.p2p.codec.connection import MUXER_IDS
+from waku_legacy.p2p.codec.mplex import MplexSession
+from waku_legacy.p2p.codec.multistream import MultistreamDialler
+from waku_legacy.p2p.codec.muxer_events import MuxError, StreamData, StreamEnded, StreamReset
+from waku_legacy.p2p.codec.noise import (
+    NOISE_PROTOCOL_ID,
+    NoiseHandshake,
+    NoiseIdentity,
+    NoiseReader,
+)
+from waku_legacy.p2p.codec.peer_key import PeerKey
+from waku_legacy.p2p.codec.yamux import YamuxSession
 from waku_legacy.p2p.errors import P2PStreamError
-from waku_legacy.p2p.mplex import MplexSession
-from waku_legacy.p2p.multistream import MultistreamDialler
-from waku_legacy.p2p.muxer_events import MuxError, StreamData, StreamEnded, StreamReset
-from waku_legacy.p2p.noise import NOISE_PROTOCOL_ID, NoiseHandshake, NoiseIdentity, NoiseReader
-from waku_legacy.p2p.peer_key import PeerKey
-from waku_legacy.p2p.yamux import YamuxSession
 from waku_legacy.store.protocol.framing import FrameReader, encode_frame
 
 __all__ = ["Answer", "DiallerConnection"]
