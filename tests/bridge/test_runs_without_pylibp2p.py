@@ -64,7 +64,8 @@ def test_the_bridge_serves_and_queries_libp2p_without_py_libp2p(tmp_path: Path) 
             status, _, body = get(base, "/debug/v1/info")
             if status != 200:
                 return None
-            addresses = json.loads(body).get("libp2p", {}).get("multiaddrs")
+            # null until the listener has started (it starts after the HTTP API)
+            addresses = (json.loads(body).get("libp2p") or {}).get("multiaddrs")
             return addresses[0] if addresses else None
 
         peer = wait_for(address, "the libp2p listener")
