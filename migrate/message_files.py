@@ -39,6 +39,7 @@ from waku_legacy.migrate.dedup import (
     part_files,
 )
 from waku_legacy.migrate.records import MESSAGE_SCHEMA
+from waku_legacy.migrate.spark import temporaries_swept_on_failure
 from waku_legacy.migrate.work_files import ParquetFileWriter, empty_directory, parquet_batches
 
 if TYPE_CHECKING:
@@ -272,9 +273,9 @@ def write_message_files(
     # seconds more than the plain Python job, on the run's critical path.
     # ``parallelize`` splits the numbers as ``spark.range`` does: partition i holds
     # [i * n // files, (i + 1) * n // files).
-    spark.sparkContext.parallelize(range(len(tasks)), files).mapPartitionsWithIndex(
-        write_partition
-    ).collect()
+    job = spark.sparkContext.parallelize(range(len(tasks)), files)
+    with temporaries_swept_on_failure(spark, (messages_dir, keys_dir, channels_dir, readable_dir)):
+        job.mapPartitionsWithIndex(write_partition).collect()
     if not part_files(messages_dir):  # no task: readers need the schema
         write([], 0)
     return files

@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from waku_legacy.migrate.work_files import remove_temporaries
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -105,6 +108,59 @@ def local_jvm_yields(spark: SparkSession) -> Iterator[None]:
         for tid, niceness in changed.items():
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, tid, niceness)
+
+
+#: how long a failed job's cancelled tasks may take to end before their files are swept
+#: (PySpark destroys a task's Python worker spark.python.task.killTimeout, 2 s, after the kill)
+TASKS_END_TIMEOUT = 60.0
+
+
+@contextlib.contextmanager
+def temporaries_swept_on_failure(
+    spark: SparkSession, directories: Iterable[Path | None], *, timeout: float = TASKS_END_TIMEOUT
+) -> Iterator[None]:
+    """The Spark jobs of the block; when one fails, the files its tasks were writing are
+    removed. A task writes under a dot-name and removes it when it fails itself, but the
+    tasks Spark cancels because another failed are killed where they are (their Python
+    worker destroyed) and leave theirs: once the job's tasks have all ended, the dot-named
+    ``*.tmp`` files in ``directories`` go, so that a failed run leaves no temporary."""
+    context = spark.sparkContext
+    group_key = "spark.jobGroup.id"
+    group = context.getLocalProperty(group_key)  # a progress bar's, when one is shown
+    own = group is None
+    if group is None:
+        group = f"waku-legacy-swept-{time.monotonic_ns()}"
+        context.setJobGroup(group, "a step whose files are swept when it fails")
+    try:
+        yield
+    except BaseException:
+        _await_tasks_ended(context, group, timeout)
+        for directory in directories:
+            if directory is not None:
+                remove_temporaries(directory)
+        raise
+    finally:
+        if own:  # None clears the job group (Spark's setLocalProperty takes null)
+            context.setLocalProperty(group_key, None)  # type: ignore[arg-type]  # stub: str only
+
+
+def _await_tasks_ended(context: Any, group: str, timeout: float) -> None:
+    """Until no task of the group's jobs runs (or ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            tracker = context.statusTracker()
+            active = 0
+            for job_id in tracker.getJobIdsForGroup(group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else ():
+                    info = tracker.getStageInfo(stage_id)
+                    active += info.numActiveTasks if info is not None else 0
+        except Exception:  # the tracker is best effort (py4j, a context stopping)
+            return
+        if not active:
+            return
+        time.sleep(0.1)
 
 
 def run_per_file(

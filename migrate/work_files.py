@@ -18,6 +18,7 @@ __all__ = [
     "ParquetFileWriter",
     "empty_directory",
     "parquet_batches",
+    "remove_temporaries",
     "write_parquet_file",
 ]
 
@@ -72,6 +73,18 @@ def empty_directory(directory: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+def remove_temporaries(directory: Path) -> int:
+    """Remove the dot-named temporaries (:class:`ParquetFileWriter`'s) a killed task left in
+    ``directory``; how many there were."""
+    removed = 0
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():
+                entry.unlink(missing_ok=True)
+                removed += 1
+    return removed
 
 
 def parquet_batches(

@@ -6,6 +6,7 @@ tests shows in its own arguments; and it yields its cores to the driver's SQLite
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,41 @@ def test_the_local_jvm_yields_to_the_driver_while_it_writes(spark) -> None:
         assert {t: after[t] for t in before.keys() & after.keys()} == {
             t: before[t] for t in before.keys() & after.keys()
         }
+
+
+def test_a_failed_jobs_killed_tasks_leave_no_temporary(spark, tmp_path: Path) -> None:
+    """A task that fails removes its own temporary; one that Spark kills because another
+    failed cannot (its Python worker is destroyed where it is). The sweep waits for the
+    job's tasks to end and removes what they left, and only dot-named temporaries."""
+    import time
+
+    from waku_legacy.migrate.spark import temporaries_swept_on_failure
+
+    kept = tmp_path / "part-00000.parquet"
+    kept.write_bytes(b"a finished file")
+    hidden_dir = tmp_path / ".nested.tmp"
+    hidden_dir.mkdir()
+    directory = str(tmp_path)
+
+    def task(index: int, _: object) -> Iterator[int]:
+        import os
+        import time as clock
+
+        if index == 0:
+            clock.sleep(1.0)  # the other task has made its temporary by then
+            raise OSError(28, "No space left on device")
+        path = os.path.join(directory, f".part-{index:05d}.parquet.{os.getpid()}.tmp")
+        with open(path, "wb") as handle:
+            handle.write(b"half")
+        clock.sleep(120)  # killed long before
+        yield index
+
+    started = time.monotonic()
+    with pytest.raises(Exception, match="No space left on device"):
+        with temporaries_swept_on_failure(spark, [tmp_path, None]):
+            spark.sparkContext.parallelize(range(2), 2).mapPartitionsWithIndex(task).collect()
+    assert time.monotonic() - started < 60  # the killed task ended; no timeout waited out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".nested.tmp", "part-00000.parquet"]
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
+    # the session serves the next job
+    assert spark.sparkContext.parallelize(range(4), 2).sum() == 6
