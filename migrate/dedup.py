@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from waku_legacy.migrate.records import MESSAGE_SCHEMA
+from waku_legacy.migrate.spark import temporaries_swept_on_failure
 from waku_legacy.migrate.work_files import empty_directory, write_parquet_file
 
 if TYPE_CHECKING:
@@ -212,7 +213,9 @@ def write_duplicate_files(
             yield from dedup_bucket(keys_dir, duplicates_dir, bucket).to_pylist()
 
     # an RDD job: no SQL engine needed to hand numbers out and counts back
-    return spark.sparkContext.parallelize(range(buckets), buckets).mapPartitions(run).collect()
+    job = spark.sparkContext.parallelize(range(buckets), buckets).mapPartitions(run)
+    with temporaries_swept_on_failure(spark, [duplicates_dir]):
+        return job.collect()
 
 
 def mark_duplicates(messages: DataFrame, duplicates: DataFrame) -> DataFrame:
