@@ -22,7 +22,6 @@ import marshal
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -31,14 +30,10 @@ import pyarrow.compute as pc
 from waku_legacy.history.events import Event, WakuFacts, event_from_values, event_values
 from waku_legacy.history.sources import window_of
 
-if TYPE_CHECKING:
-    from waku_legacy.store.types import StoredMessage
-
 __all__ = [
     "READABLE_DIR",
     "READABLE_SCHEMA",
     "ReadableEvents",
-    "decoded_pair",
     "dump_pair",
     "load_pair",
     "readable_rows",
@@ -83,35 +78,15 @@ def load_pair(blob: bytes, windows: Sequence[tuple[int, int]] = ()) -> tuple[Eve
     return event_from_values(values), data
 
 
-def decoded_pair(
-    *,
-    community: str,
-    message: StoredMessage,
-    ok: bool,
-    sig: bytes | None,
-    data: bytes | None,
-    symmetric_key: bytes,
-) -> tuple[Event, bytes | None]:
-    """One stored channel message's (event, segment bytes), from its decrypted archive
-    fields (``data``, ``sig``: the payload signer's 65-byte key; ``ok``: it decrypted):
-    what :func:`~waku_legacy.history.sources.stored_row` and ``decode_row`` make of it. One
-    that did not decrypt is decrypted again as the store path does (rare: for the same
-    reason in the same words)."""
-    from waku_legacy.history.sources import WakuRow, decode_row, stored_row
-
-    if not ok:
-        return decode_row(stored_row(message, symmetric_key), community)
-    facts = WakuFacts(
-        "0x" + message.message_hash.hex(), message.content_topic, message.pubsub_topic,
-        message.timestamp // _NANOS, "0x" + sig.hex() if sig else "", None, "store",
-    )  # fmt: skip
-    return decode_row(WakuRow(bytes(data or b""), facts), community)
-
-
 def readable_rows(messages: pa.Table, archived: pa.Table, keys: dict[str, bytes]) -> pa.Table:
     """Community channels' MESSAGE rows and the CHANNEL_ARCHIVE rows made of them (row for
     row, :func:`~.archives.channel_archive_rows` with ``keys``, every channel's symmetric
-    key by content topic) -> READABLE_SCHEMA rows."""
+    key by content topic) -> READABLE_SCHEMA rows: each stored message's (event, segment
+    bytes) from its decrypted archive fields (``payload``; ``sig``: the payload signer's
+    65-byte key; ``ok``: it decrypted), what :func:`~waku_legacy.history.sources.stored_row`
+    and ``decode_row`` make of it. One that did not decrypt is decrypted again as the store
+    path does (rare: for the same reason in the same words)."""
+    from waku_legacy.history.sources import WakuRow, decode_row, stored_row
     from waku_legacy.store.types import StoredMessage
 
     inputs = [messages.column(c).to_pylist() for c in MESSAGE_COLUMNS]
@@ -119,9 +94,15 @@ def readable_rows(messages: pa.Table, archived: pa.Table, keys: dict[str, bytes]
     events = []
     for row in zip(*inputs, strict=True):
         message_hash, pubsub, topic, timestamp, version, payload, community, ok, sig, data = row
-        message = StoredMessage(message_hash, pubsub, topic, payload, version, timestamp)
-        pair = decoded_pair(community=community, message=message, ok=ok, sig=sig, data=data,
-                            symmetric_key=keys[topic])  # fmt: skip
+        if ok:
+            facts = WakuFacts(
+                "0x" + message_hash.hex(), topic, pubsub, timestamp // _NANOS,
+                "0x" + sig.hex() if sig else "", None, "store",
+            )  # fmt: skip
+            pair = decode_row(WakuRow(bytes(data or b""), facts), community)
+        else:
+            message = StoredMessage(message_hash, pubsub, topic, payload, version, timestamp)
+            pair = decode_row(stored_row(message, keys[topic]), community)
         events.append(dump_pair(pair))
     return pa.Table.from_arrays(
         [

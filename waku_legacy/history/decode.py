@@ -64,6 +64,7 @@ import re
 from typing import Any
 
 from waku_legacy.errors import DecodeError, WakuLegacyError
+from waku_legacy.history import ids
 from waku_legacy.history.events import (
     ChatMessageEvent,
     DeleteEvent,
@@ -75,7 +76,15 @@ from waku_legacy.history.events import (
     Undecodable,
     WakuFacts,
 )
+from waku_legacy.identity import application
 from waku_legacy.identity.topics import CommunityId
+from waku_legacy.proto import (
+    chat_message_pb2,
+    community_description_pb2,
+    emoji_reaction_pb2,
+    pin_message_pb2,
+)
+from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
 
 __all__ = [
     "EMOJI",
@@ -191,11 +200,8 @@ def decode_application(
     bad_signer = _bad_signer(payload_signer)
     if bad_signer:
         return Undecodable("bad signer", bad_signer, facts)
-    from waku_legacy.identity.application import open_application
-    from waku_legacy.proto.codec import ProtobufDecodeError
-
     try:
-        opened = open_application(bytes(data), "status message", max_size=max_size)
+        opened = application.open_application(bytes(data), "status message", max_size=max_size)
     except ProtobufDecodeError as exc:
         return _segment(data, facts, max_size) or Undecodable(
             "not a status message", exc.reason[:300], facts
@@ -245,24 +251,20 @@ def _segment(data: bytes, facts: WakuFacts, max_size: int) -> Undecodable | None
     )
 
 
-def _parse(message_type: int, payload: bytes, max_size: int) -> Any:
-    from waku_legacy.proto import (
-        chat_message_pb2,
-        community_description_pb2,
-        emoji_reaction_pb2,
-        pin_message_pb2,
-    )
-    from waku_legacy.proto.codec import parse_message
+_MESSAGE_CLASSES: dict[int, Any] = {
+    CHAT_MESSAGE: chat_message_pb2.ChatMessage,
+    EMOJI_REACTION: emoji_reaction_pb2.EmojiReaction,
+    CHAT_IDENTITY: community_description_pb2.ChatIdentity,
+    PIN_MESSAGE: pin_message_pb2.PinMessage,
+    EDIT_MESSAGE: chat_message_pb2.EditMessage,
+    DELETE_MESSAGE: chat_message_pb2.DeleteMessage,
+}
 
-    cls: Any = {
-        CHAT_MESSAGE: chat_message_pb2.ChatMessage,
-        EMOJI_REACTION: emoji_reaction_pb2.EmojiReaction,
-        CHAT_IDENTITY: community_description_pb2.ChatIdentity,
-        PIN_MESSAGE: pin_message_pb2.PinMessage,
-        EDIT_MESSAGE: chat_message_pb2.EditMessage,
-        DELETE_MESSAGE: chat_message_pb2.DeleteMessage,
-    }[message_type]
-    return parse_message(cls, payload, _TYPE_NAMES[message_type], max_size=max_size)
+
+def _parse(message_type: int, payload: bytes, max_size: int) -> Any:
+    return parse_message(
+        _MESSAGE_CLASSES[message_type], payload, _TYPE_NAMES[message_type], max_size=max_size
+    )
 
 
 def _whisper_ms(facts: WakuFacts) -> int:
@@ -271,12 +273,10 @@ def _whisper_ms(facts: WakuFacts) -> int:
 
 def _check_clock(clock: int, facts: WakuFacts) -> None:
     """``validateClockValue``."""
-    from waku_legacy.identity.application import MAX_WHISPER_FUTURE_DRIFT_MS
-
     whisper_ms = _whisper_ms(facts)
     if clock == 0:
         raise _Refused("refused", "clock can't be 0")
-    if clock > whisper_ms and clock - whisper_ms > MAX_WHISPER_FUTURE_DRIFT_MS:
+    if clock > whisper_ms and clock - whisper_ms > application.MAX_WHISPER_FUTURE_DRIFT_MS:
         raise _Refused(
             "clock_skew", f"clock {clock} ms is over 120 s past the envelope's {whisper_ms}"
         )
@@ -284,12 +284,10 @@ def _check_clock(clock: int, facts: WakuFacts) -> None:
 
 def _check_text(text: str) -> None:
     """``ValidateText``."""
-    from waku_legacy.identity.application import MAX_TEXT_LENGTH
-
     if not text.strip():
         raise _Refused("refused", "text can't be empty")
-    if len(text) > MAX_TEXT_LENGTH:
-        raise _Refused("refused", f"text longer than {MAX_TEXT_LENGTH}")
+    if len(text) > application.MAX_TEXT_LENGTH:
+        raise _Refused("refused", f"text longer than {application.MAX_TEXT_LENGTH}")
 
 
 def _check_message_type(message_type: int) -> None:
@@ -305,11 +303,8 @@ def _chat_message(
     opened: Any, author: str, event_id: str, facts: WakuFacts, community: CommunityId,
     max_size: int,
 ) -> Event:  # fmt: skip
-    from waku_legacy.history.ids import normalize_id
-    from waku_legacy.identity.application import refuse_chat_message
-
     chat = _parse(CHAT_MESSAGE, opened.payload, max_size)
-    refusal = refuse_chat_message(chat, _whisper_ms(facts))
+    refusal = application.refuse_chat_message(chat, _whisper_ms(facts))
     if refusal is not None:
         kind, detail = refusal
         raise _Refused("clock_skew" if kind == "clock_skew" else "refused", detail)
@@ -360,7 +355,7 @@ def _chat_message(
         timestamp_ms=int(chat.timestamp),
         content_type=content,
         text=text,
-        response_to=normalize_id(chat.response_to) if chat.response_to else "",
+        response_to=ids.normalize_id(chat.response_to) if chat.response_to else "",
         ens_name=chat.ens_name if len(chat.ens_name) <= MAX_ENS_NAME else "",
         display_name=display_name,
         facts=facts,
@@ -387,8 +382,7 @@ def _image(chat: Any, payload: str | None) -> dict[str, Any]:
 
 
 def _other(message_type: int, message: Any, author: str, event_id: str, facts: WakuFacts) -> Event:
-    from waku_legacy.history.ids import normalize_id
-
+    normalize_id = ids.normalize_id
     if message_type == EDIT_MESSAGE:  # ValidateEditMessage
         if message.clock == 0:
             raise _Refused("refused", "clock can't be 0")

@@ -33,7 +33,8 @@ the newest clock wins; a delete counts from the author or a moderator of the new
 description; a reaction per (author, emoji) is its newest clock's state (retracted or not);
 a pin is its newest clock's. Adding the same message twice (its channel-topic and
 ``-memberUpdate`` copies) keeps one row, the first copy's provenance; adding everything again
-changes nothing. Writes go in bounded batches, one transaction each.
+changes nothing. Writes go in bounded batches, one transaction each (a bulk load into empty
+SQLite tables: several batches per transaction, and history_fts made once at its end).
 """
 
 from __future__ import annotations

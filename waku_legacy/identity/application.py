@@ -34,6 +34,9 @@ from waku_legacy.crypto.secp256k1 import (
     recover_public_key,
     uncompressed_public_key,
 )
+from waku_legacy.proto import application_metadata_pb2
+from waku_legacy.proto.codec import parse_message
+from waku_legacy.proto.status_layers import open_layers
 
 __all__ = [
     "MAX_TEXT_LENGTH",
@@ -89,10 +92,6 @@ def open_application(data: bytes, what: str, *, max_size: int) -> OpenedApplicat
     ``ApplicationMetadataMessage``, or over ``max_size`` bytes) or
     :class:`~waku_legacy.errors.SignatureError` (no signature, or one that recovers no key).
     """
-    from waku_legacy.proto import application_metadata_pb2
-    from waku_legacy.proto.codec import parse_message
-    from waku_legacy.proto.status_layers import open_layers
-
     layering, _, application = open_layers(bytes(data), what, max_size=max_size)
     wrapper = parse_message(
         application_metadata_pb2.ApplicationMetadataMessage, application,
