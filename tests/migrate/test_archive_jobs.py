@@ -143,3 +143,28 @@ def test_each_window_is_encoded_whole_from_every_file(spark, files) -> None:
     ]
     assert encode_windows(spark, rows_dir, duplicates_dir, A, start=150, now=150,
                           partition=10, encode=encode) == []  # fmt: skip
+
+
+def test_decrypting_tasks_that_decode_too_yield_less(tmp_path: Path) -> None:
+    """The decrypting tasks beside the driver's writer lower their worker's priority: to
+    yield_cpu_to_driver's 10 when they only decrypt, to READABLE_TASK_NICENESS (4, a whole
+    core of two still the writer's) when they decode the readable events too; a niceness
+    only rises (a worker at 10 stays there). In a child process: it lasts for its life."""
+    import subprocess
+    import sys
+
+    from waku_legacy.migrate.archives import ARCHIVE_TASK_NICENESS
+
+    def niceness_after(*steps: str) -> int:
+        code = ("import os\nfrom waku_legacy.migrate import archive_jobs, archives\n"
+                + "\n".join(steps) + "\nprint(os.nice(0))")  # fmt: skip
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, cwd=tmp_path)  # fmt: skip
+        return int(run.stdout)
+
+    base = niceness_after()
+    assert archive_jobs.READABLE_TASK_NICENESS == 4 < ARCHIVE_TASK_NICENESS == 10
+    decoding = "archive_jobs._lower_priority(archive_jobs.READABLE_TASK_NICENESS)"
+    assert niceness_after(decoding) == max(base, 4)
+    assert niceness_after("archives.yield_cpu_to_driver()") == max(base, 10)
+    assert niceness_after("archives.yield_cpu_to_driver()", decoding) == max(base, 10)
