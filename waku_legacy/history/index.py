@@ -599,7 +599,7 @@ class HistoryIndex:
                 counts.merge(self._add_batch(community_id, first))
                 for batch in itertools.islice(batches, per_transaction - 1):
                     counts.merge(self._add_batch(community_id, batch))
-        if counts.messages >= ANALYZE_AFTER:
+        if counts.messages >= ANALYZE_AFTER and not self._bulk:  # a bulk load's end does it
             self.analyze()
         return counts
 
@@ -763,31 +763,38 @@ class HistoryIndex:
         )  # fmt: skip
 
     def _modifiers(self, community: str, targets: Sequence[str]) -> dict[str, _Modifiers]:
-        """Every stored modifier of ``targets``."""
+        """Every stored modifier of ``targets`` (a table holding none of the community's is
+        not searched: a history without edits, say, is asked once per batch, not per 500
+        targets)."""
         mods: dict[str, _Modifiers] = defaultdict(_Modifiers)
         db = self.db
-        for chunk in _chunks(targets):
+        held = {
+            table for table in ("history_edits", "history_deletes", "history_reactions",
+                                "history_pins")
+            if db.stream(f"SELECT 1 FROM {table} WHERE community = ? LIMIT 1", [community])
+        }  # fmt: skip
+        for chunk in _chunks(targets if held else ()):
             clause, values = db.in_list("target", chunk)
             where = f"WHERE community = ? AND {clause}"
             for target, author, clock, edit_id, text, edit_type in db.stream(
                 f"SELECT target, author, clock, id, text, content_type FROM history_edits {where}",
                 [community, *values],
-            ):
+            ) if "history_edits" in held else ():
                 mods[target].edits.append((author, int(clock), edit_id, text, int(edit_type)))
             for target, author in db.stream(
                 f"SELECT target, author FROM history_deletes {where}", [community, *values]
-            ):
+            ) if "history_deletes" in held else ():
                 mods[target].deletes.append(author)
             for target, author, emoji, clock, rid, retracted in db.stream(
                 "SELECT target, author, emoji, clock, id, retracted FROM history_reactions"
                 f" {where}",
                 [community, *values],
-            ):
+            ) if "history_reactions" in held else ():
                 mods[target].reactions.append((author, emoji, int(clock), rid, int(retracted)))
             for target, author, clock, pin_id, pinned in db.stream(
                 f"SELECT target, author, clock, id, pinned FROM history_pins {where}",
                 [community, *values],
-            ):
+            ) if "history_pins" in held else ():
                 mods[target].pin = (author, int(clock), pin_id, int(pinned))
         return mods
 
