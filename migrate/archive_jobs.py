@@ -41,7 +41,7 @@ from waku_legacy.migrate.archives import (
     yield_cpu_to_driver,
 )
 from waku_legacy.migrate.dedup import file_copies, part_files, part_of
-from waku_legacy.migrate.spark import run_per_file
+from waku_legacy.migrate.spark import run_per_file, temporaries_swept_on_failure
 from waku_legacy.migrate.work_files import ParquetFileWriter, empty_directory, parquet_batches
 
 if TYPE_CHECKING:
@@ -169,7 +169,8 @@ def decrypt_channel_files(
             raise
         yield writer.rows
 
-    return sum(run_per_file(spark, part_files(channels_dir), decrypt))
+    with temporaries_swept_on_failure(spark, (out_dir, readable_dir)):
+        return sum(run_per_file(spark, part_files(channels_dir), decrypt))
 
 
 @dataclass(slots=True)
