@@ -23,7 +23,13 @@ from google.protobuf.message import Message
 from waku_legacy.errors import DecodeError, LimitExceeded
 from waku_legacy.proto.wire import iter_fields
 
-__all__ = ["ProtobufDecodeError", "ProtobufTooLarge", "parse_message", "unknown_field_path"]
+__all__ = [
+    "ProtobufDecodeError",
+    "ProtobufTooLarge",
+    "parse_message",
+    "try_parse_message",
+    "unknown_field_path",
+]
 
 M = TypeVar("M", bound=Message)
 
@@ -92,6 +98,33 @@ def wire_fault(data: bytes, string_fields: Mapping[int, str]) -> str | None:
     return None
 
 
+_PARSE_FAILURES = (_ProtobufDecodeError, Warning, RecursionError, ValueError, TypeError)
+
+
+def _parse_into(message: M, data: bytes | bytearray | memoryview) -> M:
+    """``message`` parsed from ``data``, any warning raised as an error; raises what the
+    runtime raises (one of ``_PARSE_FAILURES``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        message.ParseFromString(bytes(data))
+    return message
+
+
+def try_parse_message(
+    cls: type[M], data: bytes | bytearray | memoryview, *, max_size: int
+) -> M | None:
+    """:func:`parse_message` (not strict) for a caller that only asks whether ``data`` is a
+    ``cls``: the message, or None wherever ``parse_message`` would raise. It skips building
+    the error's words (``wire_fault`` walks the whole input: ~9 us on a 300-byte message,
+    ten times the parse attempt), which such a caller would throw away."""
+    if not isinstance(data, bytes | bytearray | memoryview) or len(data) > max_size:
+        return None
+    try:
+        return _parse_into(cls(), data)
+    except _PARSE_FAILURES:
+        return None
+
+
 def parse_message(
     cls: type[M],
     data: bytes | bytearray | memoryview,
@@ -105,11 +138,8 @@ def parse_message(
         raise ProtobufDecodeError(what, f"expected bytes, got {type(data).__name__}")
     if len(data) > max_size:
         raise ProtobufTooLarge(what, f"{len(data)} bytes is over the {max_size}-byte limit")
-    message = cls()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            message.ParseFromString(bytes(data))
+        message = _parse_into(cls(), data)
     except _ProtobufDecodeError as exc:
         strings = {
             f.number: f.name for f in cls.DESCRIPTOR.fields if f.type == FieldDescriptor.TYPE_STRING

@@ -11,7 +11,7 @@ description are both public messages, so both readers open them here.
 from __future__ import annotations
 
 from waku_legacy.proto import encryption_protocol_pb2
-from waku_legacy.proto.codec import ProtobufDecodeError, parse_message
+from waku_legacy.proto.codec import try_parse_message
 
 __all__ = ["BARE", "PROTOCOL_MESSAGE", "open_layers", "wrap_protocol_message"]
 
@@ -30,12 +30,10 @@ def wrap_protocol_message(application: bytes, installation_id: str) -> bytes:
 def open_layers(plaintext: bytes, what: str, *, max_size: int) -> tuple[str, str | None, bytes]:
     """(layering, installation id, ApplicationMetadataMessage bytes) of a payload's data;
     data over ``max_size`` bytes is read as bare (and refused by the caller's own parse)."""
-    try:
-        wrapper = parse_message(
-            encryption_protocol_pb2.ProtocolMessage, plaintext, what, max_size=max_size
-        )
-    except ProtobufDecodeError:
-        wrapper = None
+    # Only whether it parses matters (a bare message usually does not): no error is built.
+    wrapper = try_parse_message(
+        encryption_protocol_pb2.ProtocolMessage, plaintext, max_size=max_size
+    )
     if wrapper is not None and wrapper.public_message:
         return PROTOCOL_MESSAGE, wrapper.installation_id, bytes(wrapper.public_message)
     return BARE, None, plaintext

@@ -12,6 +12,7 @@ from waku_legacy.proto.codec import (
     ProtobufDecodeError,
     ProtobufTooLarge,
     parse_message,
+    try_parse_message,
     unknown_field_path,
 )
 
@@ -94,3 +95,32 @@ def test_random_bytes(kind: type, data: bytes, strict: bool) -> None:
         parse_message(kind, data, "input", max_size=1000, strict=strict)
     except DecodeError:
         pass
+
+
+def test_try_parse_message_is_parse_message_without_the_error() -> None:
+    message = waku_message_pb2.WakuMessage(payload=b"p", content_topic="/a/1/b/c", version=1)
+    data = message.SerializeToString()
+    assert try_parse_message(waku_message_pb2.WakuMessage, data, max_size=100) == message
+    assert try_parse_message(waku_message_pb2.WakuMessage, bytearray(data), max_size=100) == message
+    for broken in (
+        b"\x12\x02\xff\xfe",
+        b"\x0a\x05ab",
+        b"\xff\xff\xff",
+        b"\x0b" * 200 + b"\x0c" * 200,
+    ):
+        assert (
+            try_parse_message(status_archive_pb2.WakuMessageArchive, broken, max_size=10_000)
+            is None
+        )
+    assert try_parse_message(waku_message_pb2.WakuMessage, bytes(11), max_size=10) is None
+    assert try_parse_message(waku_message_pb2.WakuMessage, "text", max_size=10) is None  # type: ignore[arg-type]
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(KINDS), st.binary(max_size=200), st.integers(min_value=0, max_value=250))
+def test_try_parse_message_agrees_with_parse_message(kind: type, data: bytes, limit: int) -> None:
+    try:
+        expected = parse_message(kind, data, "input", max_size=limit)
+    except DecodeError:
+        expected = None
+    assert try_parse_message(kind, data, max_size=limit) == expected
