@@ -138,6 +138,50 @@ def test_aes_gcm_layout_and_errors() -> None:
         aes_gcm_encrypt(b"short", b"")
 
 
+def test_keccak256_known_digests_and_eth_hash() -> None:
+    # Keccak-256 of "" and "abc" (the Keccak team's reference values, not SHA3-256's)
+    assert keccak256(b"").hex() == (
+        "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
+    )
+    assert keccak256(b"abc").hex() == (
+        "4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45"
+    )
+    # every length around the 136-byte rate, and bytearray, as eth-hash computes them
+    from eth_hash.auto import keccak as eth_keccak
+
+    for size in [*range(0, 290), 1000, 100_000]:
+        data = bytes((size * 7 + i) % 251 for i in range(size))
+        assert keccak256(data) == eth_keccak(data)
+        assert keccak256(bytearray(data)) == eth_keccak(data)
+
+
+@pytest.mark.parametrize("value", ["text", memoryview(b"ab"), 3, None])
+def test_keccak256_refuses_what_eth_hash_refuses(value: object) -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        keccak256(value)  # type: ignore[arg-type]
+
+
+def test_keccak256_from_threads() -> None:
+    import threading
+
+    from eth_hash.auto import keccak as eth_keccak
+
+    wrong: list[int] = []
+
+    def work(seed: int) -> None:
+        for i in range(500):
+            data = bytes([seed, i % 256]) * (i % 150)
+            if keccak256(data) != eth_keccak(data):
+                wrong.append(i)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
 def test_keccak_state_updates_after_digest() -> None:
     state = KeccakState(b"ab")
     assert state.digest() == keccak256(b"ab")
