@@ -8,6 +8,7 @@ best of 5 rounds in which the two alternate), and their ratio.
 
     .venv/bin/python bench/bench_history_decode.py
     .venv/bin/python bench/bench_history_decode.py --messages 100000
+    .venv/bin/python bench/bench_history_decode.py --bare   # the 1M migration bench's layering
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ CHANNEL = "8b5a8e0d-3a1b-4f3e-9c2d-1e7f6a5b4c3d"
 T0 = 1_650_000_000
 
 
-def messages(count: int, authors: int = 200) -> list[bytes]:
+def messages(count: int, authors: int = 200, *, bare: bool = False) -> list[bytes]:
+    """``count`` signed ChatMessages in a community channel, each in a ProtocolMessage as
+    status-go sends them, or (``bare``) the ApplicationMetadataMessage alone, as the 1M
+    migration bench's sample (``migrate.sample``) and older senders have them."""
     keys = [coincurve.PrivateKey(os.urandom(32)) for _ in range(authors)]
     out = []
     for i in range(count):
@@ -44,7 +48,7 @@ def messages(count: int, authors: int = 200) -> list[bytes]:
         app = application_metadata_pb2.ApplicationMetadataMessage(
             signature=key.sign_recoverable(keccak256(chat), hasher=None), payload=chat, type=1
         ).SerializeToString()
-        out.append(wrap_protocol_message(app, "2"))
+        out.append(app if bare else wrap_protocol_message(app, "2"))
     return out
 
 
@@ -66,8 +70,13 @@ def best_us(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument(
+        "--bare", action="store_true",
+        help="bare ApplicationMetadataMessages (as the 1M migration bench's sample) instead "
+        "of ProtocolMessage-wrapped ones",
+    )  # fmt: skip
     args = parser.parse_args()
-    data = messages(args.messages)
+    data = messages(args.messages, bare=args.bare)
     facts = WakuFacts("0x" + "00" * 32, "/waku/1/0x00000000/rfc26", "", T0 + 10**6, "")
     signer = "0x" + coincurve.PrivateKey(b"\x22" * 32).public_key.format(compressed=False).hex()
     times = best_us(
@@ -78,7 +87,8 @@ def main() -> None:
         data,
     )
     floor, decode = times["floor"], times["decode"]
-    print(f"{args.messages:,} chat messages, one core, best of 5 alternating rounds")
+    layering = "bare" if args.bare else "ProtocolMessage-wrapped"
+    print(f"{args.messages:,} {layering} chat messages, one core, best of 5 alternating rounds")
     print(f"  baseline open_application (layers + signer recovery): {floor:7.1f} us/message")
     print(f"  decode_application (events, validation, ids):         {decode:7.1f} us/message"
           f"  ({decode / floor:.2f}x the baseline; {1e6 / decode:,.0f} messages/s)")  # fmt: skip
