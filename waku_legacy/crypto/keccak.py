@@ -26,13 +26,14 @@ _ffi: Any = getattr(_raw_api, "ffi", None)
 _sponge = threading.local()
 
 
-def _new_sponge() -> Any:
+def _new_sponge() -> tuple[Any, Any]:
+    """This thread's (C sponge, 32-byte digest buffer)."""
     pointer = _ffi.new("void **")
     if _raw_keccak_lib.keccak_init(pointer, _CAPACITY_BYTES, _ROUNDS):
         raise RuntimeError("keccak_init failed")
-    state = _ffi.gc(pointer[0], _raw_keccak_lib.keccak_destroy)
-    _sponge.state = state
-    return state
+    sponge = _ffi.gc(pointer[0], _raw_keccak_lib.keccak_destroy), _ffi.new("uint8_t[32]")
+    _sponge.pair = sponge
+    return sponge
 
 
 def keccak256(data: bytes) -> bytes:
@@ -47,17 +48,16 @@ def keccak256(data: bytes) -> bytes:
             )
         data = _ffi.from_buffer(data)
     try:
-        state = _sponge.state
+        state, out = _sponge.pair
     except AttributeError:
-        state = _new_sponge()
-    out = _ffi.new("uint8_t[32]")
+        state, out = _new_sponge()
     if (
         _raw_keccak_lib.keccak_reset(state)
         or _raw_keccak_lib.keccak_absorb(state, data, len(data))
         or _raw_keccak_lib.keccak_digest(state, out, 32, _PADDING)
     ):
         raise RuntimeError("keccak failed")
-    digest: bytes = _ffi.buffer(out)[:]
+    digest: bytes = _ffi.buffer(out)[:]  # a copy: the buffer is this thread's next digest
     return digest
 
 
