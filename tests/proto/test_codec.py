@@ -124,3 +124,37 @@ def test_try_parse_message_agrees_with_parse_message(kind: type, data: bytes, li
     except DecodeError:
         expected = None
     assert try_parse_message(kind, data, max_size=limit) == expected
+
+
+def test_parsing_leaves_other_threads_warnings_alone() -> None:
+    """Parsing changes no process-wide warning filter: while a thread parses, an ordinary
+    warning elsewhere stays a warning (a catch_warnings() + simplefilter("error") around
+    each parse turned thousands of them into exceptions)."""
+    import threading
+    import warnings
+
+    from waku_legacy.proto import waku_message_pb2 as pb
+    from waku_legacy.proto.codec import parse_message
+
+    data = pb.WakuMessage(payload=b"x" * 50, content_topic="/a/1/b/proto").SerializeToString()
+    stop = threading.Event()
+
+    def parse() -> None:
+        while not stop.is_set():
+            parse_message(pb.WakuMessage, data, "m", max_size=1000)
+
+    raised = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        thread = threading.Thread(target=parse)
+        thread.start()
+        try:
+            for _ in range(50_000):
+                try:
+                    warnings.warn("an ordinary warning", UserWarning, stacklevel=1)
+                except UserWarning:
+                    raised += 1
+        finally:
+            stop.set()
+            thread.join()
+    assert raised == 0
