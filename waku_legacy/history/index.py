@@ -372,6 +372,55 @@ def _open_database(dsn: str, create: bool) -> Database:
     return Database(lite, False, path)
 
 
+#: seconds between the WAL checkpoints a bulk load's own thread makes (:func:`_checkpoints_beside`)
+CHECKPOINT_EVERY = 0.1
+
+
+@contextlib.contextmanager
+def _checkpoints_beside(db: Database) -> Iterator[None]:
+    """SQLite: for the block, the WAL copied into the database file by a thread of its own
+    on a connection of its own (``wal_checkpoint(PASSIVE)`` every :data:`CHECKPOINT_EVERY`
+    seconds: it never blocks the writer), instead of by ``db``'s commits (autocheckpoint),
+    which waited for it: a checkpoint is one long call that releases the GIL, so it runs on
+    another core while ``db``'s thread folds the next events (1M bench: the step's commits
+    ~0.4 s shorter). A checkpoint's error is raised at the block's end; the rows are the
+    same either way (the WAL holds them until copied)."""
+    import sqlite3
+
+    (previous,) = db.conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def checkpoint() -> None:
+        try:
+            lite = sqlite3.connect(db.where, isolation_level=None, check_same_thread=False)
+        except BaseException as exc:
+            failed.append(exc)
+            return
+        try:
+            lite.execute("PRAGMA busy_timeout=30000")
+            while not stop.wait(CHECKPOINT_EVERY):
+                lite.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            lite.close()
+
+    thread = threading.Thread(target=checkpoint, name="history-wal-checkpoints", daemon=True)
+    with db.lock:
+        db.conn.execute("PRAGMA wal_autocheckpoint=0")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        with db.lock:
+            db.conn.execute(f"PRAGMA wal_autocheckpoint={int(previous)}")
+    if failed:
+        raise HistoryIndexError(f"checkpointing {db.where}: {failed[0]}") from failed[0]
+
+
 # -- the fold ----------------------------------------------------------------------------------
 
 
@@ -626,20 +675,21 @@ class HistoryIndex:
                     )
         deferred = self._bulk
         self._bulk = deferred or defer_fts
-        try:
-            yield
-        finally:
-            self._bulk = deferred
-            if empty:
-                with self.db.transaction():
-                    if self.db.postgres:
-                        self.db.stream("SET LOCAL maintenance_work_mem = '256MB'")
-                    if defer_fts:
-                        for statement in REBUILD_FTS:
+        with _checkpoints_beside(self.db) if defer_fts else contextlib.nullcontext():
+            try:
+                yield
+            finally:
+                self._bulk = deferred
+                if empty:
+                    with self.db.transaction():
+                        if self.db.postgres:
+                            self.db.stream("SET LOCAL maintenance_work_mem = '256MB'")
+                        if defer_fts:
+                            for statement in REBUILD_FTS:
+                                self.db.stream(statement)
+                        for statement in indexes.values():
                             self.db.stream(statement)
-                    for statement in indexes.values():
-                        self.db.stream(statement)
-                self.analyze()
+                    self.analyze()
 
     def analyze(self) -> None:
         """Refresh the planner's statistics (after a bulk load: PostgreSQL plans a search by

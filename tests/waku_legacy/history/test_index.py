@@ -422,3 +422,38 @@ def test_a_bulk_load_stopped_short_gets_its_search_index_on_the_next_open(tmp_pa
     with HistoryIndex.open(history_dsn) as again:
         assert [h.message.id for h in again.reader().search(COMMUNITY, "walrus")] == [mid(1)]
         assert again.db.execute("SELECT * FROM history_pending") == []
+
+
+def test_a_bulk_load_checkpoints_the_wal_beside_the_writer(tmp_path: Any) -> None:
+    """SQLite: inside a bulk load the writer's commits leave the WAL alone (autocheckpoint
+    0) and a thread of its own copies it into the database file; the setting comes back
+    after, and the rows are those of a load without it."""
+    import time
+    from pathlib import Path
+
+    path = Path(tmp_path) / "store.sqlite3"
+    with HistoryIndex.open(f"sqlite:///{path}", create=True) as index:
+        before = path.stat().st_size
+        with index.bulk_load():
+            assert index.db.execute("PRAGMA wal_autocheckpoint") == [(0,)]
+            index.add_events(COMMUNITY, [
+                chat(i, ALICE, f"row {i} " + "x" * 2000, "2024-03-01T10:00:00")
+                for i in range(1, 200)
+            ])  # fmt: skip
+            deadline = time.monotonic() + 10
+            while path.stat().st_size <= before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert path.stat().st_size > before  # copied by the checkpoints' thread
+        assert index.db.execute("PRAGMA wal_autocheckpoint") == [(1000,)]
+        assert index.db.execute("SELECT count(*) FROM history_messages") == [(199,)]
+        assert [h.message.id for h in index.reader().search(COMMUNITY, "row 7")][:1] == [mid(7)]
+
+
+def test_a_failed_checkpoint_surfaces_at_the_bulk_loads_end(tmp_path: Any) -> None:
+    """The checkpoints' thread cannot open the database: the bulk load's end says so (the
+    rows are committed all the same: the WAL holds them)."""
+    with HistoryIndex.open(f"sqlite:///{tmp_path}/store.sqlite3", create=True) as index:
+        index.db.where = f"{tmp_path}/no such folder/store.sqlite3"
+        with pytest.raises(HistoryIndexError, match="checkpointing"), index.bulk_load():
+            index.add_events(COMMUNITY, [chat(1, ALICE, "kept", "2024-03-01T10:00:00")])
+        assert index.db.execute("SELECT count(*) FROM history_messages") == [(1,)]
