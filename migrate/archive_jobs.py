@@ -38,6 +38,7 @@ from waku_legacy.migrate.archives import (
     CHANNEL_ROW_COLUMNS,
     ENCODE_COLUMNS,
     channel_archive_rows,
+    raise_niceness,
     yield_cpu_to_driver,
 )
 from waku_legacy.migrate.dedup import file_copies, part_files, part_of
@@ -108,19 +109,6 @@ def kept_channel_batches(
             yield kept.select(columns)
 
 
-def _lower_priority(niceness: int) -> None:
-    """This worker's niceness raised to ``niceness`` (as
-    :func:`~.archives.yield_cpu_to_driver` raises it to its own; it only rises)."""
-    import os
-
-    try:
-        current = os.nice(0)
-        if current < niceness:
-            os.nice(niceness - current)
-    except OSError:  # not permitted: the default priority is kept
-        pass
-
-
 def decrypt_channel_files(
     spark: SparkSession,
     channels_dir: Path,
@@ -145,7 +133,7 @@ def decrypt_channel_files(
 
     def decrypt(path: Path) -> Iterator[int]:
         if beside_driver_writer and readable_dir is not None:
-            _lower_priority(READABLE_TASK_NICENESS)
+            raise_niceness(READABLE_TASK_NICENESS)
         elif beside_driver_writer:
             yield_cpu_to_driver()
         writer = ParquetFileWriter(out_dir / path.name, CHANNEL_ARCHIVE_SCHEMA)

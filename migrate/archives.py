@@ -474,20 +474,26 @@ def _repair(run: _CommunityRun) -> ArchiveIndex:
 ARCHIVE_TASK_NICENESS = 10
 
 
+def raise_niceness(niceness: int) -> None:
+    """This process's niceness raised to ``niceness`` (never lowered: an unprivileged
+    process cannot take it back; not permitted: the priority is kept)."""
+    import os
+
+    try:
+        current = os.nice(0)
+        if current < niceness:
+            os.nice(niceness - current)
+    except OSError:
+        pass
+
+
 def yield_cpu_to_driver() -> None:
     """Lower this worker's CPU priority (niceness ARCHIVE_TASK_NICENESS). The decryption
     runs beside the driver's one SQLite writer, which is the run's critical path (the
     archives finish first and wait for it); where executors share the driver's cores (local
     mode), this lets the writer run first and the archive tasks take what it leaves. A
     process's niceness only rises, so the worker keeps it for the rest of its life."""
-    import os
-
-    try:
-        current = os.nice(0)
-        if current < ARCHIVE_TASK_NICENESS:
-            os.nice(ARCHIVE_TASK_NICENESS - current)
-    except OSError:  # not permitted: the default priority is kept
-        pass
+    raise_niceness(ARCHIVE_TASK_NICENESS)
 
 
 def _count_archivable(run: _CommunityRun) -> int | None:

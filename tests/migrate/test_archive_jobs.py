@@ -164,7 +164,7 @@ def test_decrypting_tasks_that_decode_too_yield_less(tmp_path: Path) -> None:
 
     base = niceness_after()
     assert archive_jobs.READABLE_TASK_NICENESS == 4 < ARCHIVE_TASK_NICENESS == 10
-    decoding = "archive_jobs._lower_priority(archive_jobs.READABLE_TASK_NICENESS)"
+    decoding = "archives.raise_niceness(archive_jobs.READABLE_TASK_NICENESS)"
     assert niceness_after(decoding) == max(base, 4)
     assert niceness_after("archives.yield_cpu_to_driver()") == max(base, 10)
     assert niceness_after("archives.yield_cpu_to_driver()", decoding) == max(base, 10)
