@@ -324,13 +324,7 @@ def test_a_bulk_load_makes_the_search_index_the_writes_one_by_one_make(
         "dingo": [], "xerus": [], "eagle": [mid(5)], "edited": [mid(1), mid(2)],
     }  # fmt: skip
     with contextlib.ExitStack() as stack:
-        if history_dsn.startswith("postgresql"):
-            other = stack.enter_context(
-                fresh_database(request.getfixturevalue("postgres_dsn"), "hist_bulk_")
-            )
-        else:
-            other = f"sqlite:///{tmp_path}/bulk.sqlite3"
-        bulk = stack.enter_context(HistoryIndex.open(other, create=True))
+        bulk = _second_index(stack, history_dsn, request, tmp_path)
         with bulk.bulk_load():
             for batch in _modified_history():
                 bulk.add_events(COMMUNITY, batch)
@@ -342,6 +336,19 @@ def test_a_bulk_load_makes_the_search_index_the_writes_one_by_one_make(
             shown = bulk.db.execute("SELECT rid FROM history_messages WHERE deleted = 0")
             assert sorted(docs) == sorted(shown) and len(shown) == 3
             assert bulk.db.execute("SELECT * FROM history_pending") == []
+
+
+def _second_index(
+    stack: contextlib.ExitStack, history_dsn: str, request: pytest.FixtureRequest, tmp_path: Any
+) -> HistoryIndex:
+    """A fresh, empty index on the same back end as ``history_dsn`` (closed with ``stack``)."""
+    if history_dsn.startswith("postgresql"):
+        other = stack.enter_context(
+            fresh_database(request.getfixturevalue("postgres_dsn"), "hist_bulk_")
+        )
+    else:
+        other = f"sqlite:///{tmp_path}/bulk.sqlite3"
+    return stack.enter_context(HistoryIndex.open(other, create=True))
 
 
 def _table_rows(index: HistoryIndex) -> dict[str, list[Any]]:
@@ -370,13 +377,7 @@ def test_a_bulk_loads_transactions_of_several_batches_fold_as_one_batch_each(
     index.add_events(COMMUNITY, events)
     expected = _table_rows(index)
     with contextlib.ExitStack() as stack:
-        if history_dsn.startswith("postgresql"):
-            other = stack.enter_context(
-                fresh_database(request.getfixturevalue("postgres_dsn"), "hist_bulk_")
-            )
-        else:
-            other = f"sqlite:///{tmp_path}/bulk.sqlite3"
-        bulk = stack.enter_context(HistoryIndex.open(other, create=True))
+        bulk = _second_index(stack, history_dsn, request, tmp_path)
         commits: list[str] = []
         real = bulk.db.conn
 
