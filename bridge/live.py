@@ -202,9 +202,11 @@ class BatchWriter:
             del self._pending[: len(batch)]
             async with self._progress:
                 self._done += len(batch)
+                # the spool goes before the waiters hear of it: a flush() that returns has
+                # no spool left behind for rows already stored
+                if self._spooled_to and self._done >= self._spooled_to:
+                    await self._remove_spool()
                 self._progress.notify_all()
-            if self._spooled_to and self._done >= self._spooled_to:
-                await self._remove_spool()
 
     async def _retry_wait(self, delay: float) -> None:
         """Sleep ``delay``, or less: until the store is reachable again when it was down
