@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.helpers import fresh_database
 from tests.waku_legacy.history.indexing import (
     ADMIN,
@@ -414,12 +415,25 @@ def test_a_bulk_load_stopped_short_gets_its_search_index_on_the_next_open(tmp_pa
     """A process that dies inside a bulk load leaves history_pending saying history_fts is
     still to make: the next open makes it from the rows (SQLite's: PostgreSQL's tsv column
     is written with each row)."""
+    import subprocess
+    import sys
+
     history_dsn = f"sqlite:///{tmp_path}/store.sqlite3"
-    with HistoryIndex.open(history_dsn, create=True) as first:
-        loading = first.bulk_load()
-        loading.__enter__()  # never left: the process "dies" here
-        first.add_events(COMMUNITY, [chat(1, ALICE, "walrus survives", "2024-03-01T10:00:00")])
-        assert first.db.execute("SELECT work FROM history_pending") == [("fts",)]
+    # a process of its own that dies inside the load (os._exit: no cleanup runs)
+    dies = (
+        "import os, sys\n"
+        "from tests.waku_legacy.history.test_index import ALICE, COMMUNITY, chat\n"
+        "from waku_legacy.history.index import HistoryIndex\n"
+        "first = HistoryIndex.open(sys.argv[1], create=True)\n"
+        "with first.bulk_load():\n"
+        "    first.add_events(COMMUNITY, [chat(1, ALICE, 'walrus survives',"
+        " '2024-03-01T10:00:00')])\n"
+        "    pending = first.db.execute('SELECT work FROM history_pending')\n"
+        "    os._exit(0 if pending == [('fts',)] else 3)\n"
+    )
+    died = subprocess.run([sys.executable, "-c", dies, history_dsn], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert died.returncode == 0, died.stderr[-3000:]
     with HistoryIndex.open(history_dsn) as again:
         assert [h.message.id for h in again.reader().search(COMMUNITY, "walrus")] == [mid(1)]
         assert again.db.execute("SELECT * FROM history_pending") == []
