@@ -34,7 +34,7 @@ from waku_legacy.p2p.codec.muxer_events import (
     StreamOpened,
     StreamReset,
 )
-from waku_legacy.p2p.codec.noise import NoiseHandshake, XXHandshake
+from waku_legacy.p2p.codec.noise import NoiseHandshake, XXHandshake, secp256k1_identity
 from waku_legacy.p2p.codec.peer_key import decode_public_key, encode_public_key, peer_id
 from waku_legacy.p2p.codec.yamux import YamuxSession
 from waku_legacy.p2p.errors import (
@@ -49,7 +49,6 @@ from waku_legacy.p2p.errors import (
     YamuxProtocolError,
     YamuxUnreadOverflow,
 )
-from waku_legacy.p2p.transport.native import noise_identity
 
 # -- multistream-select ------------------------------------------------------------------------
 
@@ -313,9 +312,9 @@ def test_noise_xx_matches_the_spec_vector() -> None:
 
 
 def test_libp2p_noise_refuses_a_signature_of_another_static_key() -> None:
-    me = noise_identity(coincurve.PrivateKey())
-    other = noise_identity(coincurve.PrivateKey())
-    liar = noise_identity(coincurve.PrivateKey())
+    me = secp256k1_identity(coincurve.PrivateKey())
+    other = secp256k1_identity(coincurve.PrivateKey())
+    liar = secp256k1_identity(coincurve.PrivateKey())
     liar = type(liar)(other.public_key, liar.sign)  # claims other's key, signs with its own
     for initiator_identity, ok in ((me, True), (liar, False)):
         initiator = NoiseHandshake(initiator_identity, initiator=True)
@@ -336,9 +335,9 @@ def test_libp2p_noise_refuses_a_signature_of_another_static_key() -> None:
 def test_dialler_and_listener_connections_in_memory(muxer: str) -> None:
     limits = Libp2pConnectionLimits(requests={"/echo": 100}, max_streams=2)
     listener = ListenerConnection(
-        noise_identity(coincurve.PrivateKey()), limits, lambda: b"identify"
+        secp256k1_identity(coincurve.PrivateKey()), limits, lambda: b"identify"
     )
-    dialler = DiallerConnection(noise_identity(coincurve.PrivateKey()), muxer)
+    dialler = DiallerConnection(secp256k1_identity(coincurve.PrivateKey()), muxer)
     first = dialler.request("/echo", b"hello")  # written before the handshake ends
     second = dialler.request("/echo", b"x" * 101)  # over the request cap
     events: list = []
@@ -360,7 +359,7 @@ def test_dialler_and_listener_connections_in_memory(muxer: str) -> None:
 
 def test_listener_connection_refuses_a_plaintext_peer() -> None:
     listener = ListenerConnection(
-        noise_identity(coincurve.PrivateKey()), Libp2pConnectionLimits(), lambda: b""
+        secp256k1_identity(coincurve.PrivateKey()), Libp2pConnectionLimits(), lambda: b""
     )
     with pytest.raises(Libp2pConnectionFailed):
         listener.receive(HEADER + b"\x0b/plaintext\n" * 5, now=0.0)  # five refusals: over 4
@@ -445,9 +444,9 @@ def test_a_stream_whose_bytes_make_no_progress_for_write_timeout_is_reset(muxer:
     what it held dropped). Before, mplex had no such deadline (nothing waited per stream)."""
     limits = Libp2pConnectionLimits(requests={"/big": 100}, max_unsent=8 << 20, write_timeout=5.0)
     listener = ListenerConnection(
-        noise_identity(coincurve.PrivateKey()), limits, lambda: b"", paced=True
+        secp256k1_identity(coincurve.PrivateKey()), limits, lambda: b"", paced=True
     )
-    dialler = DiallerConnection(noise_identity(coincurve.PrivateKey()), muxer)
+    dialler = DiallerConnection(secp256k1_identity(coincurve.PrivateKey()), muxer)
     streams = [dialler.request("/big", b"page") for _ in range(2)]
     requests: list[Request] = []
     for _ in range(6):
@@ -514,7 +513,7 @@ def test_every_connection_error_keeps_its_counter_name() -> None:
 
 def test_a_plaintext_peer_is_a_codec_refusal() -> None:
     listener = ListenerConnection(
-        noise_identity(coincurve.PrivateKey()), Libp2pConnectionLimits(), lambda: b""
+        secp256k1_identity(coincurve.PrivateKey()), Libp2pConnectionLimits(), lambda: b""
     )
     with pytest.raises(CodecRefused) as caught:
         listener.receive(HEADER + b"\x0b/plaintext\n" * 5, now=0.0)

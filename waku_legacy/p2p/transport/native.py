@@ -80,17 +80,13 @@ from waku_legacy.p2p.policy import (
 )
 from waku_legacy.p2p.transport.worker_pool import LoopWorkers
 
-__all__ = ["NativeListener", "noise_identity"]
+__all__ = ["NativeListener"]
 
 AGENT = "waku-legacy"
 #: the longest a multistream answer waits to leave with its stream's response
 FLUSH_DELAY = 0.005
 #: how long a connection we end with GO_AWAY waits for the peer to close after our FIN
 LINGER = 1.0
-
-
-#: a secp256k1 identity for the Noise handshake (one place: :mod:`~waku_legacy.p2p.codec.noise`)
-noise_identity = secp256k1_identity
 
 
 class _Conn(asyncio.Protocol):
@@ -507,7 +503,7 @@ class NativeListener:
         #: why the listener ended by itself (None while it runs or after stop())
         self.failure: str | None = None
         self._thread: threading.Thread | None = None
-        self._identity = noise_identity(pair.private_key)
+        self._identity = secp256k1_identity(pair.private_key)
         requests = {name: limits.max_request_bytes for name in self.policy.protocols}
         requests[METADATA_CODEC] = METADATA_MAX_BYTES
         self._conn_limits = Libp2pConnectionLimits(
