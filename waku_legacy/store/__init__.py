@@ -110,21 +110,26 @@ def check_store_file(url: str, *, create: bool) -> None:
         raise StoreError(f"cannot read the store {path}: Permission denied")
     try:
         # mode=rw: never creates the file; reading the schema version reads the header
-        db = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True)
+        # timeout 0: a file another connection holds is not waited for (see below)
+        db = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=0)
         try:
             db.execute("PRAGMA schema_version").fetchone()
         finally:
             db.close()
         return
+    except sqlite3.OperationalError:
+        # locked, busy, cannot open now: a database maybe (its locks must stay): opening it
+        # will tell
+        return
     except sqlite3.DatabaseError:
-        pass  # not a database (or not readable as one): said below with its first bytes
+        pass  # SQLite's "file is not a database": said below with its first bytes
     try:
-        with open(path, "rb") as handle:  # no SQLite connection can hold locks on a non-database
+        with open(path, "rb") as handle:  # no SQLite connection holds locks on a non-database
             header = handle.read(len(SQLITE_HEADER))
     except OSError as exc:
         raise StoreError(f"cannot read the store {path}: {exc.strerror or exc}") from None
     if header == SQLITE_HEADER:
-        return  # a database SQLite could not read now (locked, say): opening it will tell
+        return  # the magic with a damaged header: opening it will tell
     raise StoreError(f"the store {path} is not a SQLite database (its first bytes: {header!r})")
 
 

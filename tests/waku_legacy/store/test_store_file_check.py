@@ -74,3 +74,31 @@ def test_the_check_still_refuses_what_is_not_a_store(tmp_path: Path) -> None:
     check_store_file(str(missing), create=True)
     check_store_file(str(empty), create=True)
     assert not missing.exists()  # the check creates nothing
+
+
+def test_a_locked_store_is_passed_without_touching_its_locks(tmp_path: Path) -> None:
+    """A store another connection of this process holds exclusively: SQLite cannot read it
+    now, so the check leaves it to the opening (at once, no busy wait) and never reads the
+    file itself, which would have dropped that connection's lock."""
+    import time
+
+    path = tmp_path / "store.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("INSERT INTO t VALUES (1)")
+    started = time.monotonic()
+    check_store_file(str(path), create=False)
+    assert time.monotonic() - started < 2
+    code = (
+        "import sqlite3, sys\n"
+        "try:\n"
+        "    sqlite3.connect(sys.argv[1], timeout=0).execute('SELECT count(*) FROM t').fetchone()\n"
+        "except sqlite3.OperationalError as exc:\n"
+        "    print(exc)\n"
+    )
+    other = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                           text=True, timeout=60, check=True)  # fmt: skip
+    assert "locked" in other.stdout  # the holder's lock held
+    holder.execute("COMMIT")
+    holder.close()
