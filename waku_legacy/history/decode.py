@@ -169,13 +169,6 @@ def _community(community_id: str) -> CommunityId:
     return CommunityId.parse(community_id)
 
 
-@functools.lru_cache(maxsize=1024)
-def _channel_of(community: CommunityId, chat_id: str) -> str | None:
-    """``community.channel_of(chat_id)``, remembered: a community's messages name a few
-    channels over and over, and reading the uuid (``uuid.UUID``) cost ~1.8 us a message."""
-    return community.channel_of(chat_id)
-
-
 def decode_application(
     data: bytes,
     payload_signer: str,
@@ -350,7 +343,7 @@ def _chat_message(
     display_name = valid_display_name(chat.display_name)
     if display_name is None:
         raise _Refused("refused", "display name is not allowed (ValidateDisplayName)")
-    channel = _channel_of(community, chat.chat_id)
+    channel = community.channel_of(chat.chat_id)
     if int(chat.message_type) != COMMUNITY_CHAT or chat.chat_id != f"{community}{channel}":
         channel = None  # status-go finds the chat by the exact id (allChats.Load)
     return ChatMessageEvent(

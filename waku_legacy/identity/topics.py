@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from dataclasses import dataclass
@@ -139,16 +140,13 @@ class CommunityId:
 
     def channel_of(self, chat_id: str) -> str | None:
         """The channel uuid of a chat id ``<id><uuid>`` (a ChatMessage's ``chat_id``), or None
-        when it is not one of this community's channel chats (canonical uuid only)."""
-        prefix = str(self)
-        if not chat_id.lower().startswith(prefix):
+        when it is not one of this community's channel chats (canonical uuid only).
+        Remembered per (community, chat id): a community's messages name a few channels
+        over and over, and reading the uuid cost ~1.8 us a message; only ids of a channel
+        chat's length are remembered (a stranger's long ids never fill the memory)."""
+        if len(chat_id) != _CHANNEL_CHAT_ID_LENGTH:
             return None
-        rest = chat_id[len(prefix) :]
-        try:
-            value = str(uuid.UUID(rest))
-        except ValueError:
-            return None
-        return value if value == rest.lower() else None
+        return _channel_of(self, chat_id)
 
     @property
     def magnetlinks_chat_id(self) -> str:
@@ -168,3 +166,20 @@ class CommunityId:
     def universal_content_topic(self) -> str:
         """v2 content topic of :attr:`universal_chat_id` (``/waku/1/0x<keccak[:4]>/rfc26``)."""
         return content_topic_of_chat(self.universal_chat_id)
+
+
+#: ``0x`` + 66 hex digits of the key, then a canonical uuid
+_CHANNEL_CHAT_ID_LENGTH = 2 + 66 + 36
+
+
+@functools.lru_cache(maxsize=1024)
+def _channel_of(community: CommunityId, chat_id: str) -> str | None:
+    prefix = str(community)
+    if not chat_id.lower().startswith(prefix):
+        return None
+    rest = chat_id[len(prefix) :]
+    try:
+        value = str(uuid.UUID(rest))
+    except ValueError:
+        return None
+    return value if value == rest.lower() else None

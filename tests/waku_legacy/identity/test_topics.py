@@ -91,3 +91,27 @@ def test_bad_channel_uuid() -> None:
     community = CommunityId.parse("0x" + G_COMPRESSED)
     with pytest.raises(InvalidTopic, match="channel uuid"):
         community.channel_chat_id("general")
+
+
+def test_channel_of_takes_canonical_channel_chat_ids_and_remembers_only_those() -> None:
+    """status-go names a community channel's chat ``<community id><uuid>``: the uuid in its
+    canonical 36-character form (any case); anything else, or another community's id, is no
+    channel. Ids of another length are refused before the memo, so a stranger's long ids
+    never fill it."""
+    import coincurve
+
+    from waku_legacy.identity import topics
+
+    community = CommunityId(coincurve.PrivateKey(b"\x07" * 32).public_key.format())
+    other = CommunityId(coincurve.PrivateKey(b"\x08" * 32).public_key.format())
+    channel = "8f3a1c2e-4b5d-4e6f-8a9b-0c1d2e3f4a5b"
+    assert community.channel_of(f"{community}{channel}") == channel
+    assert community.channel_of(f"{str(community).upper()}{channel.upper()}") == channel
+    assert community.channel_of(f"{other}{channel}") is None
+    assert community.channel_of(f"{community}{channel.replace('-', '')}") is None
+    assert community.channel_of(f"{community}{{{channel}}}") is None
+    assert community.channel_of(f"{community}{channel[:-1]}g") is None
+    before = topics._channel_of.cache_info().currsize
+    for n in range(50):
+        assert community.channel_of(f"{community}{channel}" + "x" * (n + 1)) is None
+    assert topics._channel_of.cache_info().currsize == before
