@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from waku_legacy.console import Progress as ConsoleProgress
 from waku_legacy.console import ProgressStep
+from waku_legacy.migrate.spark import clear_job_group, group_stages
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,9 +73,7 @@ class SparkProgress(ConsoleProgress):
             finally:
                 stop.set()
                 thread.join(timeout=2)
-                # None clears the job group (Spark's setLocalProperty takes null)
-                group_key = "spark.jobGroup.id"
-                context.setLocalProperty(group_key, None)  # type: ignore[arg-type]  # stub: str only
+                clear_job_group(context)
 
 
 def _poll_spark(
@@ -98,23 +97,17 @@ def _poll_once(
 ) -> None:
     """Tasks done/total of the group's stages, and the records they produced."""
     try:
-        tracker = context.statusTracker()
         store = context._jsc.sc().statusStore()
-        for job_id in tracker.getJobIdsForGroup(group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job else ():
-                info = tracker.getStageInfo(stage_id)
-                if info is None:
-                    continue
-                records = seen.get(stage_id, (0, 0, 0))[2]
-                try:
-                    data = store.lastStageAttempt(stage_id)
-                    records = max(
-                        data.inputRecords(), data.shuffleWriteRecords(), data.outputRecords()
-                    )
-                except Exception:  # the status store is best effort (py4j, a stage gone)
-                    pass
-                seen[stage_id] = (info.numCompletedTasks, info.numTasks, records)
+        for stage_id, info in group_stages(context, group):
+            records = seen.get(stage_id, (0, 0, 0))[2]
+            try:
+                data = store.lastStageAttempt(stage_id)
+                records = max(
+                    data.inputRecords(), data.shuffleWriteRecords(), data.outputRecords()
+                )
+            except Exception:  # the status store is best effort (py4j, a stage gone)
+                pass
+            seen[stage_id] = (info.numCompletedTasks, info.numTasks, records)
     except Exception:  # the tracker is best effort
         return
     done = sum(d for d, _, _ in seen.values())

@@ -110,6 +110,8 @@ def local_jvm_yields(spark: SparkSession) -> Iterator[None]:
                 os.setpriority(os.PRIO_PROCESS, tid, niceness)
 
 
+#: the local property that names the thread's job group
+JOB_GROUP = "spark.jobGroup.id"
 #: how long a failed job's cancelled tasks may take to end before their files are swept
 #: (PySpark destroys a task's Python worker spark.python.task.killTimeout, 2 s, after the kill)
 TASKS_END_TIMEOUT = 60.0
@@ -125,8 +127,7 @@ def temporaries_swept_on_failure(
     worker destroyed) and leave theirs: once the job's tasks have all ended, the dot-named
     ``*.tmp`` files in ``directories`` go, so that a failed run leaves no temporary."""
     context = spark.sparkContext
-    group_key = "spark.jobGroup.id"
-    group = context.getLocalProperty(group_key)  # a progress bar's, when one is shown
+    group = context.getLocalProperty(JOB_GROUP)  # a progress bar's, when one is shown
     own = group is None
     if group is None:
         group = f"waku-legacy-swept-{time.monotonic_ns()}"
@@ -140,8 +141,25 @@ def temporaries_swept_on_failure(
                 remove_temporaries(directory)
         raise
     finally:
-        if own:  # None clears the job group (Spark's setLocalProperty takes null)
-            context.setLocalProperty(group_key, None)  # type: ignore[arg-type]  # stub: str only
+        if own:
+            clear_job_group(context)
+
+
+def group_stages(context: Any, group: str) -> Iterator[tuple[int, Any]]:
+    """(stage id, SparkStageInfo) of every stage of the job group's jobs that Spark's status
+    tracker still knows."""
+    tracker = context.statusTracker()
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job else ():
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                yield stage_id, info
+
+
+def clear_job_group(context: Any) -> None:
+    """The thread's later jobs in no job group (Spark's setLocalProperty takes null)."""
+    context.setLocalProperty(JOB_GROUP, None)
 
 
 def _await_tasks_ended(context: Any, group: str, timeout: float) -> None:
@@ -149,13 +167,7 @@ def _await_tasks_ended(context: Any, group: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            tracker = context.statusTracker()
-            active = 0
-            for job_id in tracker.getJobIdsForGroup(group):
-                job = tracker.getJobInfo(job_id)
-                for stage_id in job.stageIds if job else ():
-                    info = tracker.getStageInfo(stage_id)
-                    active += info.numActiveTasks if info is not None else 0
+            active = sum(info.numActiveTasks for _, info in group_stages(context, group))
         except Exception:  # the tracker is best effort (py4j, a context stopping)
             return
         if not active:
