@@ -122,6 +122,9 @@ async def test_v1_rest_relay_and_a_seven_day_archive_rollover(tmp_path):
     try:
         # 1. At start: no archive yet, so one run builds the first (the old messages).
         await wait_until(lambda: _magnets(nwaku), what="first magnet link")
+        # the fake node records the link before it answers; the run marks it published after
+        await wait_until(lambda: archiver.last_run is not None and archiver.last_run.published,
+                         what="the first run's publish answered")  # fmt: skip
         first = archiver.last_run
         assert first.reason == "start" and first.build["archives_added"] == 1
         assert first.collected["from_envelopes"] == 3 and first.published
