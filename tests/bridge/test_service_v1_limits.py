@@ -5,13 +5,13 @@ refusals show on ``/metrics``."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import aiohttp
 import pytest
 
 from tests.bridge.support import FakeNwaku, bridge_config
+from tests.helpers import wait_until
 from waku_legacy.bridge.clock import ManualClock
 from waku_legacy.bridge.service import BridgeService
 from waku_legacy.crypto.secp256k1 import generate_private_key
@@ -34,17 +34,15 @@ def _stored_envelopes(service) -> int:
     return len(rows)
 
 
-async def _settled(service) -> None:
-    before = -1
-    while before != service.mailserver.stats["live_accepted"] + service.mailserver.stats[
-        "live_rejected"
-    ]:
-        before = service.mailserver.stats["live_accepted"] + service.mailserver.stats[
-            "live_rejected"
-        ]
-        await asyncio.sleep(0.15)
+async def _settled(service, handled: int, stored: int) -> None:
+    """Wait until the listener has judged ``handled`` envelopes in all (accepted or refused)
+    and the store holds ``stored``: counters and rows, not a pause, say the work is done."""
+    stats = service.mailserver.stats
+    await wait_until(lambda: stats["live_accepted"] + stats["live_rejected"] >= handled,
+                     what=f"{handled} envelopes judged")  # fmt: skip
     await service.live.writer.flush()
-    await asyncio.sleep(0.2)
+    await wait_until(lambda: _stored_envelopes(service) >= stored, what=f"{stored} stored")
+    assert stats["live_accepted"] + stats["live_rejected"] == handled
 
 
 async def test_bridge_v1_listener_stores_only_envelopes_that_pass_rules_and_limits(tmp_path):
@@ -67,22 +65,20 @@ async def test_bridge_v1_listener_stores_only_envelopes_that_pass_rules_and_limi
         # ttl 0 used to give infinite PoW: all refused, none stored.
         free = [Envelope(now + 5, 0, TOPIC, b"spam %d" % i * 100, 0).encode() for i in range(10)]
         await spammer.send_envelopes(free)
-        await _settled(service)
+        await _settled(service, handled=10, stored=0)
         assert _stored_envelopes(service) == 0
         # A flood of valid envelopes: the peer's burst is stored, the rest refused.
         valid = [seal(now + 30, 30, TOPIC, b"flood %d" % i, 0.001).encode() for i in range(60)]
         for start in range(0, 60, 20):
             await spammer.send_envelopes(valid[start : start + 20])
-        await _settled(service)
+        await _settled(service, handled=70, stored=_expected_after_flood())
         assert _stored_envelopes(service) == _expected_after_flood()
         await spammer.disconnect()
         # A trusted mailserver's history (expired envelopes, over any live rate) is stored.
         mailserver = await connect(service.mailserver.enode, trusted, status=status)
         old = [seal(now - 7 * DAY + i, 30, TOPIC, b"old %d" % i, 0).encode() for i in range(40)]
         await mailserver.send_p2p_messages(old)
-        await asyncio.sleep(0.3)
-        await service.live.writer.flush()
-        await asyncio.sleep(0.2)
+        await _settled(service, handled=110, stored=_expected_after_flood() + 40)
         stored = _stored_envelopes(service)
         await mailserver.disconnect()
         async with aiohttp.ClientSession() as session:
