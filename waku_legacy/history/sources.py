@@ -363,7 +363,10 @@ def archive_rows(entries: Iterable[ArchivedEntry], *, source: str) -> Iterator[W
     for entry in entries:
         message = entry.message
         signer = "0x" + bytes(message.sig).hex() if len(message.sig) == 65 else ""
-        window = (entry.window_from, entry.window_from + WEEK_SECONDS)
+        # the archive's own end (status-go's last window may be shorter than a week); a week
+        # only for an entry built without it
+        end = entry.window_to if entry.window_to is not None else entry.window_from + WEEK_SECONDS
+        window = (entry.window_from, end)
         yield WakuRow(
             bytes(message.payload),
             WakuFacts(
@@ -408,7 +411,7 @@ def folder_archive_entries(
     for entry in sorted(index.entries, key=lambda e: (e.window_from, e.offset)):
         archive = read_archive(archive_dir, community, entry, flavour=flavour)
         for message in archive.messages:
-            yield ArchivedEntry(entry.window_from, message)
+            yield ArchivedEntry(entry.window_from, message, entry.window_to)
 
 
 def open_archive_entries(
@@ -432,8 +435,8 @@ def open_archive_entries(
         from waku_legacy.archive.logos_storage import LogosStorageClient, fetch_by_cid
 
         fetched = fetch_by_cid(LogosStorageClient(args.logos_url, timeout=args.timeout), args.cid)
-        start = {a["archive_id"]: int(a["from"]) for a in fetched.archives}
-        entries = [ArchivedEntry(start[i], m) for i, m in fetched.messages]
+        span = {a["archive_id"]: (int(a["from"]), int(a["to"])) for a in fetched.archives}
+        entries = [ArchivedEntry(span[i][0], m, span[i][1]) for i, m in fetched.messages]
         return ArchiveEntries(
             entries, f"Logos Storage index {args.cid}", None, args.cid, "logos-storage"
         )
@@ -455,7 +458,9 @@ def open_archive_entries(
     source = args.magnet or args.torrent
     result = fetch_archives(source, community, save_dir, options, progress=Progress(not args.quiet))
     fetched_entries: Sequence[ArchivedEntry] = [
-        ArchivedEntry(f.entry.window_from, m) for f in result.archives for m in f.archive.messages
+        ArchivedEntry(f.entry.window_from, m, f.entry.window_to)
+        for f in result.archives
+        for m in f.archive.messages
     ]
     torrent_folder = Path(args.torrent).resolve().parent if args.torrent else None
     origin = f"{'magnet link' if args.magnet else args.torrent} ({result.info_hash})"

@@ -249,10 +249,12 @@ def judge_link(
 
 @dataclass(frozen=True, slots=True)
 class ArchivedEntry:
-    """One message as an archive holds it, with the archive's window start (seconds)."""
+    """One message as an archive holds it, with its archive's window [from, to) in seconds
+    (``window_to`` None: not known to whoever built the entry)."""
 
     window_from: int
     message: ArchiveMessage
+    window_to: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

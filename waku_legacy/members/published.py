@@ -120,5 +120,5 @@ def folder_entries(
     out: list[ArchivedEntry] = []
     for entry in sorted(index.entries, key=lambda e: (e.window_from, e.offset)):
         archive = read_archive(archive_dir, community, entry, flavour=flavour)
-        out.extend(ArchivedEntry(entry.window_from, m) for m in archive.messages)
+        out.extend(ArchivedEntry(entry.window_from, m, entry.window_to) for m in archive.messages)
     return out

@@ -39,13 +39,17 @@ SPEC = SampleSpec(communities=1, channels=2, members=4, days=16, messages_per_ch
 COMMUNITY = make_communities(SPEC)[0]
 CID = str(COMMUNITY.id)
 WEEK = 7 * 86_400
+# 17 days after the sample's start: the messages' 16 days are archived in three windows, the
+# last clamped to now (status-go's rule), shorter than a week
+NOW = SPEC.start + 17 * 86_400
+UNIVERSAL = reference_keccak256(f"{CID}-memberUpdate".encode())[:4]
 
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("history-archives")
     channels = {chat_topic(COMMUNITY.id.channel_chat_id(c)): c for c in COMMUNITY.channels}
-    messages, per_channel = [], Counter()
+    messages, per_channel, times = [], Counter(), {}
     authors: dict[str, Counter[str]] = {c: Counter() for c in COMMUNITY.channels}
     for raw in generate_envelopes(SPEC, [COMMUNITY]):
         envelope = Envelope.decode(raw)
@@ -57,6 +61,11 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
             timestamp=envelope.expiry - envelope.ttl, decoded=decoded,
         ))  # fmt: skip
         per_channel[channel] += 1
+        # the message's two copies: the channel one and, in "both", the -memberUpdate one,
+        # hashed keccak256(original || that 4-byte topic) (archive/topics.py's rule)
+        original = reference_keccak256(raw)
+        for copy in (original, reference_keccak256(original + UNIVERSAL)):
+            times["0x" + copy.hex()] = envelope.expiry - envelope.ttl
         authors[channel]["0x" + decoded.signer.hex()] += 1
     dump = tmp / "sources.dump"
     with DumpWriter(dump) as writer:
@@ -64,10 +73,11 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
             writer.append(raw)
     build_community_archives(
         tmp / "archives", tmp / "torrents", CID, sorted(channels), messages,
-        now=SPEC.start + 3 * WEEK, community_key=coincurve.PrivateKey(COMMUNITY.secret),
+        now=NOW, community_key=coincurve.PrivateKey(COMMUNITY.secret),
         clock_ms=1_900_000_000_000, fsync=False, archive_topics="both",
     )  # fmt: skip
-    return {"tmp": tmp, "dump": dump, "per_channel": per_channel, "authors": authors}
+    return {"tmp": tmp, "dump": dump, "per_channel": per_channel, "authors": authors,
+            "times": times}  # fmt: skip
 
 
 def _export(p: dict, fmt: str, out: Path, *extra: str) -> None:
@@ -95,11 +105,23 @@ def test_every_archived_message_once_and_the_banned_hidden(published, tmp_path, 
         assert banned not in {r["author_key"] for r in rows}
         assert {r["author_key"] for r in rows} <= set(sample_members(SPEC))
         assert all(r["channel"] == name and r["content_type"] == "text" for r in rows)
-        # provenance: archived in a 7-day window, read from the archive folder
-        assert all(r["archive_window"] and r["signer"] == r["author_key"] for r in rows)
+        # provenance: the archive window each message sits in, as the index names it, and
+        # the signer recovered from the archived message
+        assert all(r["signer"] == r["author_key"] for r in rows)
+        assert [r["archive_window"] for r in rows] == [
+            _window(published, r["waku_hash"]) for r in rows
+        ]
         assert [r["timestamp_ms"] for r in rows] == sorted(r["timestamp_ms"] for r in rows)
         total_shown += len(rows)
     assert summary["messages"] == total_shown
+
+
+def _window(published: dict, waku_hash: str) -> str:
+    """Hand-derived from status-go's partition: 7-day windows from the oldest archived
+    message, the last one ending at the run's now."""
+    oldest = min(published["times"].values())
+    start = oldest + (published["times"][waku_hash] - oldest) // WEEK * WEEK
+    return f"{start}-{min(start + WEEK, NOW)}"
 
 
 def test_show_banned_and_a_static_site(published, tmp_path, capsys):
