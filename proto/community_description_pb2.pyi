@@ -74,8 +74,14 @@ class CommunityChat(_message.Message):
     position: int
     def __init__(self, members: _Optional[_Mapping[str, CommunityMember]] = ..., identity: _Optional[_Union[ChatIdentity, _Mapping]] = ..., category_id: _Optional[str] = ..., position: _Optional[int] = ...) -> None: ...
 
+class CommunityAdminSettings(_message.Message):
+    __slots__ = ("pin_message_all_members_enabled",)
+    PIN_MESSAGE_ALL_MEMBERS_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    pin_message_all_members_enabled: bool
+    def __init__(self, pin_message_all_members_enabled: _Optional[bool] = ...) -> None: ...
+
 class CommunityDescription(_message.Message):
-    __slots__ = ("clock", "members", "identity", "chats", "ban_list", "archive_magnetlink_clock", "relay_shard_index", "banned_members")
+    __slots__ = ("clock", "members", "identity", "chats", "ban_list", "archive_magnetlink_clock", "admin_settings", "relay_shard_index", "banned_members")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +109,7 @@ class CommunityDescription(_message.Message):
     CHATS_FIELD_NUMBER: _ClassVar[int]
     BAN_LIST_FIELD_NUMBER: _ClassVar[int]
     ARCHIVE_MAGNETLINK_CLOCK_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_SETTINGS_FIELD_NUMBER: _ClassVar[int]
     RELAY_SHARD_INDEX_FIELD_NUMBER: _ClassVar[int]
     BANNED_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     clock: int
@@ -111,6 +118,7 @@ class CommunityDescription(_message.Message):
     chats: _containers.MessageMap[str, CommunityChat]
     ban_list: _containers.RepeatedScalarFieldContainer[str]
     archive_magnetlink_clock: int
+    admin_settings: CommunityAdminSettings
     relay_shard_index: int
     banned_members: _containers.MessageMap[str, CommunityBanInfo]
-    def __init__(self, clock: _Optional[int] = ..., members: _Optional[_Mapping[str, CommunityMember]] = ..., identity: _Optional[_Union[ChatIdentity, _Mapping]] = ..., chats: _Optional[_Mapping[str, CommunityChat]] = ..., ban_list: _Optional[_Iterable[str]] = ..., archive_magnetlink_clock: _Optional[int] = ..., relay_shard_index: _Optional[int] = ..., banned_members: _Optional[_Mapping[str, CommunityBanInfo]] = ...) -> None: ...
+    def __init__(self, clock: _Optional[int] = ..., members: _Optional[_Mapping[str, CommunityMember]] = ..., identity: _Optional[_Union[ChatIdentity, _Mapping]] = ..., chats: _Optional[_Mapping[str, CommunityChat]] = ..., ban_list: _Optional[_Iterable[str]] = ..., archive_magnetlink_clock: _Optional[int] = ..., admin_settings: _Optional[_Union[CommunityAdminSettings, _Mapping]] = ..., relay_shard_index: _Optional[int] = ..., banned_members: _Optional[_Mapping[str, CommunityBanInfo]] = ...) -> None: ...

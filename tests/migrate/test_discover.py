@@ -188,3 +188,23 @@ def test_a_description_in_status_gos_protocol_message_layer_is_read() -> None:
     layered = length_delimited(2, installation) + length_delimited(102, bare)
     found = read_signed_description(layered, community.id)
     assert found.clock == 11 and set(found.channel_uuids) == set(community.channels)
+
+
+def test_pinning_open_to_all_members_is_read_from_admin_settings() -> None:
+    """status-go's CommunityDescription field 10 (admin_settings, a CommunityAdminSettings)
+    holding field 1 (pin_message_all_members_enabled) = true, appended by hand: tag 0x52
+    (10 << 3 | 2), length 2, then tag 0x08 (1 << 3 | 0), value 1. Without it: off."""
+    from waku_legacy.crypto.secp256k1 import private_key_from_bytes
+
+    community = make_communities(SampleSpec(communities=1))[0]
+    message = application_metadata_pb2.ApplicationMetadataMessage.FromString(
+        description_message(community, community.channels, 7)
+    )
+    plain = read_signed_description(message.SerializeToString(), community.id)
+    assert plain.pin_all_members is False
+    message.payload += b"\x52\x02\x08\x01"
+    message.signature = sign_recoverable(
+        keccak256(message.payload), private_key_from_bytes(community.secret)
+    )
+    found = read_signed_description(message.SerializeToString(), community.id)
+    assert found.pin_all_members is True and found.clock == 7

@@ -19,22 +19,24 @@ standalone SQLite file for histories read from archives only, and keeps these ta
                        history_fts to its end (:meth:`HistoryIndex.bulk_load`)
     history_edits / history_deletes / history_reactions / history_pins
                        every modifier, kept (newest clock per author, per author and emoji,
-                       per target): one that arrives before its target waits here and applies
+                       per author): one that arrives before its target waits here and applies
                        when the target is added; rebuilding a message from them gives the
                        same row whatever the arrival order
     history_authors    per key: compressed key, three-word alias, newest display name
     history_communities / history_channels / history_banned / history_images
-                       the newest signed description's names, moderators and bans; per
+                       the newest signed description's names, moderators, pinners and bans; per
                        channel the count of non-deleted messages; image bytes apart from the
                        rows a page reads
 
 Rules (status-go's, owned by :mod:`.rules`): an edit counts only from the original's author,
 the newest clock wins; a delete counts from the author or a moderator of the newest
 description; a reaction per (author, emoji) is its newest clock's state (retracted or not);
-a pin is its newest clock's. Adding the same message twice (its channel-topic and
-``-memberUpdate`` copies) keeps one row, the first copy's provenance; adding everything again
-changes nothing. Writes go in bounded batches, one transaction each (a bulk load into empty
-SQLite tables: several batches per transaction, and history_fts made once at its end).
+a pin is the newest clock's among those of the description's admins (anyone's when it opens
+pinning to all members, or when no description is known). Adding the same message twice
+(its channel-topic and ``-memberUpdate`` copies) keeps one row, the first copy's provenance;
+adding everything again changes nothing. Writes go in bounded batches, one transaction each
+(a bulk load into empty SQLite tables: several batches per transaction, and history_fts made
+once at its end).
 """
 
 from __future__ import annotations
@@ -144,6 +146,22 @@ POSTGRES_READ_INDEXES = {
 }
 
 
+# each author's newest pin or unpin of a message: whose count depends on the description
+PINS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS history_pins (community TEXT NOT NULL,"
+    " target TEXT NOT NULL, author TEXT NOT NULL, clock {big} NOT NULL, id TEXT NOT NULL,"
+    " pinned INTEGER NOT NULL, PRIMARY KEY (community, target, author))"
+)
+# tables made before (2026-11-29) kept one pin per message, whoever made it: copied over
+PINS_BY_AUTHOR = (
+    "ALTER TABLE history_pins RENAME TO history_pins_before",
+    PINS_TABLE,
+    "INSERT INTO history_pins (community, target, author, clock, id, pinned)"
+    " SELECT community, target, author, clock, id, pinned FROM history_pins_before",
+    "DROP TABLE history_pins_before",
+)
+
+
 def _tables(blob: str, big: str) -> tuple[str, ...]:
     return (
         "CREATE TABLE IF NOT EXISTS history_messages ("
@@ -180,16 +198,15 @@ def _tables(blob: str, big: str) -> tuple[str, ...]:
         " target TEXT NOT NULL, author TEXT NOT NULL, emoji TEXT NOT NULL,"
         f" clock {big} NOT NULL, id TEXT NOT NULL, retracted INTEGER NOT NULL,"
         " PRIMARY KEY (community, target, author, emoji))",
-        "CREATE TABLE IF NOT EXISTS history_pins (community TEXT NOT NULL,"
-        f" target TEXT NOT NULL, author TEXT NOT NULL, clock {big} NOT NULL, id TEXT NOT NULL,"
-        " pinned INTEGER NOT NULL, PRIMARY KEY (community, target))",
+        PINS_TABLE.format(big=big),
         "CREATE TABLE IF NOT EXISTS history_authors (key TEXT PRIMARY KEY,"
         " compressed TEXT NOT NULL, alias TEXT NOT NULL, display_name TEXT NOT NULL,"
         f" name_clock {big} NOT NULL)",
         "CREATE TABLE IF NOT EXISTS history_communities (community TEXT PRIMARY KEY,"
         f" name TEXT NOT NULL, clock {big} NOT NULL, channels TEXT NOT NULL,"
         " moderators TEXT NOT NULL, archive_link TEXT NOT NULL,"
-        f" last_archived_s {big} NOT NULL, description TEXT NOT NULL DEFAULT '')",
+        f" last_archived_s {big} NOT NULL, description TEXT NOT NULL DEFAULT '',"
+        " pinners TEXT NOT NULL DEFAULT 'null')",
         "CREATE TABLE IF NOT EXISTS history_channels (community TEXT NOT NULL,"
         f" channel TEXT NOT NULL, messages {big} NOT NULL, PRIMARY KEY (community, channel))",
         "CREATE TABLE IF NOT EXISTS history_days (community TEXT NOT NULL,"
@@ -223,6 +240,8 @@ POSTGRES_SCHEMA = (
     # tables made before the description column (2026-11-29) get it
     "ALTER TABLE history_communities ADD COLUMN IF NOT EXISTS description TEXT NOT NULL"
     " DEFAULT ''",
+    "ALTER TABLE history_communities ADD COLUMN IF NOT EXISTS pinners TEXT NOT NULL"
+    " DEFAULT 'null'",
     "ALTER TABLE history_messages ADD COLUMN IF NOT EXISTS tsv tsvector"
     " GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED",
     *POSTGRES_READ_INDEXES.values(),
@@ -331,6 +350,14 @@ def _open_database(dsn: str, create: bool) -> Database:
                 conn.execute("SELECT pg_advisory_xact_lock(7377657)")  # one creator at a time
                 for statement in POSTGRES_SCHEMA:
                     conn.execute(statement)
+                primary = conn.execute(
+                    "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON"
+                    " a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)"
+                    " WHERE i.indrelid = 'history_pins'::regclass AND i.indisprimary"
+                ).fetchall()
+                if "author" not in {name for (name,) in primary}:
+                    for statement in PINS_BY_AUTHOR:
+                        conn.execute(statement.format(big="BIGINT"))
             conn.commit()
         except psycopg.Error as exc:
             line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -360,12 +387,20 @@ def _open_database(dsn: str, create: bool) -> Database:
         if lite.execute("SELECT 1 FROM history_pending WHERE work = 'fts'").fetchone():
             for statement in REBUILD_FTS:
                 lite.execute(statement)
-        # tables made before the description column (2026-11-29) get it
+        # tables made before the description and pinners columns (2026-11-29) get them
         columns = {row[1] for row in lite.execute("PRAGMA table_info(history_communities)")}
         if "description" not in columns:
             lite.execute(
                 "ALTER TABLE history_communities ADD COLUMN description TEXT NOT NULL DEFAULT ''"
             )
+        if "pinners" not in columns:
+            lite.execute(
+                "ALTER TABLE history_communities ADD COLUMN pinners TEXT NOT NULL DEFAULT 'null'"
+            )
+        if "author" not in {row[1] for row in lite.execute("PRAGMA table_info(history_pins)")
+                            if row[5]}:  # fmt: skip
+            for statement in PINS_BY_AUTHOR:
+                lite.execute(statement.format(big="INTEGER"))
         lite.execute("COMMIT")
     except sqlite3.Error as exc:
         raise HistoryIndexError(f"cannot open the history tables in {path}: {exc}") from None
@@ -471,17 +506,19 @@ class _Modifiers:
     edits: list[tuple[str, int, str, str, int]] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)  # authors
     reactions: list[tuple[str, str, int, str, int]] = field(default_factory=list)
-    pin: tuple[str, int, str, int] | None = None  # author clock id pinned
+    pins: list[tuple[str, int, str, int]] = field(default_factory=list)  # author clock id pinned
 
 
 def _fold(
-    author: str, text: str, sent_type: int, mods: _Modifiers, moderators: frozenset[str]
+    author: str, text: str, sent_type: int, mods: _Modifiers, moderators: frozenset[str],
+    pinners: frozenset[str] | None = None,
 ) -> tuple[str, int, int, int, str, str, str, int]:
     """(text, edited clock, deleted, pinned, pinned by, reactions JSON, mentions JSON,
     content type) of a message by ``author`` whose original text is ``text`` (a text edited
     before is fine: see :meth:`HistoryIndex._refold`) and content type ``sent_type``, given
     every modifier of it. The newest applicable edit gives the text, and its content type
-    when not 0 (status-go's applyEditMessage)."""
+    when not 0 (status-go's applyEditMessage); the newest pin or unpin of those ``pinners``
+    may make (:func:`~.rules.pin_applies`) says whether it is pinned."""
     edited, content_type = 0, sent_type
     best: tuple[int, str] | None = None
     for edit_author, clock, edit_id, edit_text, edit_type in mods.edits:
@@ -490,8 +527,13 @@ def _fold(
             content_type = edit_type or sent_type
     deleted = any(_delete_applies(d, author, moderators) for d in mods.deletes)
     pinned, pinned_by = 0, ""
-    if mods.pin is not None and mods.pin[3]:
-        pinned, pinned_by = 1, mods.pin[0]
+    if mods.pins:
+        from waku_legacy.history.rules import pin_applies
+
+        counted = [p for p in mods.pins if pin_applies(p[0], pinners)]
+        newest = max(counted, key=lambda p: (p[1], p[2]), default=None)
+        if newest is not None and newest[3]:
+            pinned, pinned_by = 1, newest[0]
     mentions = _mentions(text)
     return (text, edited, int(deleted), pinned, pinned_by, reactions_json(mods.reactions),
             json.dumps(mentions) if mentions else "[]", content_type)  # fmt: skip
@@ -516,6 +558,7 @@ class HistoryIndex:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._moderators: dict[str, frozenset[str]] = {}
+        self._pinners: dict[str, frozenset[str] | None] = {}
         self._known_authors: set[str] = set()
         self._bulk = False  # SQLite, in a bulk load into empty tables (:meth:`bulk_load`)
         self._segments: SegmentJoiner | None = None
@@ -554,6 +597,17 @@ class HistoryIndex:
             self._moderators[community_id] = frozenset(json.loads(rows[0][0]) if rows else [])
         return self._moderators[community_id]
 
+    def pinners(self, community_id: str) -> frozenset[str] | None:
+        """Whose pins count (the newest description's admins; None: anyone's, also when no
+        description is known)."""
+        if community_id not in self._pinners:
+            rows = self.db.execute(
+                "SELECT pinners FROM history_communities WHERE community = ?", [community_id]
+            )
+            kept = json.loads(rows[0][0]) if rows else None
+            self._pinners[community_id] = None if kept is None else frozenset(kept)
+        return self._pinners[community_id]
+
     def set_description(
         self, description: SignedDescription, community_id: str | None = None
     ) -> None:
@@ -574,16 +628,21 @@ class HistoryIndex:
         # the control node (the community key) may always delete
         owner = "0x" + CommunityId.parse(community).uncompressed.hex()
         moderators = sorted({*rules.moderators_of(description), owner})
+        pinners = rules.pinners_of(description)
+        pinners_json = "null" if pinners is None else json.dumps(sorted(pinners))
+        pin_rule_changed = self.pinners(community) != pinners
         channels = [[c.uuid, c.name, c.position, c.description] for c in description.channels]
         with self.db.transaction():
             self.db.stream(
                 "INSERT INTO history_communities (community, name, clock, channels, moderators,"
-                " archive_link, last_archived_s, description) VALUES (?, ?, ?, ?, ?, '', 0, ?)"
+                " archive_link, last_archived_s, description, pinners)"
+                " VALUES (?, ?, ?, ?, ?, '', 0, ?, ?)"
                 " ON CONFLICT (community) DO UPDATE SET name = excluded.name,"
                 " clock = excluded.clock, channels = excluded.channels,"
-                " moderators = excluded.moderators, description = excluded.description",
+                " moderators = excluded.moderators, description = excluded.description,"
+                " pinners = excluded.pinners",
                 [community, description.name, description.clock, json.dumps(channels),
-                 json.dumps(moderators), description.description],
+                 json.dumps(moderators), description.description, pinners_json],
             )  # fmt: skip
             self.db.stream("DELETE FROM history_banned WHERE community = ?", [community])
             self.db.executemany(
@@ -591,6 +650,7 @@ class HistoryIndex:
                 [(community, key) for key in sorted(description.banned)],
             )
             self._moderators[community] = frozenset(moderators)
+            self._pinners[community] = pinners
             # deletes by others than the author may now apply, or no longer
             targets = self.db.stream(
                 "SELECT DISTINCT d.target FROM history_deletes d JOIN history_messages m"
@@ -598,7 +658,12 @@ class HistoryIndex:
                 " WHERE d.community = ? AND d.author <> m.author",
                 [community],
             )
-            self._refold(community, [t for (t,) in targets])
+            refold = {t for (t,) in targets}
+            if pin_rule_changed:  # pins by others than its admins may now count, or no longer
+                refold.update(t for (t,) in self.db.stream(
+                    "SELECT DISTINCT target FROM history_pins WHERE community = ?", [community]
+                ))  # fmt: skip
+            self._refold(community, sorted(refold))
 
     def _only_community(self) -> str:
         rows = self.db.execute(
@@ -707,7 +772,7 @@ class HistoryIndex:
         edits: dict[tuple[str, str], EditEvent] = {}
         deletes: dict[tuple[str, str], DeleteEvent] = {}
         reactions: dict[tuple[str, str, str], ReactionEvent] = {}
-        pins: dict[str, PinEvent] = {}
+        pins: dict[tuple[str, str], PinEvent] = {}
         names: dict[str, tuple[int, str]] = {}
         for event in events:
             if isinstance(event, ChatMessageEvent):
@@ -730,7 +795,7 @@ class HistoryIndex:
                 _keep_newest(reactions, (event.target_id, event.author, event.emoji), event)
             elif isinstance(event, PinEvent):
                 counts.pins += 1
-                _keep_newest(pins, event.target_id, event)
+                _keep_newest(pins, (event.target_id, event.author), event)
             elif isinstance(event, IdentityEvent):
                 counts.identities += 1
                 _newest_name(names, event.author, event.clock, event.display_name)
@@ -746,7 +811,8 @@ class HistoryIndex:
             targets = {e.target_id for e in edits.values()} | {
                 d.target_id for d in deletes.values()
             }
-            targets |= {r.target_id for r in reactions.values()} | set(pins)
+            targets |= {r.target_id for r in reactions.values()}
+            targets |= {p.target_id for p in pins.values()}
             self._refold(community, sorted(targets - set(new)))
         return counts
 
@@ -776,7 +842,7 @@ class HistoryIndex:
         edits: dict[tuple[str, str], EditEvent],
         deletes: dict[tuple[str, str], DeleteEvent],
         reactions: dict[tuple[str, str, str], ReactionEvent],
-        pins: dict[str, PinEvent],
+        pins: dict[tuple[str, str], PinEvent],
     ) -> None:
         newer = "WHERE excluded.clock > {t}.clock OR (excluded.clock = {t}.clock AND excluded.id > {t}.id)"  # noqa: E501
         self.db.executemany(
@@ -805,8 +871,8 @@ class HistoryIndex:
         )  # fmt: skip
         self.db.executemany(
             "INSERT INTO history_pins (community, target, author, clock, id, pinned)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (community, target) DO UPDATE"
-            " SET author = excluded.author, clock = excluded.clock, id = excluded.id,"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (community, target, author) DO UPDATE"
+            " SET clock = excluded.clock, id = excluded.id,"
             " pinned = excluded.pinned " + newer.format(t="history_pins"),
             [(community, p.target_id, p.author, p.clock, p.id, int(p.pinned))
              for p in pins.values()],
@@ -845,7 +911,7 @@ class HistoryIndex:
                 f"SELECT target, author, clock, id, pinned FROM history_pins {where}",
                 [community, *values],
             ) if "history_pins" in held else ():
-                mods[target].pin = (author, int(clock), pin_id, int(pinned))
+                mods[target].pins.append((author, int(clock), pin_id, int(pinned)))
         return mods
 
     def _write_messages(self, community: str, chats: dict[str, ChatMessageEvent]) -> list[str]:
@@ -867,7 +933,7 @@ class HistoryIndex:
         rids = self._free_rids(new)
         mods = self._modifiers(community, [*(c.id for c in new),
                                            *(c.legacy_id for c in new if c.legacy_id)])  # fmt: skip
-        moderators = self.moderators(community)
+        moderators, pinners = self.moderators(community), self.pinners(community)
         albums = sorted({c.album_id for c in new if c.album_id})
         album_deletes = self._album_deletes(community, albums)
         for chat in new:  # deletes of images of this batch
@@ -882,7 +948,7 @@ class HistoryIndex:
                 chat.author, chat.text, chat.content_type,
                 _with_deletes(_both(mods, chat.id, chat.legacy_id),
                               album_deletes.get(chat.album_id, [])),
-                moderators,
+                moderators, pinners,
             )  # fmt: skip
             ts = _clamp_ms(chat.timestamp_ms)
             rows.append((
@@ -1031,7 +1097,7 @@ class HistoryIndex:
         album_deletes = self._album_deletes(community, albums)
         rows = [found[rid] for rid in sorted(found)]
         mods = self._modifiers(community, [*(r[1] for r in rows), *(r[2] for r in rows if r[2])])
-        moderators = self.moderators(community)
+        moderators, pinners = self.moderators(community), self.pinners(community)
         updates = []
         fts: list[tuple[Any, ...]] = []
         per_day: dict[tuple[str, int], int] = defaultdict(int)
@@ -1042,7 +1108,7 @@ class HistoryIndex:
             mine = _both(mods, message_id, legacy_id)
             folded = _fold(author, text, int(sent),
                            _with_deletes(mine, album_deletes.get(album, [])),
-                           moderators)  # fmt: skip
+                           moderators, pinners)  # fmt: skip
             updates.append((*folded, rid))
             new_text, new_deleted = folded[0], folded[2]
             if not db.postgres and not self._bulk and (
@@ -1076,10 +1142,9 @@ def _both(mods: dict[str, _Modifiers], message_id: str, legacy_id: str) -> _Modi
     second = mods.get(legacy_id) if legacy_id else None
     if second is None:
         return first
-    pins = [p for p in (first.pin, second.pin) if p is not None]
     return _Modifiers(
         first.edits + second.edits, first.deletes + second.deletes,
-        first.reactions + second.reactions, max(pins, key=lambda p: (p[1], p[2]), default=None),
+        first.reactions + second.reactions, first.pins + second.pins,
     )  # fmt: skip
 
 
@@ -1087,7 +1152,7 @@ def _with_deletes(mods: _Modifiers, deletes: list[str]) -> _Modifiers:
     """``mods`` with more delete authors (an album's)."""
     if not deletes:
         return mods
-    return _Modifiers(mods.edits, mods.deletes + deletes, mods.reactions, mods.pin)
+    return _Modifiers(mods.edits, mods.deletes + deletes, mods.reactions, mods.pins)
 
 
 def _keep_newest(into: dict[Any, Any], key: Any, event: Any) -> None:

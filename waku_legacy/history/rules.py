@@ -32,8 +32,15 @@ Deletes (``handleDeleteMessage``, ``protocol/messenger_handler.go``):
   lost there, an order accident of status-go. :func:`delete_applies` gives the in-order
   answer whatever the order: the author, or a moderator of the newest description.
 
-Pins (``handlePinMessage``): the newest clock per (message, chat) wins (``SavePinMessage``);
-  who may pin is ``CanPost(..., PIN_MESSAGE)`` against the description, the index's concern.
+Pins (``handlePinMessage``): the newest clock per (message, chat) wins (``SavePinMessage``)
+  among the pins a member's client accepts. ``matchChatEntity`` (``protocol/messenger.go``)
+  refuses a community chat's PinMessage, pin or unpin, "user can't post" unless its signer
+  ``IsMemberAdmin`` or the description's ``admin_settings.pin_message_all_members_enabled``
+  (``AllowsAllMembersToPinMessage``, ``protocol/communities/community.go``) is set.
+  ``IsMemberAdmin`` is ``hasRoles(adminRole())``, ``ROLE_ADMIN`` (4) alone: an owner's or a
+  token master's pin is refused too when pinning is not open to all (their own client sends
+  it: ``sendPinMessage`` asks ``IsPrivilegedMember``). :func:`pinners_of` and
+  :func:`pin_applies`, against the newest description as for deletes.
 
 Mentions (status-go's Markdown parser ``github.com/status-im/markdown`` ``parser/inline.go``
   ``mention``, vendored at ``v0.0.0-20240404192634-b7e33c6ac3d4``; ``PrepareContent`` and
@@ -61,6 +68,8 @@ __all__ = [
     "mention_key",
     "mentioned_keys",
     "moderators_of",
+    "pin_applies",
+    "pinners_of",
 ]
 
 ROLE_OWNER, ROLE_ADMIN, ROLE_TOKEN_MASTER = 1, 4, 5  # CommunityMember.Roles
@@ -103,6 +112,22 @@ def moderators_of(description: SignedDescription) -> frozenset[str]:
         key for key, member in description.members.items()
         if MODERATOR_ROLES.intersection(member.roles)
     )  # fmt: skip
+
+
+def pinners_of(description: SignedDescription) -> frozenset[str] | None:
+    """The ``"0x04…"`` keys whose pins a member's client accepts: the description's members
+    with the admin role, or None (anyone's) when it opens pinning to all members."""
+    if description.pin_all_members:
+        return None
+    return frozenset(
+        key for key, member in description.members.items() if ROLE_ADMIN in member.roles
+    )
+
+
+def pin_applies(author: str, pinners: frozenset[str] | None) -> bool:
+    """Whether a pin or unpin signed by ``author`` counts (``pinners``: :func:`pinners_of`;
+    None, also when no description is known: anyone's)."""
+    return pinners is None or author in pinners
 
 
 def mention_key(match: re.Match[str]) -> str | None:

@@ -91,6 +91,8 @@ class SignedDescription:
     members: dict[str, DescribedMember] = field(default_factory=dict, compare=False)
     banned: frozenset[str] = field(default=frozenset(), compare=False)
     description: str = field(default="", compare=False)  # identity.description (untrusted)
+    # admin_settings.pin_message_all_members_enabled (field 10.1): any member's pins count
+    pin_all_members: bool = field(default=False, compare=False)
 
     @property
     def channel_uuids(self) -> tuple[str, ...]:
@@ -172,6 +174,7 @@ def read_signed_description(message: bytes, community: CommunityId) -> SignedDes
             + [key.lower() for key in description.banned_members]
         ),
         description=description.identity.description,
+        pin_all_members=description.admin_settings.pin_message_all_members_enabled,
     )
 
 

@@ -149,6 +149,85 @@ def test_a_delete_before_its_target_and_a_moderator_named_later(index: HistoryIn
     assert index.reader().message(COMMUNITY, mid(1)) is not None
 
 
+def _pin(n: int, author: str, target: int, clock: int, pinned: bool = True) -> PinEvent:
+    return PinEvent(mid(n), author, mid(target), COMMUNITY + GENERAL, clock, pinned)
+
+
+def _roles_description(clock: int, roles: dict[str, tuple[int, ...]], *, pin_all: bool):
+    return SignedDescription(
+        clock=clock, name="Demo", channels=(DescribedChannel(GENERAL, "general", 0),),
+        archive_clock=0, members={k: DescribedMember(r) for k, r in roles.items()},
+        pin_all_members=pin_all,
+    )  # fmt: skip
+
+
+# status-go's matchChatEntity: a pin counts when its signer has ROLE_ADMIN (4), or when the
+# description opens pinning to all members; ROLE_OWNER (1) and ROLE_TOKEN_MASTER (5) alone
+# do not make IsMemberAdmin
+@pytest.mark.parametrize(
+    ("roles", "pin_all", "pinned"),
+    [((4,), False, True), ((), False, False), ((), True, True), ((1,), False, False),
+     ((5,), False, False), ((1, 4), False, True)],
+    ids=["admin", "member", "member-open-to-all", "owner-role", "token-master", "owner-admin"],
+)  # fmt: skip
+def test_a_pin_counts_from_an_admin_or_anyone_when_open_to_all(
+    index: HistoryIndex, roles: tuple[int, ...], pin_all: bool, pinned: bool
+) -> None:
+    index.set_description(_roles_description(5, {BOB: roles}, pin_all=pin_all), COMMUNITY)
+    index.add_events(COMMUNITY, [chat(1, ALICE, "hello", "2024-03-01T10:00:00")])
+    index.add_events(COMMUNITY, [_pin(101, BOB, 1, ms("2024-03-01T11:00:00"))])
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and got.pinned is pinned
+    assert got.pinned_by == (BOB if pinned else "")
+
+
+def test_a_refused_unpin_does_not_hide_an_admins_pin_and_a_new_rule_folds_again(
+    index: HistoryIndex,
+) -> None:
+    base = ms("2024-03-01T10:00:00")
+    # every event before the message and the description: the rule applies at any order
+    index.add_events(COMMUNITY, [_pin(101, ADMIN, 1, base + 30), _pin(102, BOB, 1, base + 40,
+                                                                   pinned=False)])  # fmt: skip
+    index.add_events(COMMUNITY, [chat(1, ALICE, "hello", "2024-03-01T10:00:00")])
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and not got.pinned  # no description: anyone's, Bob's newest
+    index.set_description(_roles_description(5, {ADMIN: (4,), BOB: ()}, pin_all=False),
+                          COMMUNITY)  # fmt: skip
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and got.pinned and got.pinned_by == ADMIN  # Bob's unpin refused
+    index.set_description(_roles_description(6, {ADMIN: (4,), BOB: ()}, pin_all=True),
+                          COMMUNITY)  # fmt: skip
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and not got.pinned  # open to all: Bob's newer unpin counts
+    index.add_events(COMMUNITY, [_pin(103, CAROL, 1, base + 50)])
+    got = index.reader().message(COMMUNITY, mid(1))
+    assert got is not None and got.pinned and got.pinned_by == CAROL
+
+
+def test_pins_kept_one_per_message_before_are_kept_by_author(history_dsn: str) -> None:
+    from waku_legacy.history.index import PINS_TABLE
+
+    with HistoryIndex.open(history_dsn, create=True) as index:
+        index.add_events(COMMUNITY, [chat(1, ALICE, "hello", "2024-03-01T10:00:00")])
+        # the table as made before 2026-11-29: one pin per message, whoever made it
+        big = "BIGINT" if index.db.postgres else "INTEGER"
+        old = PINS_TABLE.format(big=big).replace("(community, target, author)",
+                                                 "(community, target)")  # fmt: skip
+        with index.db.transaction():
+            index.db.stream("DROP TABLE history_pins")
+            index.db.stream(old)
+            index.db.stream("INSERT INTO history_pins VALUES (?, ?, ?, 5, 'p', 1)",
+                            [COMMUNITY, mid(1), BOB])  # fmt: skip
+    with HistoryIndex.open(history_dsn) as index:
+        rows = index.db.execute("SELECT community, target, author, clock, id, pinned"
+                                " FROM history_pins")  # fmt: skip
+        assert [tuple(r) for r in rows] == [(COMMUNITY, mid(1), BOB, 5, "p", 1)]
+        index.add_events(COMMUNITY, [_pin(102, CAROL, 1, 6)])  # the new key: a second row
+        assert len(index.db.execute("SELECT 1 FROM history_pins")) == 2
+        got = index.reader().message(COMMUNITY, mid(1))
+        assert got is not None and got.pinned and got.pinned_by == CAROL  # the newer pin
+
+
 def _dump(index: HistoryIndex) -> list[object]:
     tables = ["history_messages", "history_edits", "history_reactions", "history_days",
               "history_channels", "history_authors"]  # fmt: skip
