@@ -31,12 +31,12 @@ standalone SQLite file for histories read from archives only, and keeps these ta
 Rules (status-go's, owned by :mod:`.rules`): an edit counts only from the original's author,
 the newest clock wins; a delete counts from the author or a moderator of the newest
 description; a reaction per (author, emoji) is its newest clock's state (retracted or not);
-a pin is the newest clock's among those of the description's admins (anyone's when it opens
-pinning to all members, or when no description is known). Adding the same message twice
-(its channel-topic and ``-memberUpdate`` copies) keeps one row, the first copy's provenance;
-adding everything again changes nothing. Writes go in bounded batches, one transaction each
-(a bulk load into empty SQLite tables: several batches per transaction, and history_fts made
-once at its end).
+a pin is the newest clock's among those of the description's owners, admins and token
+masters (anyone's when it opens pinning to all members, or when no description is known).
+Adding the same message twice (its channel-topic and ``-memberUpdate`` copies) keeps one
+row, the first copy's provenance; adding everything again changes nothing. Writes go in
+bounded batches, one transaction each (a bulk load into empty SQLite tables: several batches
+per transaction, and history_fts made once at its end).
 """
 
 from __future__ import annotations
@@ -598,8 +598,8 @@ class HistoryIndex:
         return self._moderators[community_id]
 
     def pinners(self, community_id: str) -> frozenset[str] | None:
-        """Whose pins count (the newest description's admins; None: anyone's, also when no
-        description is known)."""
+        """Whose pins count (the newest description's owners, admins and token masters; None:
+        anyone's, also when no description is known)."""
         if community_id not in self._pinners:
             rows = self.db.execute(
                 "SELECT pinners FROM history_communities WHERE community = ?", [community_id]

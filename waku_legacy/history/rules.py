@@ -33,14 +33,16 @@ Deletes (``handleDeleteMessage``, ``protocol/messenger_handler.go``):
   answer whatever the order: the author, or a moderator of the newest description.
 
 Pins (``handlePinMessage``): the newest clock per (message, chat) wins (``SavePinMessage``)
-  among the pins a member's client accepts. ``matchChatEntity`` (``protocol/messenger.go``)
-  refuses a community chat's PinMessage, pin or unpin, "user can't post" unless its signer
-  ``IsMemberAdmin`` or the description's ``admin_settings.pin_message_all_members_enabled``
-  (``AllowsAllMembersToPinMessage``, ``protocol/communities/community.go``) is set.
-  ``IsMemberAdmin`` is ``hasRoles(adminRole())``, ``ROLE_ADMIN`` (4) alone: an owner's or a
-  token master's pin is refused too when pinning is not open to all (their own client sends
-  it: ``sendPinMessage`` asks ``IsPrivilegedMember``). :func:`pinners_of` and
-  :func:`pin_applies`, against the newest description as for deletes.
+  among the pins a member's client accepts. ``matchChatEntity``
+  (``protocol/messenger_handler.go``) refuses a community chat's PinMessage, pin or unpin,
+  unless ``CanPost(signer, chat, PIN_MESSAGE)`` (``protocol/communities/community.go``):
+  beyond ``CanView``, the signer ``IsPrivilegedMember`` (``ROLE_OWNER``, ``ROLE_ADMIN`` or
+  ``ROLE_TOKEN_MASTER``: the moderators' roles) or the description's
+  ``admin_settings.pin_message_all_members_enabled`` (``AllowsAllMembersToPinMessage``) is
+  set. The community key itself is no member, so the pins status-go's Discord import signs
+  with it count only when pinning is open to all. :func:`pinners_of` and
+  :func:`pin_applies`, against the newest description as for deletes (older status-go,
+  before the message type reached ``CanPost``, asked ``IsMemberAdmin`` instead).
 
 Mentions (status-go's Markdown parser ``github.com/status-im/markdown`` ``parser/inline.go``
   ``mention``, vendored at ``v0.0.0-20240404192634-b7e33c6ac3d4``; ``PrepareContent`` and
@@ -116,12 +118,11 @@ def moderators_of(description: SignedDescription) -> frozenset[str]:
 
 def pinners_of(description: SignedDescription) -> frozenset[str] | None:
     """The ``"0x04…"`` keys whose pins a member's client accepts: the description's members
-    with the admin role, or None (anyone's) when it opens pinning to all members."""
+    with an owner, admin or token-master role (``IsPrivilegedMember``), or None (anyone's)
+    when it opens pinning to all members."""
     if description.pin_all_members:
         return None
-    return frozenset(
-        key for key, member in description.members.items() if ROLE_ADMIN in member.roles
-    )
+    return moderators_of(description)
 
 
 def pin_applies(author: str, pinners: frozenset[str] | None) -> bool:
