@@ -20,14 +20,19 @@ from __future__ import annotations
 
 import marshal
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from waku_legacy.history.events import Event, WakuFacts, event_from_values, event_values
+from waku_legacy.history.events import (
+    Event,
+    WakuFacts,
+    event_from_values,
+    event_values,
+    whisper_timestamp_of,
+)
 from waku_legacy.history.sources import window_of
 
 __all__ = [
@@ -59,7 +64,6 @@ MESSAGE_COLUMNS = ("message_hash", "pubsub_topic", "content_topic", "timestamp",
 ARCHIVE_COLUMNS = ("ok", "sig", "payload")
 _NANOS = 1_000_000_000
 _SORT = [(c, "ascending") for c in ("community", "content_topic", "timestamp", "message_hash")]
-_WHISPER_AT = [f.name for f in fields(WakuFacts)].index("whisper_timestamp")
 
 
 def dump_pair(pair: tuple[Event, bytes | None]) -> bytes:
@@ -73,8 +77,9 @@ def load_pair(blob: bytes, windows: Sequence[tuple[int, int]] = ()) -> tuple[Eve
     event's archive window the one of them holding its envelope time (None: none does), as
     :func:`~waku_legacy.history.sources.stored_row` sets it."""
     values, data = marshal.loads(blob)
-    if windows and values[1] is not None:
-        return event_from_values(values, window_of(windows, values[1][_WHISPER_AT])), data
+    seconds = whisper_timestamp_of(values) if windows else None
+    if seconds is not None:
+        return event_from_values(values, window_of(windows, seconds)), data
     return event_from_values(values), data
 
 

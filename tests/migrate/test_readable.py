@@ -21,7 +21,13 @@ from tests.waku_legacy.history.test_sources import (
     _row,
 )
 from waku_legacy.community_config import CommunityConfig
-from waku_legacy.history.events import EVENT_TYPES, WakuFacts, event_from_values, event_values
+from waku_legacy.history.events import (
+    EVENT_TYPES,
+    WakuFacts,
+    event_from_values,
+    event_values,
+    whisper_timestamp_of,
+)
 from waku_legacy.history.index import HistoryIndex
 from waku_legacy.history.sources import decode_row, index_from_store, stored_row
 from waku_legacy.identity.topics import (
@@ -206,6 +212,9 @@ def test_every_event_type_round_trips_through_the_event_column() -> None:
                 for f in dataclasses.fields(cls):
                     assert type(getattr(back, f.name)) is type(getattr(event, f.name)), f.name
                 assert event_from_values(event_values(event)) == event
+                assert whisper_timestamp_of(event_values(event)) == (
+                    None if given_facts is None else sm.T0
+                )
             in_window, _ = load_pair(dump_pair((event, None)), [(sm.T0 - 1, sm.T0 + 1)])
             outside, _ = load_pair(dump_pair((event, None)), [(sm.T0 + 1, sm.T0 + 9)])
             if given_facts is None:

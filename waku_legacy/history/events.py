@@ -25,6 +25,7 @@ __all__ = [
     "WakuFacts",
     "event_from_values",
     "event_values",
+    "whisper_timestamp_of",
 ]
 
 
@@ -154,6 +155,7 @@ _OTHERS = {
 _FACTS_AT = {cls: [f.name for f in fields(cls)].index("facts") for cls in EVENT_TYPES}
 _FACT_VALUES = operator.attrgetter(*(f.name for f in fields(WakuFacts)))
 _WINDOW_AT = [f.name for f in fields(WakuFacts)].index("archive_window")
+_WHISPER_AT = [f.name for f in fields(WakuFacts)].index("whisper_timestamp")
 
 
 def event_values(event: Event) -> tuple[Any, ...]:
@@ -164,6 +166,13 @@ def event_values(event: Event) -> tuple[Any, ...]:
     cls = type(event)
     facts = event.facts
     return (_CODES[cls], None if facts is None else _FACT_VALUES(facts), *_OTHERS[cls](event))
+
+
+def whisper_timestamp_of(values: tuple[Any, ...] | list[Any]) -> int | None:
+    """The envelope time (seconds) in the facts of :func:`event_values`' ``values``, read
+    without building the event; None for an event without facts."""
+    facts = values[1]
+    return None if facts is None else int(facts[_WHISPER_AT])
 
 
 _KEEP: Any = object()
