@@ -51,7 +51,8 @@ The steps are status-go's (``c72f491``, Oct 2024, unless said otherwise):
   sender's CLAIM: status-go shows it only after its ENS verifier confirms
   it on chain (``ensVerifier.Add`` in ``handleChatMessage``; ``contact.ENSVerified``), so it is
   passed on as a claim, never as a verified name, and dropped when longer than an ENS name can
-  be (255).
+  be (255). ``ChatIdentity.ens_name`` is not read: ``HandleChatIdentity`` takes no ENS name
+  from it (status-go's contacts get one from ChatMessage and contact sync only).
 - Reactions: status-go carries ``EmojiReaction.Type`` (1-6); the emoji the Status apps draw for
   each are status-desktop's emoji reactions model (heart, thumbs up, thumbs down, laughing,
   sad, angry: "❤️", "👍", "👎", "😂", "😢", "😡"), :func:`emoji_for`.
