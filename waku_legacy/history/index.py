@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from waku_legacy.history.sources import WakuRow
     from waku_legacy.identity.descriptions import SignedDescription
 
-__all__ = ["BATCH", "HistoryIndex", "HistoryIndexError", "IndexCounts"]
+__all__ = ["BATCH", "Authority", "HistoryIndex", "HistoryIndexError", "IndexCounts"]
 
 BATCH = 5000  # events folded together (and per write transaction, but in a bulk load)
 #: SQLite, in a bulk load into empty tables: BATCH-event batches per write transaction. Each
@@ -509,28 +509,36 @@ class _Modifiers:
     pins: list[tuple[str, int, str, int]] = field(default_factory=list)  # author clock id pinned
 
 
+@dataclass(frozen=True, slots=True)
+class Authority:
+    """What the newest description kept says of a community's members' powers."""
+
+    moderators: frozenset[str]  # who may delete others' messages
+    pinners: frozenset[str] | None  # whose pins count (None: anyone's, also with no description)
+
+
 def _fold(
-    author: str, text: str, sent_type: int, mods: _Modifiers, moderators: frozenset[str],
-    pinners: frozenset[str] | None = None,
+    author: str, text: str, sent_type: int, mods: _Modifiers, authority: Authority
 ) -> tuple[str, int, int, int, str, str, str, int]:
     """(text, edited clock, deleted, pinned, pinned by, reactions JSON, mentions JSON,
     content type) of a message by ``author`` whose original text is ``text`` (a text edited
     before is fine: see :meth:`HistoryIndex._refold`) and content type ``sent_type``, given
     every modifier of it. The newest applicable edit gives the text, and its content type
-    when not 0 (status-go's applyEditMessage); the newest pin or unpin of those ``pinners``
-    may make (:func:`~.rules.pin_applies`) says whether it is pinned."""
+    when not 0 (status-go's applyEditMessage); a delete counts from the author or
+    ``authority``'s moderators, and the newest pin or unpin of its pinners
+    (:func:`~.rules.pin_applies`) says whether it is pinned."""
     edited, content_type = 0, sent_type
     best: tuple[int, str] | None = None
     for edit_author, clock, edit_id, edit_text, edit_type in mods.edits:
         if _edit_applies(edit_author, author) and (best is None or (clock, edit_id) > best):
             best, text, edited = (clock, edit_id), edit_text, clock
             content_type = edit_type or sent_type
-    deleted = any(_delete_applies(d, author, moderators) for d in mods.deletes)
+    deleted = any(_delete_applies(d, author, authority.moderators) for d in mods.deletes)
     pinned, pinned_by = 0, ""
     if mods.pins:
         from waku_legacy.history.rules import pin_applies
 
-        counted = [p for p in mods.pins if pin_applies(p[0], pinners)]
+        counted = [p for p in mods.pins if pin_applies(p[0], authority.pinners)]
         newest = max(counted, key=lambda p: (p[1], p[2]), default=None)
         if newest is not None and newest[3]:
             pinned, pinned_by = 1, newest[0]
@@ -557,8 +565,7 @@ class HistoryIndex:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._moderators: dict[str, frozenset[str]] = {}
-        self._pinners: dict[str, frozenset[str] | None] = {}
+        self._authority: dict[str, Authority] = {}
         self._known_authors: set[str] = set()
         self._bulk = False  # SQLite, in a bulk load into empty tables (:meth:`bulk_load`)
         self._segments: SegmentJoiner | None = None
@@ -588,25 +595,20 @@ class HistoryIndex:
 
     # -- communities ---------------------------------------------------------------------------
 
-    def moderators(self, community_id: str) -> frozenset[str]:
-        """Who may delete others' messages (the newest description's moderators)."""
-        if community_id not in self._moderators:
+    def authority(self, community_id: str) -> Authority:
+        """Who may delete others' messages and whose pins count, as the newest description
+        kept says (read once per community, then remembered)."""
+        if community_id not in self._authority:
             rows = self.db.execute(
-                "SELECT moderators FROM history_communities WHERE community = ?", [community_id]
+                "SELECT moderators, pinners FROM history_communities WHERE community = ?",
+                [community_id],
             )
-            self._moderators[community_id] = frozenset(json.loads(rows[0][0]) if rows else [])
-        return self._moderators[community_id]
-
-    def pinners(self, community_id: str) -> frozenset[str] | None:
-        """Whose pins count (the newest description's owners, admins and token masters; None:
-        anyone's, also when no description is known)."""
-        if community_id not in self._pinners:
-            rows = self.db.execute(
-                "SELECT pinners FROM history_communities WHERE community = ?", [community_id]
+            moderators = json.loads(rows[0][0]) if rows else []
+            pinners = json.loads(rows[0][1]) if rows else None
+            self._authority[community_id] = Authority(
+                frozenset(moderators), None if pinners is None else frozenset(pinners)
             )
-            kept = json.loads(rows[0][0]) if rows else None
-            self._pinners[community_id] = None if kept is None else frozenset(kept)
-        return self._pinners[community_id]
+        return self._authority[community_id]
 
     def set_description(
         self, description: SignedDescription, community_id: str | None = None
@@ -630,7 +632,7 @@ class HistoryIndex:
         moderators = sorted({*rules.moderators_of(description), owner})
         pinners = rules.pinners_of(description)
         pinners_json = "null" if pinners is None else json.dumps(sorted(pinners))
-        pin_rule_changed = self.pinners(community) != pinners
+        pin_rule_changed = self.authority(community).pinners != pinners
         channels = [[c.uuid, c.name, c.position, c.description] for c in description.channels]
         with self.db.transaction():
             self.db.stream(
@@ -649,8 +651,7 @@ class HistoryIndex:
                 "INSERT INTO history_banned (community, author) VALUES (?, ?)",
                 [(community, key) for key in sorted(description.banned)],
             )
-            self._moderators[community] = frozenset(moderators)
-            self._pinners[community] = pinners
+            self._authority[community] = Authority(frozenset(moderators), pinners)
             # deletes by others than the author may now apply, or no longer
             targets = self.db.stream(
                 "SELECT DISTINCT d.target FROM history_deletes d JOIN history_messages m"
@@ -933,7 +934,7 @@ class HistoryIndex:
         rids = self._free_rids(new)
         mods = self._modifiers(community, [*(c.id for c in new),
                                            *(c.legacy_id for c in new if c.legacy_id)])  # fmt: skip
-        moderators, pinners = self.moderators(community), self.pinners(community)
+        authority = self.authority(community)
         albums = sorted({c.album_id for c in new if c.album_id})
         album_deletes = self._album_deletes(community, albums)
         for chat in new:  # deletes of images of this batch
@@ -948,7 +949,7 @@ class HistoryIndex:
                 chat.author, chat.text, chat.content_type,
                 _with_deletes(_both(mods, chat.id, chat.legacy_id),
                               album_deletes.get(chat.album_id, [])),
-                moderators, pinners,
+                authority,
             )  # fmt: skip
             ts = _clamp_ms(chat.timestamp_ms)
             rows.append((
@@ -1097,7 +1098,7 @@ class HistoryIndex:
         album_deletes = self._album_deletes(community, albums)
         rows = [found[rid] for rid in sorted(found)]
         mods = self._modifiers(community, [*(r[1] for r in rows), *(r[2] for r in rows if r[2])])
-        moderators, pinners = self.moderators(community), self.pinners(community)
+        authority = self.authority(community)
         updates = []
         fts: list[tuple[Any, ...]] = []
         per_day: dict[tuple[str, int], int] = defaultdict(int)
@@ -1108,7 +1109,7 @@ class HistoryIndex:
             mine = _both(mods, message_id, legacy_id)
             folded = _fold(author, text, int(sent),
                            _with_deletes(mine, album_deletes.get(album, [])),
-                           moderators, pinners)  # fmt: skip
+                           authority)  # fmt: skip
             updates.append((*folded, rid))
             new_text, new_deleted = folded[0], folded[2]
             if not db.postgres and not self._bulk and (
