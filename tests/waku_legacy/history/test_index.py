@@ -51,11 +51,16 @@ def _react(n: int, author: str, target: int, clock: int, emoji: str, retracted: 
     return ReactionEvent(mid(n), author, mid(target), COMMUNITY + GENERAL, clock, emoji, retracted)
 
 
-def _description(clock: int, *, admins=(), banned=()) -> SignedDescription:
+def _description(
+    clock: int, *, admins=(), banned=(), roles: dict[str, tuple[int, ...]] | None = None,
+    pin_all: bool = False,
+) -> SignedDescription:
+    """``admins`` with ROLE_ADMIN (4), ``roles``: other members with theirs."""
+    members = {a: DescribedMember((4,)) for a in admins}
+    members.update({key: DescribedMember(r) for key, r in (roles or {}).items()})
     return SignedDescription(
         clock=clock, name="Demo", channels=(DescribedChannel(GENERAL, "general", 0),),
-        archive_clock=0, members={a: DescribedMember((4,)) for a in admins},
-        banned=frozenset(banned),
+        archive_clock=0, members=members, banned=frozenset(banned), pin_all_members=pin_all,
     )  # fmt: skip
 
 
@@ -153,14 +158,6 @@ def _pin(n: int, author: str, target: int, clock: int, pinned: bool = True) -> P
     return PinEvent(mid(n), author, mid(target), COMMUNITY + GENERAL, clock, pinned)
 
 
-def _roles_description(clock: int, roles: dict[str, tuple[int, ...]], *, pin_all: bool):
-    return SignedDescription(
-        clock=clock, name="Demo", channels=(DescribedChannel(GENERAL, "general", 0),),
-        archive_clock=0, members={k: DescribedMember(r) for k, r in roles.items()},
-        pin_all_members=pin_all,
-    )  # fmt: skip
-
-
 # status-go c72f491, Community.CanPost(..., PIN_MESSAGE): a pin counts when its signer has
 # ROLE_OWNER (1), ROLE_ADMIN (4) or ROLE_TOKEN_MASTER (5) (IsPrivilegedMember), or when the
 # description opens pinning to all members
@@ -173,7 +170,7 @@ def _roles_description(clock: int, roles: dict[str, tuple[int, ...]], *, pin_all
 def test_a_pin_counts_from_an_admin_or_anyone_when_open_to_all(
     index: HistoryIndex, roles: tuple[int, ...], pin_all: bool, pinned: bool
 ) -> None:
-    index.set_description(_roles_description(5, {BOB: roles}, pin_all=pin_all), COMMUNITY)
+    index.set_description(_description(5, roles={BOB: roles}, pin_all=pin_all), COMMUNITY)
     index.add_events(COMMUNITY, [chat(1, ALICE, "hello", "2024-03-01T10:00:00")])
     index.add_events(COMMUNITY, [_pin(101, BOB, 1, ms("2024-03-01T11:00:00"))])
     got = index.reader().message(COMMUNITY, mid(1))
@@ -191,11 +188,10 @@ def test_a_refused_unpin_does_not_hide_an_admins_pin_and_a_new_rule_folds_again(
     index.add_events(COMMUNITY, [chat(1, ALICE, "hello", "2024-03-01T10:00:00")])
     got = index.reader().message(COMMUNITY, mid(1))
     assert got is not None and not got.pinned  # no description: anyone's, Bob's newest
-    index.set_description(_roles_description(5, {ADMIN: (4,), BOB: ()}, pin_all=False),
-                          COMMUNITY)  # fmt: skip
+    index.set_description(_description(5, admins=(ADMIN,), roles={BOB: ()}), COMMUNITY)
     got = index.reader().message(COMMUNITY, mid(1))
     assert got is not None and got.pinned and got.pinned_by == ADMIN  # Bob's unpin refused
-    index.set_description(_roles_description(6, {ADMIN: (4,), BOB: ()}, pin_all=True),
+    index.set_description(_description(6, admins=(ADMIN,), roles={BOB: ()}, pin_all=True),
                           COMMUNITY)  # fmt: skip
     got = index.reader().message(COMMUNITY, mid(1))
     assert got is not None and not got.pinned  # open to all: Bob's newer unpin counts
